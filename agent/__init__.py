@@ -1,0 +1,1 @@
+"""The MultiQ agent: one per member cluster; admits, runs and reports the work placed on it."""

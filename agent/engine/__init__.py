@@ -1,0 +1,1 @@
+"""Pure admission engine: a frozen cluster snapshot and `now` in, admission decisions out."""

@@ -1,0 +1,219 @@
+"""Kubernetes resource quantities, parsed and compared exactly.
+
+Owns the `Quantity` value type used by every resource amount in the contract (quotas, pod
+requests, capacity reports). Values are held as exact fractions, never floats: "0.1" + "0.2"
+equals "300m", and "1Gi" is 1073741824 exactly. The admission engine and placement work in
+integer milli-units (`Quantity.milli`), which is how Kubernetes itself compares CPU.
+
+Called by: every api/ model with a resource field, the engine snapshot builders, qctl output.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+__all__ = ["Quantity", "QuantityError", "parse_quantity"]
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+# Kubernetes' grammar: <sign><digits>[.<digits>]<suffix>, suffix binary, decimal or exponent.
+_QUANTITY_RE = re.compile(
+    r"^(?P<sign>[+-])?(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+_NANO = Fraction(1, 10**9)
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+class Quantity:
+    """An exact, immutable resource amount with the format (binary or decimal) it was written in.
+
+    Equality, ordering and hashing use the exact value only, so "1Gi" == "1073741824" and
+    "500m" == "0.5". Values below one nano-unit round up, as in Kubernetes.
+    """
+
+    __slots__ = ("_binary", "_value")
+
+    def __init__(self, value: Fraction | int, *, binary: bool = False) -> None:
+        frac = Fraction(value)
+        # Kubernetes keeps at most nano precision and rounds up (away from zero for positives).
+        scaled = frac / _NANO
+        if scaled.denominator != 1:
+            ceil = -((-scaled.numerator) // scaled.denominator)
+            frac = Fraction(ceil) * _NANO
+        self._value = frac
+        self._binary = binary
+
+    # construction -------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str | int | float | Quantity) -> Quantity:
+        """Parse a quantity as Kubernetes does; ints and floats are read through their text."""
+        if isinstance(text, Quantity):
+            return text
+        if isinstance(text, bool):
+            raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
+        if isinstance(text, int):
+            return cls(text)
+        if isinstance(text, float):
+            if text != text or text in (float("inf"), float("-inf")):
+                raise QuantityError(f"quantities must be finite, not {text!r}")
+            return cls.parse(repr(text))
+        if not isinstance(text, str):
+            raise QuantityError(f"quantities must be strings or numbers, not {type(text).__name__}")
+        match = _QUANTITY_RE.match(text.strip())
+        if not match or text != text.strip():
+            raise QuantityError(
+                f"quantities must match the regular expression "
+                f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}"
+            )
+        number = Fraction(match["number"])
+        if match["sign"] == "-":
+            number = -number
+        suffix = match["suffix"] or ""
+        if suffix in _BINARY:
+            return cls(number * _BINARY[suffix], binary=True)
+        if suffix in _DECIMAL:
+            return cls(number * _DECIMAL[suffix])
+        exponent = int(suffix[1:])
+        if abs(exponent) > 60:
+            raise QuantityError(f"quantity exponent out of range in {text!r}")
+        return cls(number * Fraction(10) ** exponent)
+
+    @classmethod
+    def from_milli(cls, milli: int) -> Quantity:
+        return cls(Fraction(milli, 1000))
+
+    # views --------------------------------------------------------------------------------
+
+    @property
+    def value(self) -> Fraction:
+        """The exact value in base units (cores, bytes, devices)."""
+        return self._value
+
+    def milli(self) -> int:
+        """The value in milli-units, rounded up as Kubernetes' MilliValue does."""
+        scaled = self._value * 1000
+        return -((-scaled.numerator) // scaled.denominator)
+
+    def units(self) -> int:
+        """The value in whole units, rounded up (Kubernetes' Value)."""
+        return -((-self._value.numerator) // self._value.denominator)
+
+    def is_zero(self) -> bool:
+        return self._value == 0
+
+    def is_negative(self) -> bool:
+        return self._value < 0
+
+    # arithmetic and comparison ----------------------------------------------------------
+
+    def __add__(self, other: Quantity) -> Quantity:
+        return Quantity(self._value + other._value, binary=self._binary and other._binary)
+
+    def __sub__(self, other: Quantity) -> Quantity:
+        return Quantity(self._value - other._value, binary=self._binary and other._binary)
+
+    def __mul__(self, factor: int) -> Quantity:
+        return Quantity(self._value * factor, binary=self._binary)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Quantity:
+        return Quantity(-self._value, binary=self._binary)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self._value == other._value
+        return NotImplemented
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self._value < other._value
+
+    def __le__(self, other: Quantity) -> bool:
+        return self._value <= other._value
+
+    def __gt__(self, other: Quantity) -> bool:
+        return self._value > other._value
+
+    def __ge__(self, other: Quantity) -> bool:
+        return self._value >= other._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    # text ----------------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return self.canonical()
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.canonical()!r})"
+
+    def canonical(self) -> str:
+        """The shortest exact spelling: largest suffix with an integral mantissa.
+
+        Binary-written values keep binary suffixes while they stay integral in bytes; everything
+        else uses decimal SI suffixes, down to nano. parse(canonical()) always equals self.
+        """
+        value = self._value
+        if value == 0:
+            return "0"
+        sign = "-" if value < 0 else ""
+        magnitude = abs(value)
+        if self._binary and magnitude.denominator == 1:
+            for suffix, factor in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+                if magnitude % factor == 0 and magnitude >= factor:
+                    return f"{sign}{magnitude // factor}{suffix}"
+            return f"{sign}{magnitude}"
+        for suffix, factor in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
+            mantissa = magnitude / factor
+            if mantissa.denominator == 1 and mantissa >= 1:
+                return f"{sign}{mantissa.numerator}{suffix}"
+        raise AssertionError(f"unreachable: {value} is a multiple of one nano")
+
+    # pydantic ------------------------------------------------------------------------------
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        def validate(raw: Any) -> Quantity:
+            try:
+                return cls.parse(raw)
+            except QuantityError as exc:
+                raise ValueError(str(exc)) from exc
+
+        return core_schema.no_info_plain_validator_function(
+            validate,
+            json_schema_input_schema=core_schema.union_schema(
+                [core_schema.str_schema(), core_schema.int_schema(), core_schema.float_schema()]
+            ),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda q: q.canonical(), when_used="always"
+            ),
+        )
+
+
+def parse_quantity(text: str | int | float) -> Quantity:
+    return Quantity.parse(text)
+

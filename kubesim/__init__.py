@@ -1,0 +1,1 @@
+"""kubesim: wire-faithful local Kubernetes clusters for development, demos, tests and scale."""

@@ -1,0 +1,1 @@
+"""qctl: the MultiQ command line, also installed as the kubectl plugin `kubectl-qctl`."""
