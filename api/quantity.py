@@ -10,6 +10,7 @@ Called by: every api/ model with a resource field, the engine snapshot builders,
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from typing import Any
@@ -75,7 +76,7 @@ class Quantity:
         if isinstance(text, int):
             return cls(text)
         if isinstance(text, float):
-            if text != text or text in (float("inf"), float("-inf")):
+            if not math.isfinite(text):
                 raise QuantityError(f"quantities must be finite, not {text!r}")
             return cls.parse(repr(text))
         if not isinstance(text, str):
@@ -181,12 +182,13 @@ class Quantity:
         sign = "-" if value < 0 else ""
         magnitude = abs(value)
         if self._binary and magnitude.denominator == 1:
-            for suffix, factor in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-                if magnitude % factor == 0 and magnitude >= factor:
-                    return f"{sign}{magnitude // factor}{suffix}"
-            return f"{sign}{magnitude}"
-        for suffix, factor in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
-            mantissa = magnitude / factor
+            whole = magnitude.numerator
+            for suffix, bfactor in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+                if whole % bfactor == 0 and whole >= bfactor:
+                    return f"{sign}{whole // bfactor}{suffix}"
+            return f"{sign}{whole}"
+        for suffix, dfactor in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
+            mantissa = magnitude / dfactor
             if mantissa.denominator == 1 and mantissa >= 1:
                 return f"{sign}{mantissa.numerator}{suffix}"
         raise AssertionError(f"unreachable: {value} is a multiple of one nano")
@@ -216,4 +218,3 @@ class Quantity:
 
 def parse_quantity(text: str | int | float) -> Quantity:
     return Quantity.parse(text)
-
