@@ -1,0 +1,24 @@
+"""The one table of every kind MultiQ accepts, ours and upstream ones.
+
+Add a kind here and it is decoded by api.codec, validated by `qctl validate`, exported as a
+JSON Schema and served by the hub. Called by: qctl, hub, tests.
+"""
+
+from __future__ import annotations
+
+from api.codec import KindRegistry
+from api.meta import Object
+from api.v1alpha1 import queues
+
+__all__ = ["ALL_KINDS", "REGISTRY"]
+
+ALL_KINDS: tuple[type[Object], ...] = (
+    queues.ResourceFlavor,
+    queues.ClusterQueue,
+    queues.LocalQueue,
+    queues.Cohort,
+    queues.WorkloadPriorityClass,
+    queues.Topology,
+)
+
+REGISTRY = KindRegistry(ALL_KINDS)

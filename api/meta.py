@@ -1,0 +1,227 @@
+"""Kubernetes-shaped building blocks shared by every kind: the strict base model, ObjectMeta,
+Conditions, and the name/label rules Kubernetes applies to them.
+
+Every model in api/ derives from `StrictModel`: camelCase on the wire, snake_case in Python,
+unknown fields rejected. Every top-level kind derives from `Object`, which adds apiVersion,
+kind, metadata and a `semantic_errors()` hook for the rules a schema cannot express.
+
+Called by: every kind module in api/v1alpha1 and api/k8s, and api.codec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from api.errors import FieldError, Path
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "Condition",
+    "ConditionStatus",
+    "Object",
+    "ObjectMeta",
+    "OwnerReference",
+    "StrictModel",
+    "dns1123_label_errors",
+    "dns1123_subdomain_errors",
+    "find_duplicates",
+    "label_key_errors",
+    "label_map_errors",
+    "label_value_errors",
+]
+
+GROUP = "multiq.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class StrictModel(BaseModel):
+    """Base of every contract model: camelCase aliases, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
+        validate_assignment=False,
+        ser_json_timedelta="float",
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict users write and the hub stores (camelCase, no nulls)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(StrictModel):
+    """A standard Kubernetes condition (metav1.Condition)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    observed_generation: int | None = None
+
+
+class OwnerReference(StrictModel):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(StrictModel):
+    """metav1.ObjectMeta, minus the fields only an API server's internals use."""
+
+    name: str = ""
+    generate_name: str | None = None
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    finalizers: list[str] = Field(default_factory=list)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+
+
+class Object(StrictModel):
+    """Base of every top-level kind. Subclasses set `KIND`, `NAMESPACED` and the kind Literal."""
+
+    KIND: ClassVar[str] = ""
+    API_VERSION: ClassVar[str] = API_VERSION
+    NAMESPACED: ClassVar[bool] = False
+    # Short names for qctl, like kubectl's (e.g. "cq" for ClusterQueue).
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ()
+
+    api_version: str = Field(default=API_VERSION)
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    def semantic_errors(self) -> list[FieldError]:
+        """Every rule a schema cannot express; empty when the object is valid."""
+        return list(self._metadata_errors())
+
+    def _metadata_errors(self) -> Iterator[FieldError]:
+        meta = Path("metadata")
+        if not self.metadata.name and not self.metadata.generate_name:
+            yield FieldError.required(meta.child("name"), "name or generateName is required")
+        elif self.metadata.name:
+            yield from dns1123_subdomain_errors(meta.child("name"), self.metadata.name)
+        if self.NAMESPACED:
+            if self.metadata.namespace:
+                yield from dns1123_label_errors(meta.child("namespace"), self.metadata.namespace)
+        elif self.metadata.namespace:
+            yield FieldError.forbidden(
+                meta.child("namespace"), f"{self.KIND} is cluster-scoped: it has no namespace"
+            )
+        yield from label_map_errors(meta.child("labels"), self.metadata.labels)
+        for key in self.metadata.annotations:
+            yield from label_key_errors(meta.child("annotations"), key)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str | None:
+        return self.metadata.namespace
+
+    def key(self) -> str:
+        """`namespace/name` for namespaced kinds, `name` otherwise."""
+        if self.NAMESPACED:
+            return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+        return self.metadata.name
+
+
+# --- name and label rules (k8s.io/apimachinery/pkg/util/validation) --------------------------
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
+    if len(value) > 63:
+        yield FieldError.invalid(path, value, "must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        yield FieldError.invalid(
+            path,
+            value,
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+            "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+            "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        )
+
+
+def dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
+    if len(value) > 253:
+        yield FieldError.invalid(path, value, "must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        yield FieldError.invalid(
+            path,
+            value,
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+            "'-' or '.', and must start and end with an alphanumeric character (e.g. "
+            "'example.com', regex used for validation is "
+            "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        )
+
+
+def label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        yield FieldError.invalid(path, key, "prefix part must be a lowercase RFC 1123 subdomain")
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        yield FieldError.invalid(
+            path,
+            key,
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+            "and end with an alphanumeric character, with at most 63 characters",
+        )
+
+
+def label_value_errors(path: Path, value: str) -> Iterator[FieldError]:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        yield FieldError.invalid(
+            path,
+            value,
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', "
+            "'_' or '.', and must start and end with an alphanumeric character, with at most 63 "
+            "characters",
+        )
+
+
+def label_map_errors(path: Path, labels: Mapping[str, str]) -> Iterator[FieldError]:
+    for key, value in labels.items():
+        yield from label_key_errors(path, key)
+        yield from label_value_errors(path.key(key), value)
+
+
+def find_duplicates(values: list[str]) -> list[int]:
+    """Indexes of values already seen earlier in the list."""
+    seen: set[str] = set()
+    dups = []
+    for i, v in enumerate(values):
+        if v in seen:
+            dups.append(i)
+        seen.add(v)
+    return dups
