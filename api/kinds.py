@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from api.codec import KindRegistry
 from api.meta import Object
-from api.v1alpha1 import queues
+from api.v1alpha1 import federation, queues, templates
 
 __all__ = ["ALL_KINDS", "REGISTRY"]
 
@@ -19,6 +19,12 @@ ALL_KINDS: tuple[type[Object], ...] = (
     queues.Cohort,
     queues.WorkloadPriorityClass,
     queues.Topology,
+    federation.MemberCluster,
+    federation.ClusterSet,
+    federation.GlobalQueue,
+    federation.Tenant,
+    templates.ApplicationProfile,
+    templates.VolumeBundle,
 )
 
 REGISTRY = KindRegistry(ALL_KINDS)

@@ -1,0 +1,387 @@
+"""Federation kinds, held only by the hub: MemberCluster, ClusterSet, GlobalQueue and Tenant.
+
+A MemberCluster is one Kubernetes cluster whose agent dials the hub; a ClusterSet names a
+group of them (explicitly or by label selector); a GlobalQueue is the hub-level queue that
+dispatches work of some tenants to a cluster set under a fleet-wide quota; a Tenant binds
+namespaces and users' groups to the queues they may use.
+
+Called by: api.kinds (registry), hub (registry, placement, dispatch), qctl (get/describe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from api.errors import FieldError, Path
+from api.k8s.core import LabelSelector, LabelSelectorRequirement
+from api.meta import (
+    Condition,
+    Object,
+    StrictModel,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    find_duplicates,
+    label_key_errors,
+)
+from api.quantity import Quantity
+
+__all__ = [
+    "ClusterAffinity",
+    "ClusterCapacity",
+    "ClusterSelectorTerm",
+    "ClusterSet",
+    "ClusterSetSpec",
+    "DispatchPolicy",
+    "GlobalQueue",
+    "GlobalQueueSpec",
+    "IncrementalDispatch",
+    "MemberCluster",
+    "MemberClusterSpec",
+    "MemberClusterStatus",
+    "PreferredClusterTerm",
+    "ResourceCapacity",
+    "Tenant",
+    "TenantSpec",
+    "TokenReference",
+]
+
+
+# --- MemberCluster --------------------------------------------------------------------------
+
+
+class TokenReference(StrictModel):
+    """Where the hub finds the bearer token this cluster's agent must present.
+
+    Exactly one of `secretName` (a secret in the hub's store, key `key`) or `file` (a path on
+    the hub's host, for development) is set.
+    """
+
+    secret_name: str | None = None
+    key: str = "token"
+    file: str | None = None
+
+
+class Fencing(StrictModel):
+    """How the hub keeps a workload from running in two clusters after losing one.
+
+    With fencing on, an agent that loses the hub for `lossTimeoutSeconds` stops (fences) the
+    workloads it runs, and the hub re-dispatches them only after that same timeout.
+    """
+
+    enabled: bool = True
+    loss_timeout_seconds: int = 900
+
+
+class MemberClusterSpec(StrictModel):
+    token_ref: TokenReference
+    # A cordoned cluster keeps what it runs but gets no new dispatches.
+    cordoned: bool = False
+    fencing: Fencing = Field(default_factory=Fencing)
+    description: str = ""
+
+
+class ResourceCapacity(StrictModel):
+    """One resource of a cluster (or of one flavor in it): what exists, is used, is free."""
+
+    name: str
+    allocatable: Quantity
+    used: Quantity = Field(default_factory=lambda: Quantity(0))
+    headroom: Quantity = Field(default_factory=lambda: Quantity(0))
+
+
+class FlavorCapacity(StrictModel):
+    cluster_queue: str
+    flavor: str
+    resources: list[ResourceCapacity] = Field(default_factory=list)
+
+
+class ClusterCapacity(StrictModel):
+    nodes: int = 0
+    ready_nodes: int = 0
+    resources: list[ResourceCapacity] = Field(default_factory=list)
+    flavors: list[FlavorCapacity] = Field(default_factory=list)
+
+
+class MemberClusterStatus(StrictModel):
+    connected: bool = False
+    last_heartbeat_time: datetime | None = None
+    # Set when the session was lost and not yet re-established.
+    lost_since: datetime | None = None
+    agent_version: str = ""
+    kubernetes_version: str = ""
+    capacity: ClusterCapacity | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class MemberCluster(Object):
+    """A Kubernetes cluster that runs work for the fleet; its agent dials the hub."""
+
+    KIND: ClassVar[str] = "MemberCluster"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mc", "cluster", "clusters", "memberclusters")
+    kind: Literal["MemberCluster"] = "MemberCluster"
+    spec: MemberClusterSpec
+    status: MemberClusterStatus | None = None
+
+    def semantic_errors(self) -> list[FieldError]:
+        errors = super().semantic_errors()
+        # Cluster names appear in DNS-ish places (log prefixes, labels): keep them labels.
+        if self.metadata.name:
+            errors += dns1123_label_errors(Path("metadata", "name"), self.metadata.name)
+        ref = self.spec.token_ref
+        rpath = Path("spec", "tokenRef")
+        if (ref.secret_name is None) == (ref.file is None):
+            errors.append(
+                FieldError.invalid(rpath, "", "exactly one of secretName or file must be set")
+            )
+        if ref.secret_name is not None:
+            errors += dns1123_subdomain_errors(rpath.child("secretName"), ref.secret_name)
+        if ref.file is not None and not ref.file.startswith("/"):
+            errors.append(
+                FieldError.invalid(rpath.child("file"), ref.file, "must be an absolute path")
+            )
+        timeout = self.spec.fencing.loss_timeout_seconds
+        if timeout < 1:
+            errors.append(
+                FieldError.invalid(
+                    Path("spec", "fencing", "lossTimeoutSeconds"),
+                    timeout,
+                    "must be greater than or equal to 1",
+                )
+            )
+        return errors
+
+
+# --- ClusterSet -----------------------------------------------------------------------------
+
+
+class ClusterSetSpec(StrictModel):
+    clusters: list[str] | None = None
+    cluster_selector: LabelSelector | None = None
+
+
+class ClusterSetStatus(StrictModel):
+    clusters: list[str] = Field(default_factory=list)
+    connected_clusters: int = 0
+
+
+class ClusterSet(Object):
+    """A named group of member clusters: an explicit list or a label selector, not both."""
+
+    KIND: ClassVar[str] = "ClusterSet"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("cs", "clustersets")
+    kind: Literal["ClusterSet"] = "ClusterSet"
+    spec: ClusterSetSpec
+    status: ClusterSetStatus | None = None
+
+    def semantic_errors(self) -> list[FieldError]:
+        errors = super().semantic_errors()
+        spec = Path("spec")
+        s = self.spec
+        if (s.clusters is None) == (s.cluster_selector is None):
+            errors.append(
+                FieldError.invalid(
+                    spec, "", "exactly one of clusters or clusterSelector must be set"
+                )
+            )
+        if s.clusters is not None:
+            for i, name in enumerate(s.clusters):
+                errors += dns1123_label_errors(spec.child("clusters").index(i), name)
+            for i in find_duplicates(s.clusters):
+                errors.append(FieldError.duplicate(spec.child("clusters").index(i), s.clusters[i]))
+        if s.cluster_selector is not None:
+            errors += s.cluster_selector.errors(spec.child("clusterSelector"))
+        return errors
+
+
+# --- GlobalQueue ----------------------------------------------------------------------------
+
+
+class IncrementalDispatch(StrictModel):
+    step_size: int = 1
+    interval_seconds: int = 300
+
+
+class DispatchPolicy(StrictModel):
+    """How the hub offers a workload to clusters.
+
+    BestFit: one cluster at a time, the one with the most headroom, the next on rejection.
+    AllAtOnce: offer to every eligible cluster, keep the first that admits (Kueue's default).
+    Incremental: offer to `stepSize` more clusters every `intervalSeconds` until one admits.
+    """
+
+    type: Literal["BestFit", "AllAtOnce", "Incremental"] = "BestFit"
+    incremental: IncrementalDispatch | None = None
+
+
+class ClusterSelectorTerm(StrictModel):
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class PreferredClusterTerm(StrictModel):
+    weight: int
+    preference: ClusterSelectorTerm
+
+
+class ClusterAffinity(StrictModel):
+    """Like node affinity, over member-cluster labels: required terms are ORed."""
+
+    required: list[ClusterSelectorTerm] = Field(default_factory=list)
+    preferred: list[PreferredClusterTerm] = Field(default_factory=list)
+
+
+class GlobalQueueSpec(StrictModel):
+    cluster_set: str
+    tenants: list[str] = Field(default_factory=list)
+    # Cluster queues (defined at the hub, pushed to agents) whose work this queue governs;
+    # empty means every cluster queue.
+    cluster_queues: list[str] = Field(default_factory=list)
+    fleet_quota: dict[str, Quantity] = Field(default_factory=dict)
+    fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))
+    dispatch_policy: DispatchPolicy = Field(default_factory=DispatchPolicy)
+    cluster_affinity: ClusterAffinity | None = None
+    stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
+
+
+class GlobalQueueStatus(StrictModel):
+    pending_workloads: int = 0
+    dispatched_workloads: int = 0
+    running_workloads: int = 0
+    fleet_usage: dict[str, Quantity] = Field(default_factory=dict)
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class GlobalQueue(Object):
+    """The hub-level queue: tenants, fleet quota, fair-share weight, dispatch policy."""
+
+    KIND: ClassVar[str] = "GlobalQueue"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("gq", "globalqueues")
+    kind: Literal["GlobalQueue"] = "GlobalQueue"
+    spec: GlobalQueueSpec
+    status: GlobalQueueStatus | None = None
+
+    def semantic_errors(self) -> list[FieldError]:
+        errors = super().semantic_errors()
+        spec = Path("spec")
+        s = self.spec
+        errors += dns1123_subdomain_errors(spec.child("clusterSet"), s.cluster_set)
+        for field, names in (("tenants", s.tenants), ("clusterQueues", s.cluster_queues)):
+            for i, name in enumerate(names):
+                errors += dns1123_subdomain_errors(spec.child(field).index(i), name)
+            for i in find_duplicates(names):
+                errors.append(FieldError.duplicate(spec.child(field).index(i), names[i]))
+        for resource, quota in s.fleet_quota.items():
+            errors += label_key_errors(spec.child("fleetQuota"), resource)
+            if quota.is_negative():
+                errors.append(
+                    FieldError.invalid(
+                        spec.child("fleetQuota").key(resource),
+                        quota.canonical(),
+                        "must be greater than or equal to 0",
+                    )
+                )
+        if s.fair_sharing_weight.is_negative():
+            errors.append(
+                FieldError.invalid(
+                    spec.child("fairSharingWeight"),
+                    s.fair_sharing_weight.canonical(),
+                    "must be greater than or equal to 0",
+                )
+            )
+        errors += _dispatch_errors(spec.child("dispatchPolicy"), s.dispatch_policy)
+        if s.cluster_affinity is not None:
+            errors += _affinity_errors(spec.child("clusterAffinity"), s.cluster_affinity)
+        return errors
+
+
+def _dispatch_errors(path: Path, policy: DispatchPolicy) -> Iterator[FieldError]:
+    if policy.type != "Incremental":
+        if policy.incremental is not None:
+            yield FieldError.forbidden(
+                path.child("incremental"), "may only be set when type is Incremental"
+            )
+        return
+    inc = policy.incremental or IncrementalDispatch()
+    if inc.step_size < 1:
+        yield FieldError.invalid(
+            path.child("incremental", "stepSize"),
+            inc.step_size,
+            "must be greater than or equal to 1",
+        )
+    if inc.interval_seconds < 1:
+        yield FieldError.invalid(
+            path.child("incremental", "intervalSeconds"),
+            inc.interval_seconds,
+            "must be greater than or equal to 1",
+        )
+
+
+def _affinity_errors(path: Path, affinity: ClusterAffinity) -> Iterator[FieldError]:
+    for i, term in enumerate(affinity.required):
+        tpath = path.child("required").index(i)
+        if not term.match_expressions:
+            yield FieldError.required(tpath.child("matchExpressions"))
+        for j, req in enumerate(term.match_expressions):
+            yield from req.errors(tpath.child("matchExpressions").index(j))
+    for i, pref in enumerate(affinity.preferred):
+        ppath = path.child("preferred").index(i)
+        if not 1 <= pref.weight <= 100:
+            yield FieldError.invalid(
+                ppath.child("weight"), pref.weight, "must be in the range 1-100"
+            )
+        for j, req in enumerate(pref.preference.match_expressions):
+            yield from req.errors(ppath.child("preference", "matchExpressions").index(j))
+
+
+# --- Tenant ---------------------------------------------------------------------------------
+
+
+class TenantSpec(StrictModel):
+    """Who belongs to a tenant: its namespaces and the users' groups (and users) that act in it."""
+
+    namespaces: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+    users: list[str] = Field(default_factory=list)
+    fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))
+
+
+class Tenant(Object):
+    """Binds namespaces and users' groups to a tenant, the unit of fair sharing and access."""
+
+    KIND: ClassVar[str] = "Tenant"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("tenants",)
+    kind: Literal["Tenant"] = "Tenant"
+    spec: TenantSpec
+
+    def semantic_errors(self) -> list[FieldError]:
+        errors = super().semantic_errors()
+        spec = Path("spec")
+        s = self.spec
+        if not s.namespaces:
+            errors.append(FieldError.required(spec.child("namespaces"), "a tenant owns namespaces"))
+        for i, ns in enumerate(s.namespaces):
+            errors += dns1123_label_errors(spec.child("namespaces").index(i), ns)
+        for field, names in (
+            ("namespaces", s.namespaces),
+            ("groups", s.groups),
+            ("users", s.users),
+        ):
+            for i in find_duplicates(names):
+                errors.append(FieldError.duplicate(spec.child(field).index(i), names[i]))
+        for i, group in enumerate(s.groups):
+            if not group.strip():
+                errors.append(
+                    FieldError.invalid(spec.child("groups").index(i), group, "must not be empty")
+                )
+        if s.fair_sharing_weight.is_negative():
+            errors.append(
+                FieldError.invalid(
+                    spec.child("fairSharingWeight"),
+                    s.fair_sharing_weight.canonical(),
+                    "must be greater than or equal to 0",
+                )
+            )
+        return errors
