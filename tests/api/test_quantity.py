@@ -1,0 +1,93 @@
+"""Quantities are parsed as Kubernetes parses them and compared exactly, never as floats."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.quantity import Quantity, QuantityError
+
+SUFFIXES = ["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u"]
+
+
+@pytest.mark.parametrize(
+    ("text", "milli"),
+    [
+        ("500m", 500),
+        ("4Gi", 4 * 2**30 * 1000),
+        ("1e3", 1_000_000),
+        ("0.5", 500),
+        ("1.5", 1500),
+        ("100n", 1),
+        ("2", 2000),
+        ("1E-3", 1),
+        (".5", 500),
+    ],
+)
+def test_quantities_parse_to_exact_milli_units(text: str, milli: int) -> None:
+    assert Quantity.parse(text).milli() == milli
+
+
+def test_decimal_fractions_add_up_exactly_where_floats_would_not() -> None:
+    assert Quantity.parse("0.1") + Quantity.parse("0.2") == Quantity.parse("300m")
+
+
+def test_binary_and_plain_spellings_of_the_same_amount_are_equal() -> None:
+    assert Quantity.parse("1Gi") == Quantity.parse("1073741824")
+    assert Quantity.parse("1024Mi") == Quantity.parse("1Gi")
+
+
+def test_integers_and_floats_from_yaml_are_read_through_their_text() -> None:
+    assert Quantity.parse(2) == Quantity.parse("2")
+    assert Quantity.parse(0.5) == Quantity.parse("500m")
+
+
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5Xi", "--1", "1 Gi", " 1", "1e"])
+def test_malformed_quantities_are_rejected(text: str) -> None:
+    with pytest.raises(QuantityError):
+        Quantity.parse(text)
+
+
+def test_canonical_form_uses_the_largest_exact_suffix() -> None:
+    assert Quantity.parse("1000m").canonical() == "1"
+    assert Quantity.parse("1536Mi").canonical() == "1536Mi"
+    assert Quantity.parse("2048Mi").canonical() == "2Gi"
+    assert Quantity.parse("1500").canonical() == "1500"
+    assert Quantity.parse("3000").canonical() == "3k"
+
+
+def test_values_below_one_nano_round_up_as_kubernetes_does() -> None:
+    assert Quantity.parse("0.0000000001").value == Fraction(1, 10**9)
+
+
+quantities = st.builds(
+    lambda n, frac, suffix: f"{n}{'.' + frac if frac else ''}{suffix}",
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from(["", "5", "25", "125"]),
+    st.sampled_from(SUFFIXES),
+)
+
+
+@given(quantities)
+def test_the_canonical_form_parses_back_to_the_same_quantity(text: str) -> None:
+    q = Quantity.parse(text)
+    assert Quantity.parse(q.canonical()) == q
+    assert Quantity.parse(q.canonical()).canonical() == q.canonical()
+
+
+@given(quantities, quantities)
+def test_ordering_agrees_with_the_exact_values(a: str, b: str) -> None:
+    qa, qb = Quantity.parse(a), Quantity.parse(b)
+    assert (qa < qb) == (qa.value < qb.value)
+    assert (qa == qb) == (qa.value == qb.value)
+    assert (qa + qb) - qb == qa
+
+
+@given(quantities)
+def test_milli_units_never_undercount(text: str) -> None:
+    q = Quantity.parse(text)
+    assert Fraction(q.milli(), 1000) >= q.value
+    assert Fraction(q.milli(), 1000) - q.value < Fraction(1, 1000)
