@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from qctl.commands import validate
+from qctl.commands import schema, validate
 from qctl.errors import QctlError, exit_code
 
 __all__ = ["build_parser", "main"]
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qctl {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     validate.register(subparsers)
+    schema.register(subparsers)
     return parser
 
 
