@@ -7,8 +7,9 @@ JSON Schema and served by the hub. Called by: qctl, hub, tests.
 from __future__ import annotations
 
 from api.codec import KindRegistry
+from api.k8s import pod
 from api.meta import Object
-from api.v1alpha1 import federation, queues, templates
+from api.v1alpha1 import federation, queues, templates, workload
 
 __all__ = ["ALL_KINDS", "REGISTRY"]
 
@@ -25,6 +26,8 @@ ALL_KINDS: tuple[type[Object], ...] = (
     federation.Tenant,
     templates.ApplicationProfile,
     templates.VolumeBundle,
+    workload.Workload,
+    pod.Pod,
 )
 
 REGISTRY = KindRegistry(ALL_KINDS)
