@@ -1,0 +1,505 @@
+"""The admission cycle: one pure pass from a snapshot and `now` to a `CycleResult`.
+
+Owns `schedule`, the engine's entry point, called by the agent's loop on every event
+(arrival, completion, eviction, configuration change) and by the benchmarks' simulated
+clock. The cycle is a list of numbered steps, each a named helper:
+
+1. build the quota tree and the preemption candidates from the admitted workloads;
+2. time- and policy-driven evictions (pods-ready timeouts, drains, max execution time);
+3. route pending workloads to their cluster queues, in queue order, and gate those that
+   cannot be considered now (missing or stopped queues, namespace selectors, backoff,
+   inactive cluster queues) with a reason;
+4. rounds: take the next head of every cluster queue, assign flavors, order the heads
+   (non-borrowing first, then priority, then FIFO) and process each against the tree as it
+   changes — admit, preempt (then wait, sticky), or keep pending with a reason. Unlike
+   Kueue, which pops one head per cluster queue per cycle, rounds repeat until every queue
+   is exhausted or blocked, so a deep queue drains in one cycle;
+5. collect pending reasons, queue positions and the next time-based wakeup.
+
+Within a cycle usage only grows (admissions and reservations add; preemption simulation
+restores), so a workload shape that failed in a cluster queue fails again for the rest of
+the cycle: failures are memoised per (cluster queue, shape, priority), which keeps a cycle
+over tens of thousands of identical pending workloads linear.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from agent.engine.flavors import Assignment, Mode, assign_flavors, describe_shortfalls
+from agent.engine.gang import largest_admissible, reducible_pod_set
+from agent.engine.ordering import entry_key, namespace_selected
+from agent.engine.podsready import blocking_workload, evictions
+from agent.engine.preemption import Candidate, Preemptor, Target
+from agent.engine.quota import QuotaTree
+from agent.engine.result import (
+    Admit,
+    CycleResult,
+    Eviction,
+    PendingCode,
+    PendingReason,
+    Preemption,
+    Unblock,
+)
+from agent.engine.snapshot import (
+    Admission,
+    ClusterQueue,
+    ClusterQueueName,
+    LocalQueueKey,
+    PodSetAssignment,
+    QueueingStrategy,
+    Snapshot,
+    StopPolicy,
+    Workload,
+    WorkloadId,
+)
+
+__all__ = ["schedule"]
+
+_ORDER = attrgetter("order_key")
+
+
+def schedule(snapshot: Snapshot, now: float) -> CycleResult:
+    """Run one admission cycle over `snapshot` at time `now`. Pure: reads only its arguments."""
+    return _Cycle(snapshot, now).run()
+
+
+class _Outcome:
+    """The evaluation of one workload: an assignment, and victims if it must preempt."""
+
+    __slots__ = ("assignment", "counts", "targets")
+
+    def __init__(
+        self,
+        assignment: Assignment,
+        targets: list[Target] | None,
+        counts: tuple[int, ...] | None,
+    ) -> None:
+        self.assignment = assignment
+        self.targets = targets
+        self.counts = counts
+
+    @property
+    def admissible(self) -> bool:
+        a = self.assignment
+        return a.mode is Mode.FIT or (a.mode is Mode.PREEMPT and bool(self.targets))
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snap = snapshot
+        self.now = now
+        self.tree = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)
+        self.admitted: list[Admit] = []
+        self.preempted: list[Preemption] = []
+        self.evicted: list[Eviction] = []
+        self.pending: dict[WorkloadId, PendingReason] = {}
+        self.queue_order: dict[ClusterQueueName, tuple[WorkloadId, ...]] = {}
+        self.new_preemptors: set[WorkloadId] = set()
+        self.wakeup: float | None = None
+        self.failed: dict[tuple[object, ...], PendingReason] = {}
+        self.blocker: Workload | None = None
+        self.preemptor: Preemptor
+
+    # step 1 -----------------------------------------------------------------------------------
+
+    def _load_admitted(self) -> None:
+        tree = self.tree
+        by_cq: dict[ClusterQueueName, list[Candidate]] = {}
+        for wl in self.snap.workloads.values():
+            adm = wl.admission
+            if adm is None:
+                continue
+            node = tree.cqs.get(adm.cluster_queue)
+            if node is None:
+                continue
+            usage = adm.usage()
+            tree.add_usage(node, usage)
+            by_cq.setdefault(adm.cluster_queue, []).append(
+                Candidate(wl, adm.cluster_queue, node, usage)
+            )
+        self.preemptor = Preemptor(tree=tree, cq_specs=self.snap.cluster_queues, by_cq=by_cq)
+
+    # step 2 -----------------------------------------------------------------------------------
+
+    def _evict(self) -> None:
+        found, wakeup = evictions(self.snap, self.now)
+        self.evicted = found
+        self._later(wakeup)
+        # Evicted workloads keep their quota until their pods are gone (the next snapshot);
+        # nobody may count on them as preemption victims in the meantime.
+        self.preemptor.taken.update(e.workload for e in found)
+        self.blocker = blocking_workload(self.snap, {e.workload for e in found})
+
+    def _later(self, t: float | None) -> None:
+        if t is not None and t > self.now and (self.wakeup is None or t < self.wakeup):
+            self.wakeup = t
+
+    # step 3 -----------------------------------------------------------------------------------
+
+    def _cq_gate(self, cq: ClusterQueue) -> PendingReason | None:
+        """A reason that holds every workload of the cluster queue, or None."""
+        if cq.name in self.tree.disabled:
+            return PendingReason(
+                PendingCode.CLUSTER_QUEUE_INACTIVE,
+                f"cluster queue {cq.name} is inactive: {self.tree.disabled[cq.name]}",
+                Unblock.QUOTA_CHANGED,
+            )
+        if cq.stop_policy is not StopPolicy.NONE:
+            return PendingReason(
+                PendingCode.CLUSTER_QUEUE_STOPPED,
+                f"cluster queue {cq.name} is stopped ({cq.stop_policy})",
+                Unblock.USER_ACTION,
+            )
+        missing = sorted(
+            {
+                fq.flavor
+                for g in cq.resource_groups
+                for fq in g.flavors
+                if fq.flavor not in self.snap.flavors
+            }
+        )
+        if missing:
+            return PendingReason(
+                PendingCode.CLUSTER_QUEUE_INACTIVE,
+                f"cluster queue {cq.name} is inactive: flavor(s) {', '.join(missing)} not found",
+                Unblock.QUOTA_CHANGED,
+            )
+        return None
+
+    def _route(self) -> dict[ClusterQueueName, list[Workload]]:
+        snap = self.snap
+        lqs = snap.local_queues
+        cqs = snap.cluster_queues
+        queues: dict[ClusterQueueName, list[Workload]] = {}
+        lq_missing: dict[LocalQueueKey, PendingReason] = {}
+        for wl in snap.workloads.values():
+            if wl.admission is not None:
+                continue
+            if not wl.active:
+                self.pending[wl.id] = _INACTIVE
+                continue
+            key = wl.local_queue
+            lq = lqs.get(key)
+            if lq is None or lq.cluster_queue not in cqs:
+                reason = lq_missing.get(key)
+                if reason is None:
+                    reason = lq_missing[key] = (
+                        PendingReason(
+                            PendingCode.LOCAL_QUEUE_NOT_FOUND,
+                            f"local queue {key} does not exist",
+                            Unblock.USER_ACTION,
+                        )
+                        if lq is None
+                        else PendingReason(
+                            PendingCode.CLUSTER_QUEUE_NOT_FOUND,
+                            f"cluster queue {lq.cluster_queue} of local queue {key} does not exist",
+                            Unblock.USER_ACTION,
+                        )
+                    )
+                self.pending[wl.id] = reason
+                continue
+            bucket = queues.get(lq.cluster_queue)
+            if bucket is None:
+                bucket = queues[lq.cluster_queue] = []
+            bucket.append(wl)
+        for name, bucket in queues.items():
+            bucket.sort(key=_ORDER)
+            self.queue_order[name] = tuple(w.id for w in bucket)
+        return queues
+
+    def _workload_gate(self, wl: Workload, cq: ClusterQueue) -> PendingReason | None:
+        """A reason that keeps this workload out of consideration without blocking others."""
+        lq = self.snap.local_queues[wl.local_queue]
+        if lq.stop_policy is not StopPolicy.NONE:
+            return PendingReason(
+                PendingCode.LOCAL_QUEUE_STOPPED,
+                f"local queue {lq.key} is stopped ({lq.stop_policy})",
+                Unblock.USER_ACTION,
+            )
+        selector = cq.namespace_selector
+        # The empty selector selects every namespace: skip the label lookup then.
+        selects_all = selector is not None and not (
+            selector.match_labels or selector.match_expressions
+        )
+        if not selects_all and not namespace_selected(cq, self.snap.namespaces.get(wl.namespace)):
+            return PendingReason(
+                PendingCode.NAMESPACE_NOT_SELECTED,
+                f"namespace {wl.namespace} is not selected by cluster queue {cq.name}",
+                Unblock.QUOTA_CHANGED,
+            )
+        if wl.requeue_after is not None and wl.requeue_after > self.now:
+            self._later(wl.requeue_after)
+            return PendingReason(
+                PendingCode.BACKOFF,
+                f"requeued after eviction; back-off until t={wl.requeue_after:g}",
+                Unblock.TIME,
+                retry_at=wl.requeue_after,
+            )
+        return None
+
+    # step 4 -----------------------------------------------------------------------------------
+
+    def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
+        node = self.tree.cqs[cq.name]
+        a = assign_flavors(
+            tree=self.tree,
+            node=node,
+            cq=cq,
+            wl=wl,
+            flavors=self.snap.flavors,
+            undeclared=self.snap.config.undeclared_resources,
+            counts=counts,
+        )
+        targets = None
+        if a.mode is Mode.PREEMPT:
+            targets = self.preemptor.find_targets(
+                wl, cq, a.usage, a.needs_preemption, preemptor_borrows=a.borrowing
+            )
+        return _Outcome(a, targets, counts)
+
+    def _evaluate_with_partial(self, wl: Workload, cq: ClusterQueue) -> _Outcome:
+        full = self._evaluate(wl, cq, None)
+        if full.admissible:
+            return full
+        idx = reducible_pod_set(wl)
+        if idx is None:
+            return full
+        best = largest_admissible(
+            wl, idx, lambda counts: self._evaluate(wl, cq, counts), lambda o: o.admissible
+        )
+        return best or full
+
+    def _rounds(self, queues: dict[ClusterQueueName, list[Workload]]) -> None:
+        cqs = self.snap.cluster_queues
+        limit = self.snap.config.max_admissions_per_queue
+        cursors: dict[ClusterQueueName, int] = {}
+        admitted_in: dict[ClusterQueueName, int] = {}
+        active: list[ClusterQueueName] = []
+        for name in sorted(queues):
+            gate = self._cq_gate(cqs[name])
+            if gate is not None:
+                for wl in queues[name]:
+                    self.pending[wl.id] = gate
+                continue
+            cursors[name] = 0
+            active.append(name)
+        while active:
+            heads: list[tuple[tuple[bool, bool, int, float, str], Workload, ClusterQueue]] = []
+            still: list[ClusterQueueName] = []
+            for name in active:
+                bucket = queues[name]
+                cq = cqs[name]
+                i = cursors[name]
+                head = None
+                while i < len(bucket):
+                    wl = bucket[i]
+                    i += 1
+                    gate = self._workload_gate(wl, cq)
+                    if gate is not None:
+                        self.pending[wl.id] = gate
+                        continue
+                    cached = self.failed.get((name, wl.priority, wl.shape))
+                    if cached is not None and cq.queueing_strategy is not (
+                        QueueingStrategy.STRICT_FIFO
+                    ):
+                        self.pending[wl.id] = cached
+                        continue
+                    head = wl
+                    break
+                cursors[name] = i
+                if head is None:
+                    continue
+                still.append(name)
+                borrowing = self._would_borrow(head, cq)
+                heads.append((entry_key(head, borrowing), head, cq))
+            heads.sort(key=lambda h: h[0])
+            for _, wl, cq in heads:
+                if not self._process(wl, cq):
+                    # Strict FIFO: the head blocks everything behind it.
+                    blocked = PendingReason(
+                        PendingCode.BLOCKED_BY_HEAD,
+                        f"StrictFIFO: waiting behind {wl.id}, the head of {cq.name}",
+                        Unblock.HEAD_ADMITTED,
+                        blocking_workload=wl.id,
+                    )
+                    bucket = queues[cq.name]
+                    for other in bucket[cursors[cq.name] :]:
+                        gate = self._workload_gate(other, cq)
+                        self.pending[other.id] = gate if gate is not None else blocked
+                    cursors[cq.name] = len(bucket)
+                elif wl.id not in self.pending:
+                    admitted_in[cq.name] = admitted_in.get(cq.name, 0) + 1
+                    if limit is not None and admitted_in[cq.name] >= limit:
+                        capped = PendingReason(
+                            PendingCode.QUEUE_ADMISSION_LIMIT,
+                            f"{cq.name} admitted {limit} workload(s) this cycle; next cycle",
+                            Unblock.NEXT_CYCLE,
+                        )
+                        bucket = queues[cq.name]
+                        for other in bucket[cursors[cq.name] :]:
+                            self.pending[other.id] = capped
+                        cursors[cq.name] = len(bucket)
+            active = [n for n in still if cursors[n] < len(queues[n])]
+
+    def _would_borrow(self, wl: Workload, cq: ClusterQueue) -> bool:
+        """A cheap estimate for ordering: would the full request exceed unused nominal?"""
+        node = self.tree.cqs[cq.name]
+        if node.parent is None:
+            return False
+        total: dict[str, int] = {}
+        for ps in wl.pod_sets:
+            for res, amount in ps.requests.items():
+                total[res] = total.get(res, 0) + amount * ps.count
+        for g in cq.resource_groups:
+            for res in g.covered_resources:
+                want = total.get(res, 0)
+                if want <= 0:
+                    continue
+                # Only the first flavor: the preferred one decides the order, as in Kueue.
+                fr = (g.flavors[0].flavor, res) if g.flavors else None
+                if fr is not None and node.usage.get(fr, 0) + want > node.subtree.get(fr, 0):
+                    return True
+        return False
+
+    def _process(self, wl: Workload, cq: ClusterQueue) -> bool:
+        """Admit, preempt for, or park `wl`; False when a StrictFIFO head blocks its queue."""
+        if self.blocker is not None:
+            self.pending[wl.id] = PendingReason(
+                PendingCode.WAITING_FOR_PODS_READY,
+                f"blockAdmission: waiting for the pods of {self.blocker.id} to be ready",
+                Unblock.PODS_READY,
+                blocking_workload=self.blocker.id,
+            )
+            return True
+        out = self._evaluate_with_partial(wl, cq)
+        a = out.assignment
+        node = self.tree.cqs[cq.name]
+        if a.mode is Mode.FIT:
+            self.tree.add_usage(node, a.usage)
+            self._admit(wl, cq, out)
+            return True
+        if a.mode is Mode.PREEMPT and out.targets:
+            fresh = [t for t in out.targets if not t.candidate.evicting]
+            for t in out.targets:
+                self.preemptor.taken.add(t.candidate.wl.id)
+            for t in fresh:
+                self.preempted.append(
+                    Preemption(
+                        t.candidate.wl.id,
+                        t.candidate.cq,
+                        wl.id,
+                        t.reason,
+                        f"preempted to accommodate {wl.id} ({t.reason}) in {cq.name}",
+                    )
+                )
+            if fresh:
+                self.new_preemptors.add(wl.id)
+            # Reserve the preemptor's quota for this cycle so nothing else takes what the
+            # victims are about to release (the tree is briefly overbooked: conservative).
+            self.tree.add_usage(node, a.usage)
+            victims = ", ".join(t.candidate.wl.id for t in out.targets)
+            self.pending[wl.id] = PendingReason(
+                PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS,
+                f"waiting for {len(out.targets)} preempted workload(s) to finish: {victims}",
+                Unblock.PREEMPTIONS_COMPLETE,
+                shortfalls=tuple(a.shortfalls),
+                flavors_tried=tuple(a.attempts),
+            )
+            return True
+        reason = self._failure(wl, cq, out)
+        self.pending[wl.id] = reason
+        self.failed[(cq.name, wl.priority, wl.shape)] = reason
+        return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
+
+    def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
+        a = out.assignment
+        admission = Admission(
+            cq.name,
+            tuple(
+                PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage))
+                for ps in a.pod_sets
+            ),
+        )
+        self.admitted.append(
+            Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
+        )
+
+    def _failure(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> PendingReason:
+        a = out.assignment
+        tried = tuple(a.attempts)
+        shortfalls = tuple(a.shortfalls)
+        if a.no_flavor:
+            detail = "; ".join(f"{t.flavor or '-'}: {t.reason}" for t in tried)
+            return PendingReason(
+                PendingCode.NO_MATCHING_FLAVOR,
+                f"no flavor of {cq.name} matches: {detail}",
+                Unblock.QUOTA_CHANGED,
+                shortfalls,
+                tried,
+            )
+        text = describe_shortfalls(list(a.shortfalls))
+        if a.exceeds_max:
+            return PendingReason(
+                PendingCode.EXCEEDS_MAX_QUOTA,
+                f"request exceeds what {cq.name} can ever use: {text}",
+                Unblock.QUOTA_CHANGED,
+                shortfalls,
+                tried,
+            )
+        if a.mode is Mode.PREEMPT:
+            return PendingReason(
+                PendingCode.NO_PREEMPTION_CANDIDATES,
+                f"{text}; no workload may be preempted for it under {cq.name}'s policy",
+                Unblock.QUOTA_RELEASED,
+                shortfalls,
+                tried,
+            )
+        return PendingReason(
+            PendingCode.WAITING_FOR_QUOTA,
+            f"{text}; waits for running workloads in {cq.name}"
+            + (f" or cohort {cq.cohort}" if cq.cohort else "")
+            + " to finish",
+            Unblock.QUOTA_RELEASED,
+            shortfalls,
+            tried,
+        )
+
+    # step 5 -----------------------------------------------------------------------------------
+
+    def _lq_order(self) -> dict[LocalQueueKey, tuple[WorkloadId, ...]]:
+        wls = self.snap.workloads
+        lists: dict[LocalQueueKey, list[WorkloadId]] = {}
+        for order in self.queue_order.values():
+            for wid in order:
+                if wid in self.pending:
+                    lists.setdefault(wls[wid].local_queue, []).append(wid)
+        return {k: tuple(v) for k, v in lists.items()}
+
+    def run(self) -> CycleResult:
+        self._load_admitted()  # 1
+        self._evict()  # 2
+        queues = self._route()  # 3
+        self._rounds(queues)  # 4
+        admitted = {a.workload for a in self.admitted}
+        queue_order = {
+            name: tuple(w for w in order if w not in admitted)
+            for name, order in self.queue_order.items()
+        }
+        self.queue_order = queue_order
+        return CycleResult(  # 5
+            now=self.now,
+            admitted=tuple(self.admitted),
+            preempted=tuple(self.preempted),
+            evicted=tuple(self.evicted),
+            pending=self.pending,
+            queue_order=queue_order,
+            lq_order=self._lq_order(),
+            new_preemptors=frozenset(self.new_preemptors),
+            next_wakeup=self.wakeup,
+        )
+
+
+_INACTIVE = PendingReason(
+    PendingCode.INACTIVE, "workload is inactive (spec.active=false)", Unblock.USER_ACTION
+)

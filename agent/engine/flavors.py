@@ -1,0 +1,278 @@
+"""Flavor assignment: which resource flavor each pod set's resources use, and in what mode.
+
+Owns `assign_flavors`, called by `cycle` (and by `gang` for reduced counts) with the
+cycle's `QuotaTree`. For each pod set and each of the cluster queue's resource groups it
+walks the group's flavors in order, skipping flavors whose node labels contradict the pod
+set's node selector or required affinity (only label keys the flavor declares are
+compared, as in Kueue) and flavors with NoSchedule/NoExecute taints the pod set does not
+tolerate. Each remaining flavor gets a mode per requested resource — fits now, could fit
+by preempting, or cannot fit — and the flavorFungibility policy picks one (kueue.md §2.4).
+
+A pod set's resource is always assigned to exactly one flavor, so "borrows from one flavor
+only" holds by construction. Pod sets of one workload accumulate: the second pod set's
+request in a flavor is checked together with the first's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agent.engine.quota import QuotaNode, QuotaTree
+from agent.engine.result import FlavorAttempt, Shortfall
+from agent.engine.snapshot import (
+    PODS,
+    ClusterQueue,
+    FlavorName,
+    FlavorResource,
+    FungibilityPolicy,
+    FungibilityPreference,
+    PodSet,
+    PreemptionPolicy,
+    ResourceFlavor,
+    ResourceName,
+    UndeclaredResources,
+    Workload,
+)
+from api.quantity import Quantity
+
+__all__ = ["Assignment", "Mode", "PodSetFlavors", "assign_flavors", "flavor_mismatch"]
+
+
+class Mode(enum.IntEnum):
+    """How well a flavor (or a whole assignment) fits; larger is better."""
+
+    NO_FIT = 0
+    PREEMPT = 1
+    FIT = 2
+
+
+@dataclass(slots=True)
+class PodSetFlavors:
+    name: str
+    count: int
+    flavors: dict[ResourceName, FlavorName]
+    usage: dict[ResourceName, int]
+
+
+@dataclass(slots=True)
+class Assignment:
+    """The outcome of flavor assignment for one workload (mutable, cycle-internal)."""
+
+    pod_sets: list[PodSetFlavors] = field(default_factory=list)
+    mode: Mode = Mode.FIT
+    borrowing: bool = False
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+    needs_preemption: set[FlavorResource] = field(default_factory=set)
+    shortfalls: list[Shortfall] = field(default_factory=list)
+    attempts: list[FlavorAttempt] = field(default_factory=list)
+    exceeds_max: bool = False
+    """Some cell cannot fit even if nothing else ran."""
+    no_flavor: bool = False
+    """Some pod set had no flavor whose labels/taints match (or an undeclared resource)."""
+
+
+def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
+    """Why the pod set cannot run on the flavor's nodes, or None if it can."""
+    labels = flavor.node_labels
+    if labels:
+        for key, value in ps.node_selector.items():
+            if key in labels and labels[key] != value:
+                return f"node selector {key}={value} does not match flavor label {labels[key]}"
+        if ps.required_affinity and not any(
+            all(req.matches(labels) for req in term.match_expressions if req.key in labels)
+            for term in ps.required_affinity
+        ):
+            return "required node affinity does not match the flavor's node labels"
+    for taint in flavor.node_taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if any(t.tolerates(taint) for t in ps.tolerations):
+            continue
+        if any(t.tolerates(taint) for t in flavor.tolerations):
+            continue
+        return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    return None
+
+
+def _group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
+    return {res: i for i, g in enumerate(cq.resource_groups) for res in g.covered_resources}
+
+
+def _can_preempt(cq: ClusterQueue) -> bool:
+    p = cq.preemption
+    return (
+        p.within_cluster_queue is not PreemptionPolicy.NEVER
+        or p.reclaim_within_cohort is not PreemptionPolicy.NEVER
+    )
+
+
+def _rank(mode: Mode, borrow: bool, preference: FungibilityPreference) -> int:
+    if mode is Mode.FIT and not borrow:
+        return 4
+    if preference is FungibilityPreference.BORROWING_OVER_PREEMPTION:
+        order = {(Mode.FIT, True): 3, (Mode.PREEMPT, False): 2, (Mode.PREEMPT, True): 1}
+    else:
+        order = {(Mode.PREEMPT, False): 3, (Mode.FIT, True): 2, (Mode.PREEMPT, True): 1}
+    return order.get((mode, borrow), 0)
+
+
+def assign_flavors(
+    *,
+    tree: QuotaTree,
+    node: QuotaNode,
+    cq: ClusterQueue,
+    wl: Workload,
+    flavors: Mapping[FlavorName, ResourceFlavor],
+    undeclared: UndeclaredResources,
+    counts: tuple[int, ...] | None = None,
+) -> Assignment:
+    """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
+
+    `counts` overrides the pod sets' counts (partial admission tries smaller ones).
+    """
+    out = Assignment()
+    groups = _group_index(cq)
+    covers_pods = PODS in groups
+    fungibility = cq.flavor_fungibility
+    may_preempt = _can_preempt(cq)
+    for idx, ps in enumerate(wl.pod_sets):
+        count = ps.count if counts is None else counts[idx]
+        per_pod = dict(ps.requests)
+        if covers_pods:
+            per_pod[PODS] = 1000
+        by_group: dict[int, list[ResourceName]] = {}
+        for res, amount in per_pod.items():
+            if amount <= 0:
+                continue
+            gi = groups.get(res)
+            if gi is None:
+                if undeclared is UndeclaredResources.BLOCK:
+                    out.no_flavor = True
+                    out.mode = Mode.NO_FIT
+                    out.attempts.append(
+                        FlavorAttempt(ps.name, FlavorName(""), f"resource {res} is not covered")
+                    )
+                continue
+            by_group.setdefault(gi, []).append(res)
+        psf = PodSetFlavors(ps.name, count, {}, {})
+        for gi, resources in by_group.items():
+            best: tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource]] | None
+            best = None
+            group_shortfalls: list[Shortfall] = []
+            any_matching = False
+            for fq in cq.resource_groups[gi].flavors:
+                fname = fq.flavor
+                spec = flavors.get(fname)
+                if spec is None:
+                    out.attempts.append(FlavorAttempt(ps.name, fname, "flavor not found"))
+                    continue
+                why = flavor_mismatch(spec, ps)
+                if why is not None:
+                    out.attempts.append(FlavorAttempt(ps.name, fname, why))
+                    continue
+                any_matching = True
+                fmode = Mode.FIT
+                fborrow = False
+                shortfalls: list[Shortfall] = []
+                needs: set[FlavorResource] = set()
+                for res in resources:
+                    fr = (fname, res)
+                    if fr not in node.nominal:
+                        fmode = Mode.NO_FIT
+                        shortfalls.append(Shortfall(fname, res, per_pod[res] * count, 0, 0))
+                        continue
+                    val = per_pod[res] * count + out.usage.get(fr, 0)
+                    avail = tree.available(node, fr)
+                    if val <= avail:
+                        if tree.is_borrowing(node, fr, val):
+                            fborrow = True
+                        continue
+                    potential = tree.potential_available(node, fr)
+                    shortfalls.append(Shortfall(fname, res, val, avail, potential))
+                    if val <= potential and may_preempt:
+                        fmode = min(fmode, Mode.PREEMPT)
+                        needs.add(fr)
+                        # As Kueue: preempting borrows if the request alone exceeds nominal.
+                        if val > node.subtree.get(fr, 0):
+                            fborrow = True
+                    else:
+                        fmode = Mode.NO_FIT
+                if fmode is Mode.NO_FIT:
+                    group_shortfalls.extend(shortfalls)
+                    out.attempts.append(
+                        FlavorAttempt(ps.name, fname, _describe(shortfalls) or "no quota")
+                    )
+                    continue
+                rank = _rank(fmode, fborrow, fungibility.preference)
+                if best is None or rank > best[0]:
+                    best = (rank, fmode, fborrow, fname, shortfalls, needs)
+                stop = (
+                    (fmode is Mode.FIT and not fborrow)
+                    or (
+                        fmode is Mode.FIT
+                        and fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+                    )
+                    or (
+                        fmode is Mode.PREEMPT
+                        and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
+                    )
+                )
+                if stop:
+                    best = (rank, fmode, fborrow, fname, shortfalls, needs)
+                    break
+                out.attempts.append(
+                    FlavorAttempt(
+                        ps.name,
+                        fname,
+                        "fits by borrowing; trying next flavor"
+                        if fmode is Mode.FIT
+                        else f"needs preemption: {_describe(shortfalls)}; trying next flavor",
+                    )
+                )
+            if best is None:
+                out.mode = Mode.NO_FIT
+                if not any_matching:
+                    out.no_flavor = True
+                out.shortfalls.extend(group_shortfalls)
+                if any(s.requested > s.maximum for s in group_shortfalls):
+                    out.exceeds_max = True
+                continue
+            _, fmode, fborrow, fname, shortfalls, needs = best
+            out.mode = min(out.mode, fmode)
+            out.borrowing = out.borrowing or fborrow
+            out.shortfalls.extend(shortfalls)
+            out.needs_preemption |= needs
+            for res in resources:
+                amount = per_pod[res] * count
+                psf.flavors[res] = fname
+                psf.usage[res] = amount
+                fr = (fname, res)
+                out.usage[fr] = out.usage.get(fr, 0) + amount
+        out.pod_sets.append(psf)
+    return out
+
+
+def fmt(milli: int) -> str:
+    """Milli-units as a Kubernetes quantity ("1500" → "1500m", 3000 → "3")."""
+    return Quantity.from_milli(milli).canonical()
+
+
+def _describe(shortfalls: list[Shortfall]) -> str:
+    parts = []
+    for s in shortfalls:
+        if s.requested > s.maximum:
+            parts.append(
+                f"{s.resource} in flavor {s.flavor}: request {fmt(s.requested)} exceeds the "
+                f"maximum {fmt(s.maximum)}"
+            )
+        else:
+            parts.append(
+                f"insufficient unused quota for {s.resource} in flavor {s.flavor}, "
+                f"{fmt(s.missing)} more needed"
+            )
+    return "; ".join(parts)
+
+
+describe_shortfalls = _describe

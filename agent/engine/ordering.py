@@ -1,0 +1,32 @@
+"""Queue order and queue membership: who is in which cluster queue, and in what order.
+
+Owns the ordering rules `cycle` applies (kueue.md §2.2–2.3):
+
+- inside a cluster queue: the sticky preemptor first (a workload that issued preemptions
+  keeps its place until admitted, so lower workloads cannot take the quota it freed), then
+  priority (higher first), then the queue-order timestamp (creation, or eviction time after
+  a pods-ready requeue), then id — precomputed as `Workload.order_key`;
+- across cluster queues within one round of a cycle: entries that would not borrow before
+  entries that would, then priority, then timestamp (Kueue's classical iterator);
+- namespace selectors: None selects no namespace, the empty selector every namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agent.engine.snapshot import ClusterQueue, Workload
+
+__all__ = ["entry_key", "namespace_selected"]
+
+
+def namespace_selected(cq: ClusterQueue, labels: Mapping[str, str] | None) -> bool:
+    selector = cq.namespace_selector
+    if selector is None:
+        return False
+    return selector.matches(labels or {})
+
+
+def entry_key(wl: Workload, borrowing: bool) -> tuple[bool, bool, int, float, str]:
+    """Order of heads from different cluster queues within one round of a cycle."""
+    return (not wl.preempting, borrowing, -wl.priority, wl.queue_timestamp, wl.id)

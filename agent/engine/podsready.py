@@ -1,0 +1,151 @@
+"""Time- and policy-driven evictions: waitForPodsReady, backoff, stop policies, max exec time.
+
+Owns the decisions that remove admitted workloads without a preemptor, and the backoff
+arithmetic for requeueing them (kueue.md §2.6):
+
+- an admitted workload whose pods are not all ready `timeout_seconds` after admission, or
+  whose PodsReady turned false and stayed false `recovery_timeout_seconds`, is evicted with
+  PodsReadyTimeout and requeued after base·2^(n−1) seconds, capped at the maximum; past
+  `backoff_limit_count` requeues it is deactivated instead;
+- HoldAndDrain on a cluster queue or local queue evicts its admitted workloads (Hold only
+  stops new admissions, which `cycle` handles);
+- a workload admitted for longer than `max_execution_seconds` in total is evicted and
+  deactivated; an admitted workload made inactive is evicted.
+
+`cycle.schedule` calls `evictions` first; it also reports the earliest future deadline so
+the shell knows when to run the next cycle even if no event arrives.
+"""
+
+from __future__ import annotations
+
+from agent.engine.result import Eviction, EvictionReason
+from agent.engine.snapshot import (
+    RequeueTimestamp,
+    Snapshot,
+    StopPolicy,
+    WaitForPodsReady,
+    Workload,
+)
+
+__all__ = ["backoff_seconds", "blocking_workload", "evictions"]
+
+
+def backoff_seconds(config: WaitForPodsReady, requeue_count: int) -> float:
+    """Delay before the `requeue_count`-th requeue: base·2^(n−1), capped at the maximum."""
+    if requeue_count <= 0:
+        return 0.0
+    # Cap the exponent first so huge counts cannot overflow a float.
+    exponent = min(requeue_count - 1, 64)
+    return float(min(config.backoff_base_seconds * (2**exponent), config.backoff_max_seconds))
+
+
+def _timeout_eviction(cfg: WaitForPodsReady, wl: Workload, now: float, why: str) -> Eviction:
+    count = wl.requeue_count + 1
+    if cfg.backoff_limit_count is not None and count > cfg.backoff_limit_count:
+        return Eviction(
+            wl.id,
+            EvictionReason.PODS_READY_TIMEOUT,
+            f"{why}; requeuing limit {cfg.backoff_limit_count} exceeded, deactivated",
+            requeue_count=count,
+            deactivate=True,
+        )
+    delay = backoff_seconds(cfg, count)
+    requeued_at = now if cfg.requeue_timestamp is RequeueTimestamp.EVICTION else None
+    return Eviction(
+        wl.id,
+        EvictionReason.PODS_READY_TIMEOUT,
+        f"{why}; requeued (attempt {count}) after {delay:g}s backoff",
+        requeue_after=now + delay,
+        requeue_count=count,
+        requeued_at=requeued_at,
+    )
+
+
+def evictions(snapshot: Snapshot, now: float) -> tuple[list[Eviction], float | None]:
+    """Evictions due at `now`, and the earliest future time another one falls due."""
+    cfg = snapshot.config.wait_for_pods_ready
+    recovery = (
+        cfg.timeout_seconds
+        if cfg.recovery_timeout_seconds is None
+        else (cfg.recovery_timeout_seconds)
+    )
+    out: list[Eviction] = []
+    wakeup: float | None = None
+
+    def later(t: float) -> None:
+        nonlocal wakeup
+        if t > now and (wakeup is None or t < wakeup):
+            wakeup = t
+
+    cqs = snapshot.cluster_queues
+    lqs = snapshot.local_queues
+    for wl in snapshot.workloads.values():
+        adm = wl.admission
+        if adm is None or wl.evicting:
+            continue
+        if not wl.active:
+            out.append(Eviction(wl.id, EvictionReason.DEACTIVATED, "workload deactivated"))
+            continue
+        cq = cqs.get(adm.cluster_queue)
+        if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            out.append(
+                Eviction(
+                    wl.id,
+                    EvictionReason.CLUSTER_QUEUE_STOPPED,
+                    f"cluster queue {cq.name} is stopped (HoldAndDrain)",
+                )
+            )
+            continue
+        lq = lqs.get(wl.local_queue)
+        if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+            out.append(
+                Eviction(
+                    wl.id,
+                    EvictionReason.LOCAL_QUEUE_STOPPED,
+                    f"local queue {lq.key} is stopped (HoldAndDrain)",
+                )
+            )
+            continue
+        admitted_at = wl.admitted_at if wl.admitted_at is not None else now
+        if wl.max_execution_seconds is not None:
+            deadline = admitted_at + wl.max_execution_seconds - wl.accumulated_execution_seconds
+            if now >= deadline:
+                out.append(
+                    Eviction(
+                        wl.id,
+                        EvictionReason.MAXIMUM_EXECUTION_TIME_EXCEEDED,
+                        f"exceeded the maximum execution time of {wl.max_execution_seconds}s",
+                        deactivate=True,
+                    )
+                )
+                continue
+            later(deadline)
+        if not cfg.enabled or wl.pods_ready:
+            continue
+        if wl.pods_ready_lost_at is not None:
+            deadline = wl.pods_ready_lost_at + recovery
+            why = f"pods not ready again within the recovery timeout of {recovery:g}s"
+        else:
+            deadline = admitted_at + cfg.timeout_seconds
+            why = f"pods not ready within the timeout of {cfg.timeout_seconds:g}s"
+        if now >= deadline:
+            out.append(_timeout_eviction(cfg, wl, now, why))
+        else:
+            later(deadline)
+    return out, wakeup
+
+
+def blocking_workload(snapshot: Snapshot, evicted: set[str]) -> Workload | None:
+    """With blockAdmission, an admitted workload whose pods are not ready yet blocks others."""
+    cfg = snapshot.config.wait_for_pods_ready
+    if not (cfg.enabled and cfg.block_admission):
+        return None
+    for wl in snapshot.workloads.values():
+        if (
+            wl.admission is not None
+            and not wl.pods_ready
+            and not wl.evicting
+            and wl.id not in evicted
+        ):
+            return wl
+    return None

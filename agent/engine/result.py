@@ -1,0 +1,194 @@
+"""The engine's output: decisions as data, each with a reason a user can read.
+
+Owns `CycleResult` and everything in it: admissions (flavor and count per pod set),
+preemptions (victim, preemptor, reason), evictions (pods-ready timeouts, draining stop
+policies, maximum execution time), and a structured `PendingReason` for every workload left
+waiting, with its position in its cluster queue and local queue. `cycle.schedule` builds it;
+the agent shell applies it (and `apply.apply_result` applies it to a snapshot for tests and
+simulations).
+
+Pending reasons are shared objects: every workload that waits for the same thing in the same
+cluster queue points at one reason, so a cycle over 50,000 pending workloads costs a dict
+insert per workload, not an object.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agent.engine.snapshot import (
+    Admission,
+    ClusterQueueName,
+    FlavorName,
+    LocalQueueKey,
+    ResourceName,
+    WorkloadId,
+)
+
+__all__ = [
+    "Admit",
+    "CycleResult",
+    "Eviction",
+    "EvictionReason",
+    "FlavorAttempt",
+    "PendingCode",
+    "PendingReason",
+    "Preemption",
+    "PreemptionReason",
+    "Shortfall",
+    "Unblock",
+]
+
+
+class PendingCode(enum.StrEnum):
+    """Why a workload is not admitted (Kueue's QuotaReserved=False reasons, and ours)."""
+
+    NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    NO_PREEMPTION_CANDIDATES = "NoPreemptionCandidates"
+    WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
+    BLOCKED_BY_HEAD = "BlockedByStrictFIFOHead"
+    WAITING_FOR_PODS_READY = "WaitingForPodsReady"
+    BACKOFF = "Backoff"
+    INACTIVE = "Inactive"
+    MISCONFIGURED = "Misconfigured"
+    LOCAL_QUEUE_NOT_FOUND = "LocalQueueNotFound"
+    LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+    CLUSTER_QUEUE_NOT_FOUND = "ClusterQueueNotFound"
+    CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+    CLUSTER_QUEUE_INACTIVE = "ClusterQueueInactive"
+    NAMESPACE_NOT_SELECTED = "NamespaceNotSelected"
+    QUEUE_ADMISSION_LIMIT = "QueueAdmissionLimit"
+
+
+class Unblock(enum.StrEnum):
+    """What kind of event would let the workload be admitted."""
+
+    QUOTA_RELEASED = "QuotaReleased"
+    """Running workloads in the cluster queue or cohort finishing."""
+    QUOTA_CHANGED = "QuotaChanged"
+    """Only a configuration change (more quota, a matching flavor) can help."""
+    PREEMPTIONS_COMPLETE = "PreemptionsComplete"
+    HEAD_ADMITTED = "HeadAdmitted"
+    PODS_READY = "PodsReady"
+    TIME = "Time"
+    """Passing of time (a backoff); see `PendingReason.retry_at`."""
+    USER_ACTION = "UserAction"
+    """Reactivation, a fixed queue name, a resumed queue."""
+    NEXT_CYCLE = "NextCycle"
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """One quota cell that stops the workload: how much is missing and against which limit."""
+
+    flavor: FlavorName
+    resource: ResourceName
+    requested: int
+    available: int
+    """What the cluster queue could use now (nominal, borrowing and cohort limits applied)."""
+    maximum: int
+    """What it could use if nothing else ran (potential availability)."""
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.requested - self.available)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorAttempt:
+    """Why a flavor was not chosen for a pod set."""
+
+    pod_set: str
+    flavor: FlavorName
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    code: PendingCode
+    message: str
+    unblock: Unblock
+    shortfalls: tuple[Shortfall, ...] = ()
+    flavors_tried: tuple[FlavorAttempt, ...] = ()
+    retry_at: float | None = None
+    blocking_workload: WorkloadId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    workload: WorkloadId
+    admission: Admission
+    borrowing: bool
+    """Whether the admission uses quota beyond the cluster queue's nominal."""
+    partial: bool = False
+
+
+class PreemptionReason(enum.StrEnum):
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: WorkloadId
+    victim_cluster_queue: ClusterQueueName
+    preemptor: WorkloadId
+    reason: PreemptionReason
+    message: str
+
+
+class EvictionReason(enum.StrEnum):
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+    LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
+    MAXIMUM_EXECUTION_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+    DEACTIVATED = "Deactivated"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    workload: WorkloadId
+    reason: EvictionReason
+    message: str
+    requeue_after: float | None = None
+    """Backoff: do not admit again before this time (None: no delay)."""
+    requeue_count: int | None = None
+    """New requeue count to record (pods-ready timeouts count towards the limit)."""
+    requeued_at: float | None = None
+    """New queue-order timestamp (None keeps the current one)."""
+    deactivate: bool = False
+    """Set the workload inactive: it is never requeued until a user reactivates it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    now: float
+    admitted: tuple[Admit, ...] = ()
+    preempted: tuple[Preemption, ...] = ()
+    evicted: tuple[Eviction, ...] = ()
+    pending: Mapping[WorkloadId, PendingReason] = field(default_factory=dict)
+    queue_order: Mapping[ClusterQueueName, tuple[WorkloadId, ...]] = field(default_factory=dict)
+    """Pending workloads of each cluster queue in queue order (position = index)."""
+    lq_order: Mapping[LocalQueueKey, tuple[WorkloadId, ...]] = field(default_factory=dict)
+    new_preemptors: frozenset[WorkloadId] = frozenset()
+    """Workloads that issued preemptions this cycle (sticky until admitted)."""
+    next_wakeup: float | None = None
+    """Earliest future time at which a cycle could decide differently without any event."""
+
+    def position(self, workload: WorkloadId) -> tuple[int | None, int | None]:
+        """(position in its cluster queue, position in its local queue), 0-based."""
+        cq_pos = lq_pos = None
+        for order in self.queue_order.values():
+            if workload in order:
+                cq_pos = order.index(workload)
+                break
+        for order in self.lq_order.values():
+            if workload in order:
+                lq_pos = order.index(workload)
+                break
+        return cq_pos, lq_pos

@@ -1,0 +1,429 @@
+"""The engine's input: a frozen picture of one member cluster's queues and workloads.
+
+Owns every type the admission cycle reads: resource flavors, cluster queues with their
+resource groups and policies, the cohort tree, local queues, workloads (pending and admitted,
+with their timestamps), namespaces' labels and the engine configuration. Nothing here knows
+about pydantic, Kubernetes objects or the clock: the agent's inventory cache (or
+`from_api.py`, or the tests' builders) builds a `Snapshot`, and `cycle.schedule` reads it.
+
+Amounts are exact integers in milli-units keyed by resource name (`cpu: 1500` is 1.5 CPU,
+`pods: 3000` is three pods); times are seconds on the caller's clock (floats), passed in
+as `now`, never read here.
+
+Mappings are typed `Mapping` so callers may pass a read-only view of a structure they keep
+up to date between cycles (the benchmark does, to avoid copying 50,000 workloads per cycle);
+the engine never mutates them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NewType
+
+__all__ = [
+    "Admission",
+    "BorrowWithinCohort",
+    "ClusterQueue",
+    "ClusterQueueName",
+    "Cohort",
+    "CohortName",
+    "EngineConfig",
+    "FlavorFungibility",
+    "FlavorName",
+    "FlavorQuotas",
+    "FlavorResource",
+    "FungibilityPolicy",
+    "FungibilityPreference",
+    "LabelSelector",
+    "LocalQueue",
+    "LocalQueueKey",
+    "Namespace",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PodSet",
+    "PodSetAssignment",
+    "PreemptionConfig",
+    "PreemptionPolicy",
+    "QueueingStrategy",
+    "RequeueTimestamp",
+    "ResourceFlavor",
+    "ResourceGroup",
+    "ResourceName",
+    "ResourceQuota",
+    "Snapshot",
+    "StopPolicy",
+    "Taint",
+    "Toleration",
+    "UndeclaredResources",
+    "WaitForPodsReady",
+    "Workload",
+    "WorkloadId",
+]
+
+FlavorName = NewType("FlavorName", str)
+ResourceName = NewType("ResourceName", str)
+ClusterQueueName = NewType("ClusterQueueName", str)
+CohortName = NewType("CohortName", str)
+Namespace = NewType("Namespace", str)
+LocalQueueKey = NewType("LocalQueueKey", str)
+"""`namespace/name` of a local queue."""
+WorkloadId = NewType("WorkloadId", str)
+"""Unique workload key (the shell uses `namespace/name` or the UID)."""
+
+FlavorResource = tuple[FlavorName, ResourceName]
+"""One quota cell: a resource in a flavor."""
+
+PODS = ResourceName("pods")
+"""The special resource counting pods (1000 milli per pod), usable as quota."""
+
+
+def lq_key(namespace: str, name: str) -> LocalQueueKey:
+    return LocalQueueKey(f"{namespace}/{name}")
+
+
+# --------------------------------------------------------------------------------------------
+# policies
+
+
+class QueueingStrategy(enum.StrEnum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class PreemptionPolicy(enum.StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    ANY = "Any"
+
+
+class FungibilityPolicy(enum.StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class FungibilityPreference(enum.StrEnum):
+    BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+    PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+
+
+class StopPolicy(enum.StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class UndeclaredResources(enum.StrEnum):
+    """What a request for a resource the cluster queue does not cover means."""
+
+    BLOCK = "BlockUndeclared"
+    IGNORE = "IgnoreUndeclared"
+
+
+class RequeueTimestamp(enum.StrEnum):
+    """Which time orders a workload requeued after a pods-ready eviction."""
+
+    EVICTION = "Eviction"
+    CREATION = "Creation"
+
+
+# --------------------------------------------------------------------------------------------
+# flavors and scheduling constraints
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist (Gt/Lt treated as unmatched)
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        match self.operator:
+            case "In":
+                return present and labels[self.key] in self.values
+            case "NotIn":
+                return not present or labels[self.key] not in self.values
+            case "Exists":
+                return present
+            case "DoesNotExist":
+                return not present
+            case _:
+                return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements that must all hold (a term of required node affinity)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector; the empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: FlavorName
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None  # TAS (a later issue); carried, not interpreted yet
+
+
+# --------------------------------------------------------------------------------------------
+# quota
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota for one resource in one flavor. None limits mean "unlimited" / "lend all"."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    flavor: FlavorName
+    resources: Mapping[ResourceName, ResourceQuota]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[ResourceName, ...]
+    flavors: tuple[FlavorQuotas, ...]  # in preference order
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    policy: PreemptionPolicy = PreemptionPolicy.NEVER  # Never | LowerPriority
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionConfig:
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+    preference: FungibilityPreference = FungibilityPreference.BORROWING_OVER_PREEMPTION
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: ClusterQueueName
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: CohortName | None = None
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    namespace_selector: LabelSelector | None = field(default_factory=LabelSelector)
+    """None selects no namespace; the empty selector selects all."""
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing_weight: int = 1000  # milli; carried for fair sharing (a later issue)
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: CohortName
+    parent: CohortName | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_sharing_weight: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: Namespace
+    name: str
+    cluster_queue: ClusterQueueName
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+    @property
+    def key(self) -> LocalQueueKey:
+        return lq_key(self.namespace, self.name)
+
+
+# --------------------------------------------------------------------------------------------
+# workloads
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    requests: Mapping[ResourceName, int]
+    """Per-pod requests in milli-units."""
+    min_count: int | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()
+    """Terms ORed together; empty means no required affinity."""
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    count: int
+    flavors: Mapping[ResourceName, FlavorName]
+    usage: Mapping[ResourceName, int]
+    """Total (count × per-pod) milli-units per resource, including `pods` when quota'd."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: ClusterQueueName
+    pod_sets: tuple[PodSetAssignment, ...]
+
+    def usage(self) -> dict[FlavorResource, int]:
+        total: dict[FlavorResource, int] = {}
+        for ps in self.pod_sets:
+            for res, amount in ps.usage.items():
+                fr = (ps.flavors[res], res)
+                total[fr] = total.get(fr, 0) + amount
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A workload as the engine sees it, pending (admission None) or admitted."""
+
+    id: WorkloadId
+    namespace: Namespace
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    created_at: float
+    priority: int = 0
+    active: bool = True
+    admission: Admission | None = None
+    admitted_at: float | None = None
+    """When quota was (last) reserved; orders preemption candidates (newest first)."""
+    requeued_at: float | None = None
+    """Queue-order timestamp override after an eviction (RequeueTimestamp.EVICTION)."""
+    evicting: bool = False
+    """Admitted, but an eviction was issued and the pods are still stopping."""
+    preempting: bool = False
+    """Issued preemptions in an earlier cycle: sticky at the head of its queue."""
+    pods_ready: bool = False
+    pods_ready_lost_at: float | None = None
+    """When PodsReady flipped back to false for a running workload (recovery timeout)."""
+    requeue_count: int = 0
+    requeue_after: float | None = None
+    """Backoff: not admissible before this time."""
+    max_execution_seconds: int | None = None
+    accumulated_execution_seconds: float = 0.0
+    """Admitted time from earlier admissions (maximumExecutionTimeSeconds accumulates)."""
+
+    order_key: tuple[bool, int, float, str] = field(init=False, repr=False, compare=False)
+    """Queue order: sticky preemptor first, then priority (high first), FIFO time, id."""
+    shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
+    """Everything flavor assignment reads from the pod sets: equal shapes fare equally."""
+
+    def __post_init__(self) -> None:
+        # Precomputed once per workload object, so a cycle over 50,000 pending workloads
+        # sorts and deduplicates them without rebuilding keys every cycle.
+        object.__setattr__(
+            self,
+            "order_key",
+            (not self.preempting, -self.priority, self.queue_timestamp, self.id),
+        )
+        object.__setattr__(
+            self,
+            "shape",
+            tuple(
+                (
+                    ps.count,
+                    ps.min_count,
+                    tuple(sorted(ps.requests.items())),
+                    tuple(sorted(ps.node_selector.items())),
+                    ps.required_affinity,
+                    ps.tolerations,
+                )
+                for ps in self.pod_sets
+            ),
+        )
+
+    @property
+    def local_queue(self) -> LocalQueueKey:
+        return lq_key(self.namespace, self.queue_name)
+
+    @property
+    def queue_timestamp(self) -> float:
+        return self.created_at if self.requeued_at is None else self.requeued_at
+
+
+# --------------------------------------------------------------------------------------------
+# configuration and the snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    enabled: bool = False
+    timeout_seconds: float = 1800.0
+    recovery_timeout_seconds: float | None = None
+    """None means the same as timeout_seconds."""
+    block_admission: bool = False
+    requeue_timestamp: RequeueTimestamp = RequeueTimestamp.EVICTION
+    backoff_base_seconds: float = 60.0
+    backoff_max_seconds: float = 3600.0
+    backoff_limit_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    undeclared_resources: UndeclaredResources = UndeclaredResources.BLOCK
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    max_admissions_per_queue: int | None = None
+    """None admits as many as fit per cluster queue per cycle; 1 reproduces Kueue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    flavors: Mapping[FlavorName, ResourceFlavor]
+    cluster_queues: Mapping[ClusterQueueName, ClusterQueue]
+    local_queues: Mapping[LocalQueueKey, LocalQueue]
+    workloads: Mapping[WorkloadId, Workload]
+    cohorts: Mapping[CohortName, Cohort] = field(default_factory=dict)
+    namespaces: Mapping[Namespace, Mapping[str, str]] = field(default_factory=dict)
+    """Namespace labels, for cluster queues' namespace selectors."""
+    config: EngineConfig = field(default_factory=EngineConfig)
