@@ -1,0 +1,216 @@
+"""PURE placement: choose the member clusters to offer a workload to.
+
+`place(snapshot clusters, request, now)` filters the clusters of the workload's cluster set
+(connected, not cordoned, matching required cluster affinity, serving its cluster queue, not
+already tried), scores the survivors by preferred affinity and then by how much headroom is
+left for the workload's requests in the best flavor of its cluster queue, and applies the
+dispatch policy (BestFit: the single best; AllAtOnce: every cluster with room; Incremental:
+`stepSize` more every `interval`). Clusters with no room now are not offered: the workload
+waits at the hub, where fleet-wide ordering still applies, instead of queueing blind in one
+cluster. No I/O, no clock: `now` is an argument.
+
+Called by: the hub's dispatch loop (one call per pending workload per cycle).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from api.k8s.core import LabelSelectorRequirement
+from hub.placement.plan import ClusterVerdict, Placement, Verdict
+from hub.placement.snapshot import (
+    ClusterName,
+    ClusterView,
+    DispatchMode,
+    PlacementRequest,
+    QueueView,
+)
+
+__all__ = ["headroom_score", "place"]
+
+_SCALE = 1_000_000  # headroom scores are parts per million of the flavor's capacity
+
+
+def _matches_term(labels: Mapping[str, str], term: Iterable[LabelSelectorRequirement]) -> bool:
+    as_dict = dict(labels)
+    return all(req.matches(as_dict) for req in term)
+
+
+def headroom_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, str] | None:
+    """The best flavor's leftover share for this workload, or None when nothing fits now.
+
+    For each flavor that has every requested resource, the score is the smallest fraction
+    (in ppm) of that flavor's capacity left free after admitting the workload — the
+    dominant leftover. Flavors are tried in the queue's order; the best score wins, ties keep
+    the queue's preference.
+    """
+    best: tuple[int, str] | None = None
+    for flavor in queue.flavors:
+        leftover = _SCALE
+        fits = True
+        for resource, amount in requests.items():
+            if amount == 0:
+                continue
+            free = flavor.headroom.get(resource)
+            cap = flavor.capacity.get(resource, 0)
+            if free is None or free < amount:
+                fits = False
+                break
+            share = (free - amount) * _SCALE // cap if cap > 0 else 0
+            leftover = min(leftover, share)
+        if fits and (best is None or leftover > best[0]):
+            best = (leftover, flavor.flavor)
+    return best
+
+
+def _ever_fits(queue: QueueView, requests: Mapping[str, int]) -> bool:
+    return any(
+        all(amount <= flavor.capacity.get(r, 0) for r, amount in requests.items() if amount)
+        for flavor in queue.flavors
+    )
+
+
+def _describe(requests: Mapping[str, int]) -> str:
+    def show(milli: int) -> str:
+        return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+    return ", ".join(f"{r}={show(v)}" for r, v in sorted(requests.items()) if v)
+
+
+def _screen(cluster: ClusterView, request: PlacementRequest) -> ClusterVerdict | None:
+    """The first filter a cluster fails, or None when it may be scored."""
+    name = cluster.name
+    if name not in request.cluster_set:
+        return ClusterVerdict(name, Verdict.NOT_IN_CLUSTER_SET, "not in the workload's cluster set")
+    if not cluster.connected:
+        return ClusterVerdict(name, Verdict.DISCONNECTED, "its agent is not connected")
+    if cluster.cordoned:
+        return ClusterVerdict(name, Verdict.CORDONED, "cordoned by an admin")
+    if request.required_terms and not any(
+        _matches_term(cluster.labels, term) for term in request.required_terms
+    ):
+        return ClusterVerdict(
+            name, Verdict.AFFINITY_MISMATCH, "labels match no required cluster affinity term"
+        )
+    for offer in request.offers:
+        if offer.cluster != name:
+            continue
+        if offer.outcome == "rejected":
+            detail = f": {offer.reason}" if offer.reason else ""
+            return ClusterVerdict(name, Verdict.REJECTED, f"rejected the offer{detail}")
+        if offer.outcome == "timeout":
+            return ClusterVerdict(name, Verdict.TIMED_OUT, "did not answer the offer in time")
+        return ClusterVerdict(name, Verdict.OFFERED, "offer pending")
+    if request.cluster_queue not in cluster.queues:
+        return ClusterVerdict(
+            name, Verdict.NO_SUCH_QUEUE, f"has no cluster queue {request.cluster_queue!r}"
+        )
+    return None
+
+
+def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datetime) -> Placement:
+    """Decide where to offer `request` now. Pure: same inputs, same answer."""
+    verdicts: list[ClusterVerdict] = []
+    scored: list[ClusterVerdict] = []
+    open_offers = [o for o in request.offers if o.outcome is None]
+    for cluster in sorted(clusters, key=lambda c: c.name):
+        screened = _screen(cluster, request)
+        if screened is not None:
+            verdicts.append(screened)
+            continue
+        queue = cluster.queues[request.cluster_queue]
+        fit = headroom_score(queue, request.requests)
+        if fit is None and request.min_requests is not None:
+            fit = headroom_score(queue, request.min_requests)
+        if fit is None:
+            if _ever_fits(queue, request.min_requests or request.requests):
+                verdict = ClusterVerdict(
+                    cluster.name,
+                    Verdict.INSUFFICIENT_HEADROOM,
+                    f"not enough free quota in {request.cluster_queue!r} for "
+                    f"{_describe(request.requests)} right now",
+                )
+            else:
+                verdict = ClusterVerdict(
+                    cluster.name,
+                    Verdict.NEVER_FITS,
+                    f"{_describe(request.requests)} exceeds every flavor of "
+                    f"{request.cluster_queue!r} even when empty",
+                )
+            verdicts.append(verdict)
+            continue
+        affinity = sum(
+            t.weight
+            for t in request.preferred_terms
+            if _matches_term(cluster.labels, t.match_expressions)
+        )
+        scored.append(
+            ClusterVerdict(
+                cluster.name,
+                Verdict.CANDIDATE,
+                f"fits in flavor {fit[1]!r} with {fit[0] / 10_000:.1f}% of it left",
+                (affinity, fit[0]),
+            )
+        )
+    scored.sort(key=lambda v: (-v.score[0], -v.score[1], v.cluster))
+    verdicts = scored + verdicts
+    chosen = _apply_policy(request, scored, open_offers_count=len(open_offers), now=now)
+    retry = None
+    if request.mode == DispatchMode.INCREMENTAL and scored and not chosen:
+        retry = _seconds_until_next_step(request, now)
+    waiting = ""
+    if not chosen:
+        waiting = _waiting_reason(request, verdicts, open_offers_count=len(open_offers))
+    return Placement(request.workload, tuple(chosen), tuple(verdicts), waiting, retry)
+
+
+def _apply_policy(
+    request: PlacementRequest,
+    scored: list[ClusterVerdict],
+    *,
+    open_offers_count: int,
+    now: datetime,
+) -> list[ClusterName]:
+    candidates = [v.cluster for v in scored]
+    if request.mode == DispatchMode.ALL_AT_ONCE:
+        return candidates
+    if request.mode == DispatchMode.INCREMENTAL:
+        if open_offers_count and _seconds_until_next_step(request, now) > 0:
+            return []
+        return candidates[: max(1, request.step_size)]
+    # BestFit: one offer at a time.
+    if open_offers_count:
+        return []
+    return candidates[:1]
+
+
+def _seconds_until_next_step(request: PlacementRequest, now: datetime) -> int:
+    open_times = [o.offered_at for o in request.offers if o.outcome is None]
+    if not open_times:
+        return 0
+    elapsed = (now - max(open_times)).total_seconds()
+    return max(0, int(request.interval_seconds - elapsed + 0.999))
+
+
+def _waiting_reason(
+    request: PlacementRequest, verdicts: list[ClusterVerdict], *, open_offers_count: int
+) -> str:
+    if open_offers_count:
+        return "waiting for the clusters it was offered to"
+    if not verdicts:
+        return "the cluster set has no clusters"
+    if all(
+        v.verdict is Verdict.NEVER_FITS
+        for v in verdicts
+        if v.verdict is not Verdict.NOT_IN_CLUSTER_SET
+    ) and any(v.verdict is Verdict.NEVER_FITS for v in verdicts):
+        return "too large for every cluster of its cluster set"
+    counts: dict[Verdict, int] = {}
+    for v in verdicts:
+        if v.verdict is not Verdict.NOT_IN_CLUSTER_SET:
+            counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    if not counts:
+        return "no cluster of its cluster set is known to the hub"
+    parts = [f"{n} {verdict.value}" for verdict, n in sorted(counts.items())]
+    return "no cluster can take it now: " + ", ".join(parts)
