@@ -111,6 +111,16 @@ class Object(StrictModel):
 
     api_version: str = Field(default=API_VERSION)
     kind: str = ""
+
+    @classmethod
+    def plural(cls) -> str:
+        """The resource name in URLs, as Kubernetes forms it: clusterqueues, topologies."""
+        lower = cls.KIND.lower()
+        if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+            return lower[:-1] + "ies"
+        if lower.endswith(("s", "x", "ch", "sh")):
+            return lower + "es"
+        return lower + "s"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
     def semantic_errors(self) -> list[FieldError]:
