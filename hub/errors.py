@@ -1,0 +1,123 @@
+"""The hub's errors, and the one place they become HTTP statuses.
+
+    HubError                          500  something the hub did not expect
+    ├── BadRequestError            400  malformed request (bad JSON/YAML, bad query parameter)
+    │   └── InvalidObjectError         422  an object broke rules; carries every FieldError
+    ├── UnauthorizedError          401  no or unknown bearer token
+    ├── ForbiddenError             403  the caller may not do this (wrong tenant, not an admin)
+    ├── NotFoundError              404  no such object or route
+    ├── AlreadyExistsError         409  create of an existing name
+    ├── ConflictError              409  resourceVersion mismatch on update/delete
+    ├── GoneError                  410  a watch asked for history that was compacted
+    ├── PayloadTooLargeError       413  request body over the configured limit
+    ├── UnsupportedMediaTypeError  415  body in a content type we do not read
+    └── UnavailableError           503  store or leader not available; retry
+
+Responses are Kubernetes Status objects (kind Status, status Failure, reason, code, message,
+details.causes for field errors), so kubectl-style clients and qctl read them alike.
+Called by: every hub HTTP handler (raises) and hub.http.middleware (maps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from api.errors import FieldError
+
+__all__ = [
+    "AlreadyExistsError",
+    "BadRequestError",
+    "ConflictError",
+    "ForbiddenError",
+    "GoneError",
+    "HubError",
+    "InvalidObjectError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "UnauthorizedError",
+    "UnavailableError",
+    "UnsupportedMediaTypeError",
+    "status_body",
+]
+
+
+class HubError(Exception):
+    status: ClassVar[int] = 500
+    reason: ClassVar[str] = "InternalError"
+
+    def __init__(self, message: str, *, causes: Sequence[FieldError] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.causes = tuple(causes)
+
+
+class BadRequestError(HubError):
+    status = 400
+    reason = "BadRequest"
+
+
+class InvalidObjectError(BadRequestError):
+    status = 422
+    reason = "Invalid"
+
+
+class UnauthorizedError(HubError):
+    status = 401
+    reason = "Unauthorized"
+
+
+class ForbiddenError(HubError):
+    status = 403
+    reason = "Forbidden"
+
+
+class NotFoundError(HubError):
+    status = 404
+    reason = "NotFound"
+
+
+class AlreadyExistsError(HubError):
+    status = 409
+    reason = "AlreadyExists"
+
+
+class ConflictError(HubError):
+    status = 409
+    reason = "Conflict"
+
+
+class GoneError(HubError):
+    status = 410
+    reason = "Expired"
+
+
+class PayloadTooLargeError(HubError):
+    status = 413
+    reason = "RequestEntityTooLarge"
+
+
+class UnsupportedMediaTypeError(HubError):
+    status = 415
+    reason = "UnsupportedMediaType"
+
+
+class UnavailableError(HubError):
+    status = 503
+    reason = "ServiceUnavailable"
+
+
+def status_body(error: HubError) -> dict[str, Any]:
+    """The Kubernetes Status object for an error."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": error.message,
+        "reason": error.reason,
+        "code": error.status,
+    }
+    if error.causes:
+        body["details"] = {"causes": [c.to_dict() for c in error.causes]}
+    return body
