@@ -18,7 +18,15 @@ def q(text: str) -> Quantity:
     return Quantity.parse(text)
 
 
-def c(name: str, *, sidecar: bool = False, limits: dict[str, str] | None = None, **req: str) -> Any:
+def c(
+    name: str,
+    requests: dict[str, str] | None = None,
+    *,
+    sidecar: bool = False,
+    limits: dict[str, str] | None = None,
+    **req: str,
+) -> Any:
+    req = {**(requests or {}), **req}
     body: dict[str, Any] = {"name": name, "image": "busybox", "resources": {"requests": req}}
     if limits:
         body["resources"]["limits"] = limits
@@ -87,7 +95,7 @@ def test_a_limit_without_a_request_is_the_request() -> None:
 
 def test_pod_level_requests_replace_the_container_sum_for_cpu_and_memory() -> None:
     spec = {
-        "containers": [c("a", cpu="1", memory="1Gi"), c("b", cpu="1", **{"nvidia.com/gpu": "2"})],
+        "containers": [c("a", cpu="1", memory="1Gi"), c("b", {"cpu": "1", "nvidia.com/gpu": "2"})],
         "resources": {"requests": {"cpu": "3"}, "limits": {"memory": "4Gi"}},
         "overhead": {"cpu": "100m"},
     }
@@ -112,8 +120,8 @@ def pod_specs(draw: st.DrawFn) -> PodSpec:
     inits = draw(st.lists(st.tuples(resource_maps, st.booleans()), max_size=4))
     return PodSpec.model_validate(
         {
-            "containers": [c(f"c{i}", **r) for i, r in enumerate(regular)],
-            "initContainers": [c(f"i{i}", sidecar=s, **r) for i, (r, s) in enumerate(inits)],
+            "containers": [c(f"c{i}", r) for i, r in enumerate(regular)],
+            "initContainers": [c(f"i{i}", r, sidecar=s) for i, (r, s) in enumerate(inits)],
         }
     )
 

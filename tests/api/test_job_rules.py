@@ -412,7 +412,7 @@ def test_a_job_is_namespaced_and_has_a_name() -> None:
 
 
 def test_a_pod_is_accepted_and_validated() -> None:
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p", "namespace": "ns"},
