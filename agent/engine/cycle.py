@@ -253,9 +253,7 @@ class _Cycle:
         )
         targets = None
         if a.mode is Mode.PREEMPT:
-            targets = self.preemptor.find_targets(
-                wl, cq, a.usage, a.needs_preemption, preemptor_borrows=a.borrowing
-            )
+            targets = self.preemptor.find_targets(wl, cq, a.usage, a.needs_preemption)
         return _Outcome(a, targets, counts)
 
     def _evaluate_with_partial(self, wl: Workload, cq: ClusterQueue) -> _Outcome:

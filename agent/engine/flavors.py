@@ -161,6 +161,7 @@ def assign_flavors(
             best: tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource]] | None
             best = None
             group_shortfalls: list[Shortfall] = []
+            considered: list[FlavorAttempt] = []
             any_matching = False
             for fq in cq.resource_groups[gi].flavors:
                 fname = fq.flavor
@@ -222,13 +223,14 @@ def assign_flavors(
                 if stop:
                     best = (rank, fmode, fborrow, fname, shortfalls, needs)
                     break
-                out.attempts.append(
+                considered.append(
                     FlavorAttempt(
                         ps.name,
                         fname,
-                        "fits by borrowing; trying next flavor"
+                        "fits only by borrowing; a later flavor was preferred"
                         if fmode is Mode.FIT
-                        else f"needs preemption: {_describe(shortfalls)}; trying next flavor",
+                        else f"needs preemption ({_describe(shortfalls)}); "
+                        "a later flavor was preferred",
                     )
                 )
             if best is None:
@@ -240,6 +242,7 @@ def assign_flavors(
                     out.exceeds_max = True
                 continue
             _, fmode, fborrow, fname, shortfalls, needs = best
+            out.attempts.extend(a for a in considered if a.flavor != fname)
             out.mode = min(out.mode, fmode)
             out.borrowing = out.borrowing or fborrow
             out.shortfalls.extend(shortfalls)

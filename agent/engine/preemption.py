@@ -167,8 +167,6 @@ class Preemptor:
         cq: ClusterQueue,
         request: Mapping[FlavorResource, int],
         frs: set[FlavorResource],
-        *,
-        preemptor_borrows: bool,
     ) -> list[Target] | None:
         """Victims that let `wl` fit with `request` in `cq`, or None if there are none."""
         node = self.tree.cqs[cq.name]
@@ -198,8 +196,8 @@ class Preemptor:
                 chosen = self._minimal(node, request, frs, same, borrowing=True, threshold=None)
         if not chosen:
             return None
-        self._check_fits(node, request, chosen)
-        return [Target(c, self._reason(c, cq.name, preemptor_borrows)) for c in chosen]
+        borrows = self._check_fits(node, request, chosen)
+        return [Target(c, self._reason(c, cq.name, borrows)) for c in chosen]
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
@@ -249,15 +247,18 @@ class Preemptor:
 
     def _check_fits(
         self, node: QuotaNode, request: Mapping[FlavorResource, int], chosen: list[Candidate]
-    ) -> None:
+    ) -> bool:
+        """Verify the plan lets the preemptor fit; return whether it will then borrow."""
         tree = self.tree
         for c in chosen:
             tree.remove_usage(c.node, c.usage)
         ok = fits(tree, node, request, borrowing=True)
+        borrows = any(tree.is_borrowing(node, fr, amount) for fr, amount in request.items())
         for c in chosen:
             tree.add_usage(c.node, c.usage)
         if not ok:  # pragma: no cover - a bug, never a policy outcome
             raise AssertionError("preemption plan does not let the preemptor fit")
+        return borrows
 
     @staticmethod
     def _reason(c: Candidate, own: ClusterQueueName, borrows: bool) -> PreemptionReason:

@@ -1,0 +1,168 @@
+"""Hierarchical cohorts: cohort quota, subtree borrowing and lending, cycles (kueue.md §1.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.engine.quota import QuotaTree
+from agent.engine.result import PendingCode
+from agent.engine.snapshot import ClusterQueueName, CohortName, FlavorName, ResourceName
+from tests.builders import (
+    CohortBuilder,
+    CQBuilder,
+    WorkloadBuilder,
+    admitted_ids,
+    cohort,
+    cq,
+    ids,
+    m,
+    reason_of,
+    run,
+    snapshot,
+    wl,
+)
+
+CPU = (FlavorName("default"), ResourceName("cpu"))
+
+
+def tree() -> tuple[list[CohortBuilder], list[CQBuilder]]:
+    """root → {org-a (10 CPU of its own) → cq-a1 (0), cq-a2 (2); org-b → cq-b (5)}."""
+    cohorts = [
+        cohort("root"),
+        cohort("org-a").parent("root").quota("cpu", nominal="10"),
+        cohort("org-b").parent("root"),
+    ]
+    cqs = [
+        cq("cq-a1").cohort("org-a").quota("cpu", nominal="0"),
+        cq("cq-a2").cohort("org-a").quota("cpu", nominal="2"),
+        cq("cq-b").cohort("org-b").quota("cpu", nominal="5"),
+    ]
+    return cohorts, cqs
+
+
+# Kueue docs "Configuring Quotas": a cohort's nominal quota is an extra shared pool that a
+# cluster queue with nominal 0 may use.
+def test_a_queue_with_zero_nominal_uses_its_cohorts_pool() -> None:
+    snap = snapshot(
+        cohorts=[cohort("hello-cohort").quota("cpu", nominal="12")],
+        cqs=[cq("my-cluster-queue").cohort("hello-cohort").quota("cpu", nominal="0")],
+        workloads=[
+            wl("fits").queue("my-cluster-queue").request("cpu", "12"),
+        ],
+    )
+    assert admitted_ids(run(snap)) == ids("fits")
+
+
+def test_subtree_quota_sums_children_and_own_quota() -> None:
+    cohorts, cqs = tree()
+    t = QuotaTree.from_snapshot(snapshot(cohorts=cohorts, cqs=cqs))
+    assert t.cohorts[CohortName("org-a")].subtree[CPU] == m("12")
+    assert t.cohorts[CohortName("root")].subtree[CPU] == m("17")
+    assert t.available(t.cqs[ClusterQueueName("cq-b")], CPU) == m("17")
+
+
+LIMIT_CASES = [
+    pytest.param({}, "cq-b", "17", True, id="a queue can borrow across the whole tree"),
+    pytest.param({}, "cq-b", "18", False, id="nothing beyond the tree's total quota"),
+    pytest.param(
+        {"org-b": {"borrowing": "2"}},
+        "cq-b",
+        "7",
+        True,
+        id="a cohort's borrowing limit caps its subtree: 5 own + 2",
+    ),
+    pytest.param(
+        {"org-b": {"borrowing": "2"}},
+        "cq-b",
+        "8",
+        False,
+        id="a cohort's borrowing limit stops its subtree at 7",
+    ),
+    pytest.param(
+        {"org-a": {"lending": "4"}},
+        "cq-b",
+        "9",
+        True,
+        id="a cohort's lending limit lends 4 of its 12 to the rest of the tree",
+    ),
+    pytest.param(
+        {"org-a": {"lending": "4"}},
+        "cq-b",
+        "10",
+        False,
+        id="a cohort lends no more than its lending limit",
+    ),
+    pytest.param(
+        {"org-a": {"lending": "4"}},
+        "cq-a1",
+        "17",
+        True,
+        id="a cohort's lending limit does not stop its own queues from borrowing",
+    ),
+]
+
+
+@pytest.mark.parametrize(("limits", "queue", "cpu", "admits"), LIMIT_CASES)
+def test_cohort_limits(
+    limits: dict[str, dict[str, str]], queue: str, cpu: str, admits: bool
+) -> None:
+    cohorts = [cohort("root")]
+    for name, own in (("org-a", "10"), ("org-b", "0")):
+        c = cohort(name).parent("root")
+        extra = limits.get(name, {})
+        c.quota("cpu", nominal=own, borrowing=extra.get("borrowing"), lending=extra.get("lending"))
+        cohorts.append(c)
+    _, cqs = tree()
+    snap = snapshot(cohorts=cohorts, cqs=cqs, workloads=[wl("w").queue(queue).request("cpu", cpu)])
+    assert admitted_ids(run(snap)) == (ids("w") if admits else [])
+
+
+def test_usage_in_one_org_reduces_what_the_other_can_borrow() -> None:
+    cohorts, cqs = tree()
+    running: list[WorkloadBuilder] = [wl("a-run").request("cpu", "8").admitted("cq-a1")]
+    snap = snapshot(
+        cohorts=cohorts,
+        cqs=cqs,
+        workloads=[*running, wl("b").queue("cq-b").request("cpu", "10")],
+    )
+    assert admitted_ids(run(snap)) == []
+    snap = snapshot(
+        cohorts=cohorts,
+        cqs=cqs,
+        workloads=[*running, wl("b").queue("cq-b").request("cpu", "9")],
+    )
+    assert admitted_ids(run(snap)) == ids("b")
+
+
+def test_a_cohort_cycle_disables_every_member_with_a_reason() -> None:
+    snap = snapshot(
+        cohorts=[cohort("x").parent("y"), cohort("y").parent("x"), cohort("z").parent("x")],
+        cqs=[
+            cq("in-loop").cohort("x").quota("cpu", nominal="5"),
+            cq("below-loop").cohort("z").quota("cpu", nominal="5"),
+            cq("outside").quota("cpu", nominal="5"),
+        ],
+        workloads=[
+            wl("w1").queue("in-loop").request("cpu", "1"),
+            wl("w2").queue("below-loop").request("cpu", "1"),
+            wl("w3").queue("outside").request("cpu", "1"),
+        ],
+    )
+    result = run(snap)
+    assert admitted_ids(result) == ids("w3")
+    for name in ("w1", "w2"):
+        reason = reason_of(result, name)
+        assert reason.code is PendingCode.CLUSTER_QUEUE_INACTIVE
+        assert "cohort cycle" in reason.message
+
+
+def test_a_parent_that_is_not_an_object_is_an_implicit_empty_cohort() -> None:
+    snap = snapshot(
+        cohorts=[cohort("child").parent("ghost").quota("cpu", nominal="3")],
+        cqs=[
+            cq("a").cohort("child").quota("cpu", nominal="1"),
+            cq("b").cohort("ghost").quota("cpu", nominal="2"),
+        ],
+        workloads=[wl("w").queue("b").request("cpu", "6")],
+    )
+    assert admitted_ids(run(snap)) == ids("w")

@@ -1,0 +1,182 @@
+"""Preemption across a cohort: reclaimWithinCohort and borrowWithinCohort (kueue.md §2.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.engine.result import PendingCode, PreemptionReason
+from tests.builders import (
+    CQBuilder,
+    WorkloadBuilder,
+    admitted_ids,
+    cq,
+    ids,
+    preempted_ids,
+    reason_of,
+    run,
+    snapshot,
+    wl,
+)
+
+
+def pair(
+    reclaim: str = "Never",
+    within: str = "Never",
+    borrow_within: str = "Never",
+    threshold: int | None = None,
+) -> list[CQBuilder]:
+    return [
+        cq("a")
+        .cohort("c")
+        .quota("cpu", nominal="6")
+        .preemption(
+            within=within, reclaim=reclaim, borrow_within=borrow_within, threshold=threshold
+        ),
+        cq("b").cohort("c").quota("cpu", nominal="6"),
+    ]
+
+
+def in_b(name: str, cpu: str, prio: int, at: float = 0.0) -> WorkloadBuilder:
+    return wl(name).request("cpu", cpu).priority(prio).admitted("b", at=at)
+
+
+def in_a(name: str, cpu: str, prio: int) -> WorkloadBuilder:
+    return wl(name).request("cpu", cpu).priority(prio).admitted("a")
+
+
+RECLAIM = [
+    pytest.param(
+        pair(reclaim="Any"),
+        [in_b("b-low", "4", 0, at=1), in_b("b-high", "6", 100, at=2)],
+        wl("new").queue("a").request("cpu", "4").priority(10),
+        ["b-low"],
+        PreemptionReason.IN_COHORT_RECLAMATION,
+        id="reclaim Any takes back nominal quota from a borrowing queue",
+    ),
+    pytest.param(
+        pair(reclaim="Any"),
+        [in_b("b-high", "4", 100, at=1), in_b("b-higher", "6", 200, at=2)],
+        wl("new").queue("a").request("cpu", "4").priority(10),
+        ["b-high"],
+        PreemptionReason.IN_COHORT_RECLAMATION,
+        id="reclaim Any ignores priority",
+    ),
+    pytest.param(
+        pair(reclaim="LowerPriority"),
+        [in_b("b-high", "4", 100, at=1), in_b("b-higher", "6", 200, at=2)],
+        wl("new").queue("a").request("cpu", "4").priority(10),
+        [],
+        None,
+        id="reclaim LowerPriority spares higher priorities in the cohort",
+    ),
+    pytest.param(
+        pair(reclaim="Any"),
+        [in_b("b-full", "6", 0), in_a("a-run", "6", 0)],
+        wl("new").queue("a").request("cpu", "2").priority(10),
+        [],
+        None,
+        id="a queue that is not borrowing is never reclaimed from",
+    ),
+    pytest.param(
+        pair(reclaim="Any", within="LowerPriority"),
+        [in_b("b-big", "8", 0), in_a("a-low", "2", 0)],
+        wl("new").queue("a").request("cpu", "4").priority(10),
+        ["b-big"],
+        PreemptionReason.IN_COHORT_RECLAMATION,
+        id="borrowing queues' workloads go before the own queue's",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cqs", "admitted", "incoming", "victims", "why"), RECLAIM)
+def test_reclaim_within_cohort(
+    cqs: list[CQBuilder],
+    admitted: list[WorkloadBuilder],
+    incoming: WorkloadBuilder,
+    victims: list[str],
+    why: PreemptionReason | None,
+) -> None:
+    result = run(snapshot(cqs=cqs, workloads=[*admitted, incoming]))
+    assert preempted_ids(result) == ids(*victims)
+    if why is not None:
+        assert {p.reason for p in result.preempted} == {why}
+    else:
+        assert admitted_ids(result) == []
+
+
+# Kueue's borrowWithinCohort: a preemptor that must borrow may preempt borrowing workloads of
+# other queues, only below maxPriorityThreshold (here a: 4 of 6 used, b: 8 of 6 used).
+BORROW = [
+    pytest.param(
+        pair(reclaim="Any"),
+        [],
+        id="without borrowWithinCohort a borrowing preemptor cannot reclaim",
+    ),
+    pytest.param(
+        pair(reclaim="Any", borrow_within="LowerPriority"),
+        ["b-low"],
+        id="borrowWithinCohort LowerPriority preempts a lower borrowing workload",
+    ),
+    pytest.param(
+        pair(reclaim="Any", borrow_within="LowerPriority", threshold=100),
+        ["b-low"],
+        id="a victim at or below maxPriorityThreshold may be preempted while borrowing",
+    ),
+    pytest.param(
+        pair(reclaim="Any", borrow_within="LowerPriority", threshold=30),
+        [],
+        id="a victim above maxPriorityThreshold may not be preempted while borrowing",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cqs", "victims"), BORROW)
+def test_borrow_within_cohort(cqs: list[CQBuilder], victims: list[str]) -> None:
+    workloads = [
+        in_a("a-run", "4", 150),
+        in_b("b-low", "4", 50, at=1),
+        in_b("b-high", "4", 200, at=2),
+        wl("new").queue("a").request("cpu", "4").priority(150),
+    ]
+    result = run(snapshot(cqs=cqs, workloads=workloads))
+    assert preempted_ids(result) == ids(*victims)
+    if victims:
+        assert {p.reason for p in result.preempted} == {
+            PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+        }
+    else:
+        assert reason_of(result, "new").code is PendingCode.NO_PREEMPTION_CANDIDATES
+
+
+def test_a_preemptor_waits_for_its_victims_without_preempting_again() -> None:
+    cqs = [cq("q").quota("cpu", nominal="4").preemption(within="LowerPriority")]
+    victim = wl("victim").request("cpu", "4").priority(0).admitted("q").set(evicting=True)
+    preemptor = wl("p").queue("q").request("cpu", "4").priority(5).set(preempting=True)
+    small = wl("small").queue("q").request("cpu", "1").priority(0).created(1)
+    result = run(snapshot(cqs=cqs, workloads=[victim, preemptor, small]))
+    assert preempted_ids(result) == []
+    assert reason_of(result, "p").code is PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS
+    # The quota the victim releases is reserved for the sticky preemptor.
+    assert admitted_ids(result) == []
+    assert reason_of(result, "small").code is PendingCode.NO_PREEMPTION_CANDIDATES
+
+
+def test_the_sticky_preemptor_is_first_in_its_queue() -> None:
+    cqs = [cq("q").quota("cpu", nominal="4")]
+    sticky = wl("sticky").queue("q").request("cpu", "4").priority(0).created(9)
+    sticky = sticky.set(preempting=True)
+    other = wl("other").queue("q").request("cpu", "4").priority(100).created(0)
+    result = run(snapshot(cqs=cqs, workloads=[sticky, other]))
+    assert admitted_ids(result) == ids("sticky")
+
+
+def test_two_preemptors_in_one_cycle_never_share_a_victim() -> None:
+    cqs = [cq("q").quota("cpu", nominal="4").preemption(within="LowerPriority")]
+    workloads = [
+        wl("v").request("cpu", "4").priority(0).admitted("q"),
+        wl("p1").queue("q").request("cpu", "4").priority(5).created(1),
+        wl("p2").queue("q").request("cpu", "4").priority(5).created(2),
+    ]
+    result = run(snapshot(cqs=cqs, workloads=workloads))
+    assert [(p.victim, p.preemptor) for p in result.preempted] == [("default/v", "default/p1")]
+    assert reason_of(result, "p2").code is PendingCode.NO_PREEMPTION_CANDIDATES
