@@ -1,17 +1,17 @@
 """The hub's errors, and the one place they become HTTP statuses.
 
     HubError                          500  something the hub did not expect
-    ├── BadRequestError            400  malformed request (bad JSON/YAML, bad query parameter)
-    │   └── InvalidObjectError         422  an object broke rules; carries every FieldError
-    ├── UnauthorizedError          401  no or unknown bearer token
-    ├── ForbiddenError             403  the caller may not do this (wrong tenant, not an admin)
-    ├── NotFoundError              404  no such object or route
-    ├── AlreadyExistsError         409  create of an existing name
-    ├── ConflictError              409  resourceVersion mismatch on update/delete
-    ├── GoneError                  410  a watch asked for history that was compacted
-    ├── PayloadTooLargeError       413  request body over the configured limit
-    ├── UnsupportedMediaTypeError  415  body in a content type we do not read
-    └── UnavailableError           503  store or leader not available; retry
+    ├── BadRequestError               400  malformed request (bad JSON/YAML, bad query parameter)
+    │   └── InvalidObjectError        422  an object broke rules; carries every FieldError
+    ├── UnauthorizedError             401  no or unknown bearer token
+    ├── ForbiddenError                403  the caller may not do this (wrong tenant, not an admin)
+    ├── NotFoundError                 404  no such object or route
+    ├── AlreadyExistsError            409  create of an existing name
+    ├── ConflictError                 409  resourceVersion mismatch on update/delete
+    ├── GoneError                     410  a watch asked for history that was compacted
+    ├── PayloadTooLargeError          413  request body over the configured limit
+    ├── UnsupportedMediaTypeError     415  body in a content type we do not read
+    └── UnavailableError              503  store or leader not available; retry
 
 Responses are Kubernetes Status objects (kind Status, status Failure, reason, code, message,
 details.causes for field errors), so kubectl-style clients and qctl read them alike.
