@@ -1,0 +1,118 @@
+"""qctl's contexts: which hub to talk to, with which token, in which namespace.
+
+The file is `$MULTIQ_CONFIG`, else `$XDG_CONFIG_HOME/multiq/config.yaml`, else
+`~/.config/multiq/config.yaml`::
+
+    currentContext: local
+    contexts:
+      - name: local
+        server: http://127.0.0.1:8470
+        token: dev-admin-token
+        namespace: default
+
+Flags beat environment variables (MULTIQ_SERVER, MULTIQ_TOKEN, MULTIQ_CONTEXT,
+MULTIQ_NAMESPACE), which beat the file. Called by: qctl.main (resolve) and `qctl dev up`
+(writes a context for the local federation).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from qctl.errors import InputError, UsageError
+
+__all__ = ["ConfigFile", "Context", "ResolvedContext", "config_path", "load", "resolve", "save"]
+
+
+class Context(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    server: str
+    token: str | None = None
+    namespace: str = "default"
+
+
+class ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    current_context: str | None = Field(default=None, alias="currentContext")
+    contexts: list[Context] = Field(default_factory=list)
+
+    def find(self, name: str) -> Context | None:
+        return next((c for c in self.contexts if c.name == name), None)
+
+    def upsert(self, context: Context, *, make_current: bool = True) -> None:
+        self.contexts = [c for c in self.contexts if c.name != context.name] + [context]
+        if make_current:
+            self.current_context = context.name
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedContext:
+    server: str
+    token: str | None
+    namespace: str
+    source: str
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("MULTIQ_CONFIG")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "multiq" / "config.yaml"
+
+
+def load(path: Path | None = None) -> ConfigFile:
+    path = path or config_path()
+    if not path.exists():
+        return ConfigFile()
+    try:
+        return ConfigFile.model_validate(yaml.safe_load(path.read_text()) or {})
+    except (yaml.YAMLError, ValidationError, OSError) as exc:
+        raise InputError(f"{path}: not a valid qctl config: {exc}") from exc
+
+
+def save(config: ConfigFile, path: Path | None = None) -> Path:
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = config.model_dump(by_alias=True, exclude_none=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(body, sort_keys=False))
+    tmp.chmod(0o600)  # it holds tokens
+    tmp.replace(path)
+    return path
+
+
+def resolve(
+    *,
+    server: str | None = None,
+    token: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+) -> ResolvedContext:
+    """Combine flags, environment and the config file into the connection to use."""
+    env = os.environ
+    config = load()
+    name = context or env.get("MULTIQ_CONTEXT") or config.current_context
+    ctx = config.find(name) if name else None
+    if name and ctx is None and (context or env.get("MULTIQ_CONTEXT")):
+        raise UsageError(f"no context named {name!r} in {config_path()}")
+    chosen_server = server or env.get("MULTIQ_SERVER") or (ctx.server if ctx else None)
+    if not chosen_server:
+        raise UsageError(
+            "no hub to talk to: pass --server, set MULTIQ_SERVER, or run `qctl dev up`, "
+            f"which writes a context to {config_path()}"
+        )
+    return ResolvedContext(
+        server=chosen_server.rstrip("/"),
+        token=token or env.get("MULTIQ_TOKEN") or (ctx.token if ctx else None),
+        namespace=namespace or env.get("MULTIQ_NAMESPACE") or (ctx.namespace if ctx else "default"),
+        source=f"context {ctx.name!r}" if ctx else "flags and environment",
+    )
