@@ -376,6 +376,10 @@ class _Cycle:
         if a.mode is Mode.FIT:
             self.tree.add_usage(node, a.usage)
             self._admit(wl, cq, out)
+            ready = self.snap.config.wait_for_pods_ready
+            if ready.enabled and ready.block_admission:
+                # Its pods are not ready yet: it blocks the rest (sequential admission).
+                self.blocker = wl
             return True
         if a.mode is Mode.PREEMPT and out.targets:
             fresh = [t for t in out.targets if not t.candidate.evicting]
