@@ -1,0 +1,234 @@
+"""How qctl prints objects: kubectl-like tables (columns are data, per kind), wide tables,
+JSON and YAML. Works on wire dicts so it prints whatever the hub returns.
+
+Called by: qctl get / describe / submit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+__all__ = ["Column", "age", "columns_for", "render", "render_table"]
+
+Wire = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    header: str
+    value: Callable[[Wire], str]
+    wide_only: bool = False
+
+
+def _get(obj: Wire, *path: str | int, default: Any = None) -> Any:
+    node: Any = obj
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(node, list) or len(node) <= part:
+                return default
+            node = node[part]
+        else:
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+    return node
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    """Kubernetes-style age: 45s, 12m, 3h4m, 2d3h."""
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    seconds = max(seconds, 0)
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 24:
+        return f"{hours}h{minutes % 60}m" if hours < 8 and minutes % 60 else f"{hours}h"
+    return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+
+
+def _name(obj: Wire) -> str:
+    return str(_get(obj, "metadata", "name", default=""))
+
+
+def _age(obj: Wire) -> str:
+    return age(_get(obj, "metadata", "creationTimestamp"))
+
+
+def _condition(obj: Wire, kind: str) -> Wire | None:
+    for cond in _get(obj, "status", "conditions", default=[]) or []:
+        if cond.get("type") == kind:
+            return cond  # type: ignore[no-any-return]
+    return None
+
+
+def workload_state(obj: Wire) -> str:
+    """One word for where a workload is: Pending, Dispatched, Admitted, Running, Finished…"""
+    for kind, word in (("Finished", ""), ("Evicted", "Evicted")):
+        cond = _condition(obj, kind)
+        if cond and cond.get("status") == "True":
+            return str(cond.get("reason") or kind) if kind == "Finished" else word
+    if _get(obj, "status", "running", default=0):
+        return "Running"
+    admitted = _condition(obj, "Admitted")
+    if admitted and admitted.get("status") == "True":
+        return "Admitted"
+    if _get(obj, "status", "clusterName"):
+        return "Dispatched"
+    return "Pending"
+
+
+def _pending_reason(obj: Wire) -> str:
+    reserved = _condition(obj, "QuotaReserved")
+    if reserved and reserved.get("status") == "False":
+        return str(reserved.get("message") or reserved.get("reason") or "")
+    return ""
+
+
+_WORKLOAD = (
+    Column("NAME", _name),
+    Column("QUEUE", lambda o: str(_get(o, "spec", "queueName", default=""))),
+    Column("STATE", workload_state),
+    Column("CLUSTER", lambda o: str(_get(o, "status", "clusterName", default="") or "-")),
+    Column("PRIORITY", lambda o: str(_get(o, "spec", "priority", default=0)), wide_only=True),
+    Column("REASON", _pending_reason, wide_only=True),
+    Column("AGE", _age),
+)
+
+_CLUSTER = (
+    Column("NAME", _name),
+    Column("CONNECTED", lambda o: str(bool(_get(o, "status", "connected"))).lower()),
+    Column(
+        "NODES",
+        lambda o: (
+            f"{_get(o, 'status', 'capacity', 'readyNodes', default=0)}/"
+            f"{_get(o, 'status', 'capacity', 'nodes', default=0)}"
+        ),
+    ),
+    Column("AGENT", lambda o: str(_get(o, "status", "agentVersion", default="") or "-")),
+    Column("CORDONED", lambda o: str(bool(_get(o, "spec", "cordoned"))).lower(), wide_only=True),
+    Column(
+        "LOST-SINCE",
+        lambda o: age(_get(o, "status", "lostSince")) if _get(o, "status", "lostSince") else "-",
+        wide_only=True,
+    ),
+    Column("AGE", _age),
+)
+
+_GLOBAL_QUEUE = (
+    Column("NAME", _name),
+    Column("CLUSTER-SET", lambda o: str(_get(o, "spec", "clusterSet", default=""))),
+    Column("POLICY", lambda o: str(_get(o, "spec", "dispatchPolicy", "type", default="BestFit"))),
+    Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
+    Column("RUNNING", lambda o: str(_get(o, "status", "runningWorkloads", default=0))),
+    Column("AGE", _age),
+)
+
+_CLUSTER_SET = (
+    Column("NAME", _name),
+    Column(
+        "CLUSTERS",
+        lambda o: (
+            ",".join(_get(o, "status", "clusters", default=[]) or [])
+            or ",".join(_get(o, "spec", "clusters", default=[]) or [])
+            or "<selector>"
+        ),
+    ),
+    Column("CONNECTED", lambda o: str(_get(o, "status", "connectedClusters", default=0))),
+    Column("AGE", _age),
+)
+
+_CLUSTER_QUEUE = (
+    Column("NAME", _name),
+    Column("COHORT", lambda o: str(_get(o, "spec", "cohortName", default="") or "-")),
+    Column(
+        "STRATEGY", lambda o: str(_get(o, "spec", "queueingStrategy", default="")), wide_only=True
+    ),
+    Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
+    Column("ADMITTED", lambda o: str(_get(o, "status", "admittedWorkloads", default=0))),
+    Column("AGE", _age),
+)
+
+_LOCAL_QUEUE = (
+    Column("NAME", _name),
+    Column("CLUSTERQUEUE", lambda o: str(_get(o, "spec", "clusterQueue", default=""))),
+    Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
+    Column("ADMITTED", lambda o: str(_get(o, "status", "admittedWorkloads", default=0))),
+    Column("AGE", _age),
+)
+
+_DEFAULT = (Column("NAME", _name), Column("AGE", _age))
+
+_COLUMNS: dict[str, Sequence[Column]] = {
+    "Workload": _WORKLOAD,
+    "MemberCluster": _CLUSTER,
+    "GlobalQueue": _GLOBAL_QUEUE,
+    "ClusterSet": _CLUSTER_SET,
+    "ClusterQueue": _CLUSTER_QUEUE,
+    "LocalQueue": _LOCAL_QUEUE,
+}
+
+
+def columns_for(kind: str, *, namespaced: bool, all_namespaces: bool, wide: bool) -> list[Column]:
+    cols = [c for c in _COLUMNS.get(kind, _DEFAULT) if wide or not c.wide_only]
+    if namespaced and all_namespaces:
+        cols.insert(
+            0, Column("NAMESPACE", lambda o: str(_get(o, "metadata", "namespace", default="")))
+        )
+    return cols
+
+
+def render_table(items: Sequence[Wire], columns: Sequence[Column]) -> str:
+    rows = [[c.header for c in columns]] + [[c.value(item) for c in columns] for item in items]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = [
+        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(
+    items: Sequence[Wire],
+    *,
+    kind: str,
+    output: str,
+    namespaced: bool = False,
+    all_namespaces: bool = False,
+    single: bool = False,
+) -> str:
+    if output == "json":
+        if single and len(items) == 1:
+            return json.dumps(items[0], indent=2) + "\n"
+        return (
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)}, indent=2) + "\n"
+        )
+    if output == "yaml":
+        if single and len(items) == 1:
+            return str(yaml.safe_dump(dict(items[0]), sort_keys=False))
+        return str(
+            yaml.safe_dump(
+                {"apiVersion": "v1", "kind": "List", "items": [dict(i) for i in items]},
+                sort_keys=False,
+            )
+        )
+    if not items:
+        return ""
+    cols = columns_for(
+        kind, namespaced=namespaced, all_namespaces=all_namespaces, wide=output == "wide"
+    )
+    return render_table(items, cols)
