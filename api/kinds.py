@@ -7,7 +7,7 @@ JSON Schema and served by the hub. Called by: qctl, hub, tests.
 from __future__ import annotations
 
 from api.codec import KindRegistry
-from api.k8s import batch, pod
+from api.k8s import batch, jobset, pod
 from api.meta import Object
 from api.v1alpha1 import federation, queues, templates, workload
 
@@ -29,6 +29,7 @@ ALL_KINDS: tuple[type[Object], ...] = (
     workload.Workload,
     pod.Pod,
     batch.Job,
+    jobset.JobSet,
 )
 
 REGISTRY = KindRegistry(ALL_KINDS)

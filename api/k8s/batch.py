@@ -32,6 +32,7 @@ from api.meta import (
 
 __all__ = [
     "COMPLETION_INDEX_LABEL",
+    "CompletionMode",
     "Job",
     "JobCondition",
     "JobSpec",
@@ -187,10 +188,17 @@ def _non_negative(path: Path, value: int | None) -> Iterator[FieldError]:
 
 
 def job_spec_errors(
-    path: Path, spec: JobSpec, *, default_restart_policy: str | None = None
+    path: Path,
+    spec: JobSpec,
+    *,
+    default_restart_policy: str | None = None,
+    default_completion_mode: CompletionMode | None = None,
 ) -> Iterator[FieldError]:
-    """The API server's JobSpec rules. `default_restart_policy` is what a defaulting webhook
-    (JobSet's: OnFailure) fills in when the pod template leaves restartPolicy empty."""
+    """The API server's JobSpec rules, applied after its defaulting (parallelism and
+    completions both unset mean 1 and 1). `default_restart_policy` and
+    `default_completion_mode` are what a defaulting webhook (JobSet's: OnFailure, Indexed)
+    fills in when the template leaves them empty."""
+    indexed = (spec.completion_mode or default_completion_mode) == "Indexed"
     yield from _non_negative(path.child("parallelism"), spec.parallelism)
     yield from _non_negative(path.child("completions"), spec.completions)
     yield from _non_negative(path.child("activeDeadlineSeconds"), spec.active_deadline_seconds)
@@ -198,8 +206,8 @@ def job_spec_errors(
     yield from _non_negative(path.child("backoffLimitPerIndex"), spec.backoff_limit_per_index)
     yield from _non_negative(path.child("maxFailedIndexes"), spec.max_failed_indexes)
     yield from _non_negative(path.child("ttlSecondsAfterFinished"), spec.ttl_seconds_after_finished)
-    if spec.is_indexed:
-        if spec.completions is None:
+    if indexed:
+        if spec.completions is None and spec.parallelism is not None:
             yield FieldError.required(path.child("completions"), "when completion mode is Indexed")
         if spec.parallelism is not None and spec.parallelism > MAX_PARALLELISM_FOR_INDEXED_JOB:
             yield FieldError.invalid(
@@ -208,7 +216,7 @@ def job_spec_errors(
                 f"must be less than or equal to {MAX_PARALLELISM_FOR_INDEXED_JOB} when "
                 "completion mode is Indexed",
             )
-    yield from _per_index_errors(path, spec)
+    yield from _per_index_errors(path, spec, indexed=indexed)
     restart_policy = spec.template.spec.restart_policy or default_restart_policy
     rpath = path.child("template", "spec", "restartPolicy")
     if restart_policy is None:
@@ -218,16 +226,16 @@ def job_spec_errors(
     if spec.pod_failure_policy is not None:
         yield from _pod_failure_policy_errors(path, spec, restart_policy)
     if spec.success_policy is not None:
-        yield from _success_policy_errors(path.child("successPolicy"), spec)
+        yield from _success_policy_errors(path.child("successPolicy"), spec, indexed=indexed)
     yield from _selector_errors(path, spec)
     if spec.managed_by is not None:
         yield from _managed_by_errors(path.child("managedBy"), spec.managed_by)
     yield from pod_template_errors(path.child("template"), spec.template)
 
 
-def _per_index_errors(path: Path, spec: JobSpec) -> Iterator[FieldError]:
+def _per_index_errors(path: Path, spec: JobSpec, *, indexed: bool) -> Iterator[FieldError]:
     if spec.backoff_limit_per_index is not None:
-        if not spec.is_indexed:
+        if not indexed:
             yield FieldError.invalid(
                 path.child("backoffLimitPerIndex"),
                 spec.backoff_limit_per_index,
@@ -310,10 +318,10 @@ def _exit_code_errors(
             yield FieldError.invalid(vpath.index(i), value, "must be ordered")
 
 
-def _success_policy_errors(path: Path, spec: JobSpec) -> Iterator[FieldError]:
+def _success_policy_errors(path: Path, spec: JobSpec, *, indexed: bool) -> Iterator[FieldError]:
     policy = spec.success_policy
     assert policy is not None
-    if not spec.is_indexed:
+    if not indexed:
         yield FieldError.invalid(path, "", "requires indexed completion mode")
     rules_path = path.child("rules")
     if not policy.rules:
@@ -382,7 +390,11 @@ def _managed_by_errors(path: Path, managed_by: str) -> Iterator[FieldError]:
 
 
 def job_template_errors(
-    path: Path, template: JobTemplateSpec, *, default_restart_policy: str | None = None
+    path: Path,
+    template: JobTemplateSpec,
+    *,
+    default_restart_policy: str | None = None,
+    default_completion_mode: CompletionMode | None = None,
 ) -> Iterator[FieldError]:
     """A JobTemplateSpec inside a JobSet replicated job (or a CronJob)."""
     meta = path.child("metadata")
@@ -390,5 +402,8 @@ def job_template_errors(
     for key in template.metadata.annotations:
         yield from label_key_errors(meta.child("annotations"), key)
     yield from job_spec_errors(
-        path.child("spec"), template.spec, default_restart_policy=default_restart_policy
+        path.child("spec"),
+        template.spec,
+        default_restart_policy=default_restart_policy,
+        default_completion_mode=default_completion_mode,
     )

@@ -214,8 +214,10 @@ def test_job_counts_may_not_be_negative(field: str) -> None:
     ]
 
 
-def test_completions_are_required_for_an_indexed_job() -> None:
-    assert errors_of(job_body(completionMode="Indexed")) == [
+def test_completions_are_required_for_an_indexed_job_with_parallelism() -> None:
+    # With neither set, the API server defaults both to 1, which is a valid Indexed job.
+    assert errors_of(job_body(completionMode="Indexed")) == []
+    assert errors_of(job_body(completionMode="Indexed", parallelism=2)) == [
         "spec.completions: Required value: when completion mode is Indexed"
     ]
 
