@@ -21,7 +21,7 @@ Called by: every hub HTTP handler (raises) and hub.http.middleware (maps).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from api.errors import FieldError
 
@@ -43,13 +43,17 @@ __all__ = [
 
 
 class HubError(Exception):
-    status: ClassVar[int] = 500
-    reason: ClassVar[str] = "InternalError"
+    status: int = 500
+    reason: str = "InternalError"
 
-    def __init__(self, message: str, *, causes: Sequence[FieldError] = ()) -> None:
+    def __init__(
+        self, message: str, *, causes: Sequence[FieldError] = (), status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.causes = tuple(causes)
+        if status is not None:
+            self.status = status
 
 
 class BadRequestError(HubError):
