@@ -10,6 +10,7 @@ from api.codec import KindRegistry
 from api.k8s import batch, jobset, pod
 from api.meta import Object
 from api.v1alpha1 import federation, queues, templates, workload
+from api.v1alpha1 import jobset as multiq_jobset
 
 __all__ = ["ALL_KINDS", "REGISTRY"]
 
@@ -30,6 +31,7 @@ ALL_KINDS: tuple[type[Object], ...] = (
     pod.Pod,
     batch.Job,
     jobset.JobSet,
+    multiq_jobset.JobSet,
 )
 
 REGISTRY = KindRegistry(ALL_KINDS)

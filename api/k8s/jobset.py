@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -181,8 +180,6 @@ class JobSetStatus(StrictModel):
     replicated_jobs_status: list[ReplicatedJobStatus] = Field(default_factory=list)
     previous_in_place_restart_attempt: int | None = None
     current_in_place_restart_attempt: int | None = None
-    # Not part of upstream status; tolerated so `kubectl get -o yaml` output round-trips.
-    start_time: datetime | None = None
 
 
 class JobSet(Object):
