@@ -46,7 +46,9 @@ from agent.engine.snapshot import (
     ClusterQueue,
     ClusterQueueName,
     LocalQueueKey,
+    Namespace,
     PodSetAssignment,
+    PreemptionPolicy,
     QueueingStrategy,
     Snapshot,
     StopPolicy,
@@ -94,26 +96,32 @@ class _Cycle:
         self.preempted: list[Preemption] = []
         self.evicted: list[Eviction] = []
         self.pending: dict[WorkloadId, PendingReason] = {}
-        self.queue_order: dict[ClusterQueueName, tuple[WorkloadId, ...]] = {}
+        self.buckets: dict[ClusterQueueName, list[Workload]] = {}
         self.new_preemptors: set[WorkloadId] = set()
         self.wakeup: float | None = None
-        self.failed: dict[tuple[object, ...], PendingReason] = {}
+        self.failed: dict[tuple[str, int], tuple[tuple[object, ...], PendingReason]] = {}
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
+        self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
+        self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
+        # One pass over the workloads; every later step walks only the part it needs.
+        self.running: list[Workload] = []
+        self.waiting: list[Workload] = []
+        for wl in snapshot.workloads.values():
+            (self.waiting if wl.admission is None else self.running).append(wl)
 
     # step 1 -----------------------------------------------------------------------------------
 
     def _load_admitted(self) -> None:
         tree = self.tree
         by_cq: dict[ClusterQueueName, list[Candidate]] = {}
-        for wl in self.snap.workloads.values():
+        for wl in self.running:
             adm = wl.admission
-            if adm is None:
-                continue
+            assert adm is not None
             node = tree.cqs.get(adm.cluster_queue)
             if node is None:
                 continue
-            usage = adm.usage()
+            usage = adm.total
             tree.add_usage(node, usage)
             by_cq.setdefault(adm.cluster_queue, []).append(
                 Candidate(wl, adm.cluster_queue, node, usage)
@@ -123,13 +131,13 @@ class _Cycle:
     # step 2 -----------------------------------------------------------------------------------
 
     def _evict(self) -> None:
-        found, wakeup = evictions(self.snap, self.now)
+        found, wakeup = evictions(self.snap, self.running, self.now)
         self.evicted = found
         self._later(wakeup)
         # Evicted workloads keep their quota until their pods are gone (the next snapshot);
         # nobody may count on them as preemption victims in the meantime.
         self.preemptor.taken.update(e.workload for e in found)
-        self.blocker = blocking_workload(self.snap, {e.workload for e in found})
+        self.blocker = blocking_workload(self.snap, self.running, {e.workload for e in found})
 
     def _later(self, t: float | None) -> None:
         if t is not None and t > self.now and (self.wakeup is None or t < self.wakeup):
@@ -173,9 +181,7 @@ class _Cycle:
         cqs = snap.cluster_queues
         queues: dict[ClusterQueueName, list[Workload]] = {}
         lq_missing: dict[LocalQueueKey, PendingReason] = {}
-        for wl in snap.workloads.values():
-            if wl.admission is not None:
-                continue
+        for wl in self.waiting:
             if not wl.active:
                 self.pending[wl.id] = _INACTIVE
                 continue
@@ -203,31 +209,26 @@ class _Cycle:
             if bucket is None:
                 bucket = queues[lq.cluster_queue] = []
             bucket.append(wl)
-        for name, bucket in queues.items():
+        for bucket in queues.values():
             bucket.sort(key=_ORDER)
-            self.queue_order[name] = tuple(w.id for w in bucket)
         return queues
 
     def _workload_gate(self, wl: Workload, cq: ClusterQueue) -> PendingReason | None:
         """A reason that keeps this workload out of consideration without blocking others."""
-        lq = self.snap.local_queues[wl.local_queue]
-        if lq.stop_policy is not StopPolicy.NONE:
-            return PendingReason(
-                PendingCode.LOCAL_QUEUE_STOPPED,
-                f"local queue {lq.key} is stopped ({lq.stop_policy})",
-                Unblock.USER_ACTION,
-            )
-        selector = cq.namespace_selector
-        # The empty selector selects every namespace: skip the label lookup then.
-        selects_all = selector is not None and not (
-            selector.match_labels or selector.match_expressions
-        )
-        if not selects_all and not namespace_selected(cq, self.snap.namespaces.get(wl.namespace)):
-            return PendingReason(
-                PendingCode.NAMESPACE_NOT_SELECTED,
-                f"namespace {wl.namespace} is not selected by cluster queue {cq.name}",
-                Unblock.QUOTA_CHANGED,
-            )
+        key = wl.local_queue
+        try:
+            gate = self.lq_gates[key]
+        except KeyError:
+            gate = self.lq_gates[key] = self._lq_gate(key)
+        if gate is not None:
+            return gate
+        ns_key = (cq.name, wl.namespace)
+        try:
+            gate = self.ns_gates[ns_key]
+        except KeyError:
+            gate = self.ns_gates[ns_key] = self._namespace_gate(cq, wl.namespace)
+        if gate is not None:
+            return gate
         if wl.requeue_after is not None and wl.requeue_after > self.now:
             self._later(wl.requeue_after)
             return PendingReason(
@@ -237,6 +238,25 @@ class _Cycle:
                 retry_at=wl.requeue_after,
             )
         return None
+
+    def _lq_gate(self, key: LocalQueueKey) -> PendingReason | None:
+        lq = self.snap.local_queues[key]
+        if lq.stop_policy is StopPolicy.NONE:
+            return None
+        return PendingReason(
+            PendingCode.LOCAL_QUEUE_STOPPED,
+            f"local queue {lq.key} is stopped ({lq.stop_policy})",
+            Unblock.USER_ACTION,
+        )
+
+    def _namespace_gate(self, cq: ClusterQueue, namespace: str) -> PendingReason | None:
+        if namespace_selected(cq, self.snap.namespaces.get(Namespace(namespace))):
+            return None
+        return PendingReason(
+            PendingCode.NAMESPACE_NOT_SELECTED,
+            f"namespace {namespace} is not selected by cluster queue {cq.name}",
+            Unblock.QUOTA_CHANGED,
+        )
 
     # step 4 -----------------------------------------------------------------------------------
 
@@ -288,6 +308,7 @@ class _Cycle:
             for name in active:
                 bucket = queues[name]
                 cq = cqs[name]
+                strict = cq.queueing_strategy is QueueingStrategy.STRICT_FIFO
                 i = cursors[name]
                 head = None
                 while i < len(bucket):
@@ -297,11 +318,9 @@ class _Cycle:
                     if gate is not None:
                         self.pending[wl.id] = gate
                         continue
-                    cached = self.failed.get((name, wl.priority, wl.shape))
-                    if cached is not None and cq.queueing_strategy is not (
-                        QueueingStrategy.STRICT_FIFO
-                    ):
-                        self.pending[wl.id] = cached
+                    cached = self.failed.get((name, wl.shape_hash))
+                    if cached is not None and cached[0] == wl.shape and not strict:
+                        self.pending[wl.id] = cached[1]
                         continue
                     head = wl
                     break
@@ -411,7 +430,12 @@ class _Cycle:
             return True
         reason = self._failure(wl, cq, out)
         self.pending[wl.id] = reason
-        self.failed[(cq.name, wl.priority, wl.shape)] = reason
+        if a.mode is Mode.NO_FIT or (
+            cq.preemption.within_cluster_queue is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        ):
+            # Usage only grows within a cycle: the same shape fails again. (Not for
+            # LowerOrNewerEqualPriority, whose candidates depend on the workload's age.)
+            self.failed[(cq.name, wl.shape_hash)] = (wl.shape, reason)
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
@@ -469,34 +493,42 @@ class _Cycle:
 
     # step 5 -----------------------------------------------------------------------------------
 
-    def _lq_order(self) -> dict[LocalQueueKey, tuple[WorkloadId, ...]]:
-        wls = self.snap.workloads
+    def _orders(
+        self,
+    ) -> tuple[
+        dict[ClusterQueueName, tuple[WorkloadId, ...]], dict[LocalQueueKey, tuple[WorkloadId, ...]]
+    ]:
+        """Queue positions of the workloads still pending, per cluster and local queue."""
+        pending = self.pending
         lists: dict[LocalQueueKey, list[WorkloadId]] = {}
-        for order in self.queue_order.values():
-            for wid in order:
-                if wid in self.pending:
-                    lists.setdefault(wls[wid].local_queue, []).append(wid)
-        return {k: tuple(v) for k, v in lists.items()}
+        cq_order: dict[ClusterQueueName, tuple[WorkloadId, ...]] = {}
+        for name, bucket in self.buckets.items():
+            ids: list[WorkloadId] = []
+            for wl in bucket:
+                wid = wl.id
+                if wid in pending:
+                    ids.append(wid)
+                    lst = lists.get(wl.local_queue)
+                    if lst is None:
+                        lst = lists[wl.local_queue] = []
+                    lst.append(wid)
+            cq_order[name] = tuple(ids)
+        return cq_order, {k: tuple(v) for k, v in lists.items()}
 
     def run(self) -> CycleResult:
         self._load_admitted()  # 1
         self._evict()  # 2
-        queues = self._route()  # 3
-        self._rounds(queues)  # 4
-        admitted = {a.workload for a in self.admitted}
-        queue_order = {
-            name: tuple(w for w in order if w not in admitted)
-            for name, order in self.queue_order.items()
-        }
-        self.queue_order = queue_order
-        return CycleResult(  # 5
+        self.buckets = self._route()  # 3
+        self._rounds(self.buckets)  # 4
+        queue_order, lq_order = self._orders()  # 5
+        return CycleResult(
             now=self.now,
             admitted=tuple(self.admitted),
             preempted=tuple(self.preempted),
             evicted=tuple(self.evicted),
             pending=self.pending,
             queue_order=queue_order,
-            lq_order=self._lq_order(),
+            lq_order=lq_order,
             new_preemptors=frozenset(self.new_preemptors),
             next_wakeup=self.wakeup,
         )

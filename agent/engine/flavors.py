@@ -35,7 +35,6 @@ from agent.engine.snapshot import (
     UndeclaredResources,
     Workload,
 )
-from api.quantity import Quantity
 
 __all__ = ["Assignment", "Mode", "PodSetFlavors", "assign_flavors", "flavor_mismatch"]
 
@@ -258,8 +257,10 @@ def assign_flavors(
 
 
 def fmt(milli: int) -> str:
-    """Milli-units as a Kubernetes quantity ("1500" → "1500m", 3000 → "3")."""
-    return Quantity.from_milli(milli).canonical()
+    """Milli-units as an exact Kubernetes quantity (1500 → "1500m", 3000 → "3")."""
+    if milli % 1000 == 0:
+        return str(milli // 1000)
+    return f"{milli}m"
 
 
 def _describe(shortfalls: list[Shortfall]) -> str:

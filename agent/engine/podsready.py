@@ -18,6 +18,8 @@ the shell knows when to run the next cycle even if no event arrives.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agent.engine.result import Eviction, EvictionReason
 from agent.engine.snapshot import (
     RequeueTimestamp,
@@ -61,7 +63,9 @@ def _timeout_eviction(cfg: WaitForPodsReady, wl: Workload, now: float, why: str)
     )
 
 
-def evictions(snapshot: Snapshot, now: float) -> tuple[list[Eviction], float | None]:
+def evictions(
+    snapshot: Snapshot, admitted: Iterable[Workload], now: float
+) -> tuple[list[Eviction], float | None]:
     """Evictions due at `now`, and the earliest future time another one falls due."""
     cfg = snapshot.config.wait_for_pods_ready
     recovery = (
@@ -79,7 +83,7 @@ def evictions(snapshot: Snapshot, now: float) -> tuple[list[Eviction], float | N
 
     cqs = snapshot.cluster_queues
     lqs = snapshot.local_queues
-    for wl in snapshot.workloads.values():
+    for wl in admitted:
         adm = wl.admission
         if adm is None or wl.evicting:
             continue
@@ -135,12 +139,14 @@ def evictions(snapshot: Snapshot, now: float) -> tuple[list[Eviction], float | N
     return out, wakeup
 
 
-def blocking_workload(snapshot: Snapshot, evicted: set[str]) -> Workload | None:
+def blocking_workload(
+    snapshot: Snapshot, admitted: Iterable[Workload], evicted: set[str]
+) -> Workload | None:
     """With blockAdmission, an admitted workload whose pods are not ready yet blocks others."""
     cfg = snapshot.config.wait_for_pods_ready
     if not (cfg.enabled and cfg.block_admission):
         return None
-    for wl in snapshot.workloads.values():
+    for wl in admitted:
         if (
             wl.admission is not None
             and not wl.pods_ready

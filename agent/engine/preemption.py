@@ -44,7 +44,11 @@ class Candidate:
     __slots__ = ("cq", "evicting", "node", "usage", "wl")
 
     def __init__(
-        self, wl: Workload, cq: ClusterQueueName, node: QuotaNode, usage: dict[FlavorResource, int]
+        self,
+        wl: Workload,
+        cq: ClusterQueueName,
+        node: QuotaNode,
+        usage: Mapping[FlavorResource, int],
     ) -> None:
         self.wl = wl
         self.cq = cq

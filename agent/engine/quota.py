@@ -130,7 +130,7 @@ class QuotaTree:
         for wl in snapshot.workloads.values():
             adm = wl.admission
             if adm is not None and adm.cluster_queue in tree.cqs:
-                tree.add_usage(tree.cqs[adm.cluster_queue], adm.usage())
+                tree.add_usage(tree.cqs[adm.cluster_queue], adm.total)
         return tree
 
     # construction ---------------------------------------------------------------------------

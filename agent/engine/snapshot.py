@@ -314,14 +314,19 @@ class PodSetAssignment:
 class Admission:
     cluster_queue: ClusterQueueName
     pod_sets: tuple[PodSetAssignment, ...]
+    total: Mapping[FlavorResource, int] = field(init=False, repr=False, compare=False)
+    """Usage per flavor-resource, summed once (every cycle reads it for every admission)."""
 
-    def usage(self) -> dict[FlavorResource, int]:
+    def __post_init__(self) -> None:
         total: dict[FlavorResource, int] = {}
         for ps in self.pod_sets:
             for res, amount in ps.usage.items():
                 fr = (ps.flavors[res], res)
                 total[fr] = total.get(fr, 0) + amount
-        return total
+        object.__setattr__(self, "total", total)
+
+    def usage(self) -> dict[FlavorResource, int]:
+        return dict(self.total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,10 +359,13 @@ class Workload:
     accumulated_execution_seconds: float = 0.0
     """Admitted time from earlier admissions (maximumExecutionTimeSeconds accumulates)."""
 
+    local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)
+    """`namespace/queue_name`."""
     order_key: tuple[bool, int, float, str] = field(init=False, repr=False, compare=False)
     """Queue order: sticky preemptor first, then priority (high first), FIFO time, id."""
     shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
-    """Everything flavor assignment reads from the pod sets: equal shapes fare equally."""
+    """Everything flavor assignment and preemption read: equal shapes fare equally."""
+    shape_hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Precomputed once per workload object, so a cycle over 50,000 pending workloads
@@ -367,9 +375,9 @@ class Workload:
             "order_key",
             (not self.preempting, -self.priority, self.queue_timestamp, self.id),
         )
-        object.__setattr__(
-            self,
-            "shape",
+        object.__setattr__(self, "local_queue", lq_key(self.namespace, self.queue_name))
+        shape = (
+            self.priority,
             tuple(
                 (
                     ps.count,
@@ -382,10 +390,8 @@ class Workload:
                 for ps in self.pod_sets
             ),
         )
-
-    @property
-    def local_queue(self) -> LocalQueueKey:
-        return lq_key(self.namespace, self.queue_name)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "shape_hash", hash(shape))
 
     @property
     def queue_timestamp(self) -> float:
