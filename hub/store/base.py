@@ -1,0 +1,298 @@
+"""The store seam: what the hub may ask of durable storage, whatever keeps the bytes.
+
+Every hub object (workloads, queues, clusters, …) lives under a string key such as
+`/workloads/<namespace>/<name>`. Values are JSON objects: the api/ models' wire form
+(`api.codec.encode`), so the store never imports api/ and the hub keeps one codec at its edge.
+Each store encodes them once (compact UTF-8 JSON) and hands back freshly decoded dicts.
+
+Revisions come from one counter per store that grows by one with every successful write
+(create, update or delete), like etcd's: an object's `revision` is the revision of its last
+write (Kubernetes' resourceVersion), `create_revision` that of its creation. A list answers
+with the store revision it saw, so "list, then watch since that revision" misses nothing.
+
+Implementations: `hub.store.sqlite.SqliteStore` (embedded default) and
+`hub.store.etcd.EtcdStore` (HA). One contract suite (`tests/hub/store/`) runs against both.
+Called by: the hub's REST handlers, dispatch loop and registries (through `Store` only).
+
+Errors (the hub maps `http_status` to its own Status replies in one place):
+
+    StoreError            500  anything unexpected from the backend
+    ├── NotFound          404  no object under the key
+    ├── AlreadyExists     409  create of an existing key
+    ├── Conflict          409  expected revision differs; carries the current revision
+    ├── Compacted         410  watch history is gone (compaction or a watcher too slow): relist
+    └── Unavailable       503  backend unreachable or closed; transient, safe to retry reads
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, NewType, Protocol, Self
+
+__all__ = [
+    "AlreadyExists",
+    "Compacted",
+    "Conflict",
+    "Event",
+    "EventType",
+    "JsonObject",
+    "Listing",
+    "NotFound",
+    "Revision",
+    "Store",
+    "StoreError",
+    "StoredObject",
+    "Unavailable",
+    "WatchStream",
+    "modify",
+    "prefix_end",
+    "validate_key",
+    "validate_prefix",
+]
+
+Revision = NewType("Revision", int)
+"""A point in the store's history; 0 means "before the first write"."""
+
+JsonObject = dict[str, Any]
+"""A JSON object (the wire form of an api/ model). Treat values handed out as read-only: the
+stores share one decoded value between all watchers of an event."""
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+class StoreError(Exception):
+    """Base of every store failure; backend exceptions are chained as `__cause__`."""
+
+    http_status: ClassVar[int] = 500
+
+
+class NotFound(StoreError):  # noqa: N818  (read as store.NotFound)
+    http_status = 404
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key}: not found")
+        self.key = key
+
+
+class AlreadyExists(StoreError):  # noqa: N818
+    http_status = 409
+
+    def __init__(self, key: str, *, current: Revision) -> None:
+        super().__init__(f"{key}: already exists (revision {current})")
+        self.key = key
+        self.current = current
+
+
+class Conflict(StoreError):  # noqa: N818
+    """The object changed since the caller read it: re-read, recompute, try again."""
+
+    http_status = 409
+
+    def __init__(self, key: str, *, expected: Revision, current: Revision) -> None:
+        super().__init__(f"{key}: expected revision {expected}, found {current}")
+        self.key = key
+        self.expected = expected
+        self.current = current
+
+
+class Compacted(StoreError):  # noqa: N818
+    """The watch cannot continue from where it is: list again, then watch from the list."""
+
+    http_status = 410
+
+    def __init__(self, message: str, *, revision: Revision) -> None:
+        super().__init__(message)
+        self.revision = revision  # the revision the watcher asked for or had reached
+
+
+class Unavailable(StoreError):  # noqa: N818
+    http_status = 503
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    key: str
+    value: JsonObject
+    revision: Revision  # last write; for a deleted object, the revision of the delete
+    create_revision: Revision
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    items: tuple[StoredObject, ...]  # sorted by key
+    revision: Revision  # the store revision this listing is consistent with
+
+
+class EventType(enum.Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One committed write. For DELETED, `object.value` is the last value before the delete
+    and `object.revision` the revision of the delete (as Kubernetes watch events carry)."""
+
+    type: EventType
+    object: StoredObject
+
+    @property
+    def revision(self) -> Revision:
+        return self.object.revision
+
+    @property
+    def key(self) -> str:
+        return self.object.key
+
+
+# --- the protocol -------------------------------------------------------------------------
+
+
+class WatchStream(Protocol):
+    """`async with store.watch(prefix, since=rev) as events: async for event in events: …`
+
+    Yields every write under the prefix with a revision greater than `since`, in revision
+    order, without gaps. Raises `Compacted` (from entering or iterating) when that history is
+    gone or when the watcher fell more than its buffer behind; `Unavailable` when the backend
+    connection is lost or the store is closed. Both end the stream; the caller relists.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    async def __anext__(self) -> Event: ...
+
+
+class Store(Protocol):
+    """Durable, linearizable key-value storage with revisions, CAS and watches.
+
+    A write that returned has been committed durably (fsync'd locally or by an etcd quorum).
+    Failed preconditions raise and consume no revision.
+    """
+
+    async def get(self, key: str) -> StoredObject:
+        """The object under `key`; `NotFound` if none."""
+        ...
+
+    async def list(self, prefix: str) -> Listing:
+        """All objects whose key starts with `prefix`, sorted by key, at one revision."""
+        ...
+
+    async def create(self, key: str, value: JsonObject) -> StoredObject:
+        """Store a new object; `AlreadyExists` if the key is taken."""
+        ...
+
+    async def update(
+        self, key: str, value: JsonObject, *, expected: Revision | None
+    ) -> StoredObject:
+        """Replace the value if the object's revision is `expected` (`Conflict` otherwise);
+        `expected=None` replaces unconditionally. `NotFound` if there is no object."""
+        ...
+
+    async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
+        """Remove the object if its revision is `expected` (None: unconditionally). Returns the
+        last value with the revision of the delete. `NotFound`/`Conflict` as for update."""
+        ...
+
+    async def current_revision(self) -> Revision:
+        """The revision of the latest committed write."""
+        ...
+
+    def watch(self, prefix: str, *, since: Revision) -> WatchStream:
+        """Events under `prefix` after revision `since`; see `WatchStream`."""
+        ...
+
+    async def compact(self, revision: Revision) -> None:
+        """Forget the events before `revision`: afterwards a watch needs `since >= revision - 1`.
+        Current objects are untouched. Idempotent; `revision` may not exceed the current one."""
+        ...
+
+    async def close(self) -> None:
+        """Finish queued writes, end open watches with `Unavailable`, release resources."""
+        ...
+
+
+# --- helpers shared by the implementations and their callers ------------------------------
+
+
+def validate_key(key: str) -> None:
+    """Keys are absolute, slash-separated paths of printable characters with no empty
+    segment, so that prefixes like `/workloads/ns/` select exactly one subtree."""
+    if not key.startswith("/") or key.endswith("/") or "//" in key:
+        raise ValueError(f"invalid store key {key!r}: want /segment/…/segment")
+    if not key.isprintable():
+        raise ValueError(f"invalid store key {key!r}: non-printable characters")
+
+
+def validate_prefix(prefix: str) -> None:
+    """A prefix is empty (everything) or starts with "/"; it usually ends with "/"."""
+    if prefix and not prefix.startswith("/"):
+        raise ValueError(f"invalid store prefix {prefix!r}: want '' or /…")
+    if not prefix.isprintable():
+        raise ValueError(f"invalid store prefix {prefix!r}: non-printable characters")
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with `prefix` (None: no bound).
+
+    Used for range scans (`prefix <= key < prefix_end(prefix)`); keys are printable, so
+    bumping the last character never overflows in practice.
+    """
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+async def modify(
+    store: Store,
+    key: str,
+    mutate: Callable[[JsonObject], JsonObject],
+    *,
+    attempts: int = 16,
+) -> StoredObject:
+    """Read-modify-write with compare-and-swap: re-read and recompute on `Conflict`.
+
+    `mutate` gets a private copy of the current value and returns the new one; it may run
+    several times, so it must be a pure function of its input. Conflicts are not transient
+    failures to back off from: the next read already has what we lost to, so we retry at once.
+    """
+    for _ in range(attempts - 1):
+        current = await store.get(key)
+        try:
+            return await store.update(
+                key, mutate(_deep_copy(current.value)), expected=current.revision
+            )
+        except Conflict:
+            continue
+    current = await store.get(key)
+    return await store.update(key, mutate(_deep_copy(current.value)), expected=current.revision)
+
+
+def _deep_copy(value: JsonObject) -> JsonObject:
+    # JSON values hold only dicts, lists and scalars; this is several times faster than
+    # copy.deepcopy for them.
+    def copy(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: copy(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [copy(x) for x in v]
+        return v
+
+    result: JsonObject = copy(value)
+    return result

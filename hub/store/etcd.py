@@ -1,0 +1,693 @@
+"""`EtcdStore` and `EtcdElection`: the HA store and leader election, on etcd through aetcd.
+
+Called by: the hub's wiring when configured for etcd (several hub replicas, one leader), the
+contract tests and the benchmark. This is the only module that imports aetcd.
+
+Mapping onto etcd. Our keys live under a root prefix (default `/multiq`), so one etcd can serve
+several installations and tests. An object's revision is etcd's `mod_revision`, its
+`create_revision` etcd's; the store revision is etcd's header revision. Every write is one
+etcd transaction whose compare carries the precondition (create: `create_revision == 0`;
+CAS update/delete: `mod_revision == expected`; unconditional: the key exists) and whose
+failure branch reads the key, so a failed precondition is told apart (`NotFound`, `Conflict`
+with the current revision) in the same round trip and consumes no revision, as in SQLite.
+
+Requests are built from etcd's protobuf messages and sent on aetcd's stubs: aetcd's wrappers
+drop the response header (we need its revision), cannot page ranges, and wrap gRPC errors by
+message. Errors are mapped to the store tree in one function, `_translate`, by gRPC status
+code. Watches use aetcd's multiplexed watch stream with `prev_kv` (a DELETED event carries the
+last value); a pump task moves events into a bounded buffer, so a slow consumer gets
+`Compacted` instead of growing aetcd's unbounded queue. Reads that fail as `Unavailable` are
+retried briefly (`_READ_RETRY`); writes are not, since a lost reply may hide a commit.
+
+Leader election (`EtcdElection`) follows etcd's own concurrency recipe: each candidate puts a
+key under the election prefix attached to its lease; the oldest key (lowest create revision)
+leads; the others wait for the deletion of the key just older than theirs. The leader keeps
+its lease alive and declares leadership lost as soon as it can no longer be sure the lease
+is alive (a refresh said it expired, or refreshes failed until the lease's deadline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import aetcd
+from aetcd import rpc
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from hub.store.base import (
+    AlreadyExists,
+    Compacted,
+    Conflict,
+    Event,
+    EventType,
+    JsonObject,
+    Listing,
+    NotFound,
+    Revision,
+    StoredObject,
+    StoreError,
+    Unavailable,
+    validate_key,
+    validate_prefix,
+)
+
+__all__ = ["EtcdElection", "EtcdStore", "Leadership"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_UNAVAILABLE_CODES = frozenset(
+    {rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED, rpc.StatusCode.CANCELLED}
+)
+_LIST_PAGE = 500
+# Lists and watch batches may carry many values; gRPC's 4 MiB default is too small.
+_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+def _translate(exc: BaseException) -> StoreError:
+    """The one place where etcd / gRPC failures become store errors."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, aetcd.RevisionCompactedError):
+        error: StoreError = Compacted(
+            f"etcd compacted its history below {exc.compacted_revision}; relist",
+            revision=Revision(exc.compacted_revision),
+        )
+    elif isinstance(exc, aetcd.ConnectionFailedError | aetcd.ConnectionTimeoutError):
+        error = Unavailable(f"etcd unavailable: {exc}")
+    elif isinstance(exc, aetcd.WatchTimeoutError | TimeoutError):
+        error = Unavailable("etcd did not answer in time")
+    elif isinstance(exc, rpc.AioRpcError) and exc.code() in _UNAVAILABLE_CODES:
+        error = Unavailable(f"etcd unavailable: {exc.code().name} {exc.details()}")
+    elif isinstance(exc, rpc.AioRpcError):
+        error = StoreError(f"etcd error: {exc.code().name} {exc.details()}")
+    else:
+        error = StoreError(f"etcd error: {exc!r}")
+    error.__cause__ = exc
+    return error
+
+
+def _encode(value: JsonObject) -> bytes:
+    if not isinstance(value, dict):
+        raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _range_end(prefix: bytes) -> bytes:
+    return bytes(aetcd.utils.prefix_range_end(prefix))
+
+
+def _read_retry() -> AsyncRetrying:
+    """Reads are idempotent: retry them briefly when etcd is momentarily unreachable."""
+    return AsyncRetrying(
+        retry=retry_if_exception_type(Unavailable),
+        stop=stop_after_attempt(3),
+        wait=wait_exponential(multiplier=0.1, max=1.0),
+        reraise=True,
+    )
+
+
+class EtcdStore:
+    """The etcd `Store`. Create with `await EtcdStore.connect(host, port)`."""
+
+    def __init__(self, client: Any, *, root: str, timeout: float, watch_buffer: int) -> None:
+        self._client = client
+        self._root = root
+        self._root_bytes = root.encode()
+        self._timeout = timeout
+        self._watch_buffer = watch_buffer
+        self._watches: set[_EtcdWatch] = set()
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 2379,
+        *,
+        root: str = "/multiq",
+        request_timeout: float = 5.0,
+        watch_buffer: int = 1_000,
+    ) -> EtcdStore:
+        """Connect to etcd; every key lives under `root`; `request_timeout` bounds each call."""
+        if not root.startswith("/") or root.endswith("/"):
+            raise ValueError(f"etcd root {root!r}: want /name")
+        client = aetcd.Client(
+            host=host,
+            port=port,
+            timeout=request_timeout,
+            options={
+                "grpc.max_receive_message_length": _MAX_MESSAGE,
+                "grpc.max_send_message_length": _MAX_MESSAGE,
+            },
+        )
+        store = cls(client, root=root, timeout=request_timeout, watch_buffer=watch_buffer)
+        await store._call(client.connect)
+        return store
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- plumbing --
+
+    def _key(self, key: str) -> bytes:
+        return self._root_bytes + key.encode()
+
+    def _prefix(self, prefix: str) -> bytes:
+        # Every key starts with "/", so "" selects the whole root (and not "/multiqX…").
+        return self._root_bytes + (prefix or "/").encode()
+
+    def _user_key(self, raw: bytes) -> str:
+        return raw[len(self._root_bytes) :].decode()
+
+    def _object(self, kv: Any) -> StoredObject:
+        return StoredObject(
+            key=self._user_key(kv.key),
+            value=json.loads(kv.value),
+            revision=Revision(kv.mod_revision),
+            create_revision=Revision(kv.create_revision),
+        )
+
+    async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
+        if self._closed:
+            raise Unavailable("store is closed")
+        try:
+            return await fn()
+        except (StoreError, ValueError, TypeError):
+            raise
+        except Exception as exc:
+            raise _translate(exc) from exc
+
+    async def _read(self, fn: Callable[[], Awaitable[_T]]) -> _T:
+        async for attempt in _read_retry():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    log.info("etcd read, attempt %d/3", attempt.retry_state.attempt_number)
+                return await self._call(fn)
+        raise AssertionError("unreachable")  # pragma: no cover  (reraise=True)
+
+    async def _kv(self, method: str, request: Any) -> Any:
+        await self._client.connect()
+        stub = getattr(self._client.kvstub, method)
+        return await stub(request, timeout=self._timeout, metadata=self._client.metadata)
+
+    async def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+        request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
+        return await self._call(lambda: self._kv("Txn", request))
+
+    # -- reads --
+
+    async def get(self, key: str) -> StoredObject:
+        validate_key(key)
+        reply = await self._read(lambda: self._kv("Range", rpc.RangeRequest(key=self._key(key))))
+        if not reply.kvs:
+            raise NotFound(key)
+        return self._object(reply.kvs[0])
+
+    async def list(self, prefix: str) -> Listing:
+        validate_prefix(prefix)
+        return await self._read(lambda: self._list(prefix))
+
+    async def _list(self, prefix: str) -> Listing:
+        # Paged at one revision: a consistent snapshot without one huge response.
+        start, end = self._prefix(prefix), _range_end(self._prefix(prefix))
+        revision = 0
+        items: list[StoredObject] = []
+        while True:
+            reply = await self._kv(
+                "Range",
+                rpc.RangeRequest(key=start, range_end=end, limit=_LIST_PAGE, revision=revision),
+            )
+            revision = revision or reply.header.revision
+            items.extend(self._object(kv) for kv in reply.kvs)
+            if not reply.more:
+                return Listing(items=tuple(items), revision=Revision(revision))
+            start = reply.kvs[-1].key + b"\0"
+
+    async def current_revision(self) -> Revision:
+        reply = await self._read(
+            lambda: self._kv("Range", rpc.RangeRequest(key=self._root_bytes, count_only=True))
+        )
+        return Revision(reply.header.revision)
+
+    # -- writes --
+
+    async def create(self, key: str, value: JsonObject) -> StoredObject:
+        validate_key(key)
+        k, data = self._key(key), _encode(value)
+        reply = await self._txn(
+            [
+                rpc.Compare(
+                    key=k, target=rpc.Compare.CREATE, result=rpc.Compare.EQUAL, create_revision=0
+                )
+            ],
+            [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data))],
+            [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+        )
+        if not reply.succeeded:
+            kvs = reply.responses[0].response_range.kvs
+            current = Revision(kvs[0].mod_revision) if kvs else Revision(0)
+            raise AlreadyExists(key, current=current)
+        rev = Revision(reply.header.revision)
+        return StoredObject(key, json.loads(data), rev, rev)
+
+    async def update(
+        self, key: str, value: JsonObject, *, expected: Revision | None
+    ) -> StoredObject:
+        validate_key(key)
+        k, data = self._key(key), _encode(value)
+        reply = await self._txn(
+            [self._precondition(k, expected)],
+            [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data, prev_kv=True))],
+            [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+        )
+        if not reply.succeeded:
+            raise self._failed(key, expected, reply)
+        prev = reply.responses[0].response_put.prev_kv
+        return StoredObject(
+            key, json.loads(data), Revision(reply.header.revision), Revision(prev.create_revision)
+        )
+
+    async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
+        validate_key(key)
+        k = self._key(key)
+        reply = await self._txn(
+            [self._precondition(k, expected)],
+            [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k, prev_kv=True))],
+            [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+        )
+        if not reply.succeeded:
+            raise self._failed(key, expected, reply)
+        prev = reply.responses[0].response_delete_range.prev_kvs[0]
+        return StoredObject(
+            key,
+            json.loads(prev.value),
+            Revision(reply.header.revision),
+            Revision(prev.create_revision),
+        )
+
+    @staticmethod
+    def _precondition(k: bytes, expected: Revision | None) -> Any:
+        if expected is None:  # exists: create_revision > 0
+            return rpc.Compare(
+                key=k, target=rpc.Compare.CREATE, result=rpc.Compare.GREATER, create_revision=0
+            )
+        return rpc.Compare(
+            key=k, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=expected
+        )
+
+    @staticmethod
+    def _failed(key: str, expected: Revision | None, reply: Any) -> StoreError:
+        kvs = reply.responses[0].response_range.kvs
+        if not kvs:
+            return NotFound(key)
+        assert expected is not None  # "exists" can only fail on a missing key
+        return Conflict(key, expected=expected, current=Revision(kvs[0].mod_revision))
+
+    async def compact(self, revision: Revision) -> None:
+        current = await self.current_revision()
+        if revision > current:
+            raise ValueError(f"cannot compact at {revision}: the store is at {current}")
+        try:
+            await self._kv("Compact", rpc.CompactionRequest(revision=revision, physical=True))
+        except rpc.AioRpcError as exc:
+            # OUT_OF_RANGE here means "already compacted" (future revisions were excluded
+            # above): compaction is idempotent.
+            if exc.code() != rpc.StatusCode.OUT_OF_RANGE:
+                raise _translate(exc) from exc
+
+    # -- watches --
+
+    def watch(self, prefix: str, *, since: Revision) -> _EtcdWatch:
+        validate_prefix(prefix)
+        return _EtcdWatch(self, prefix, since)
+
+    def _event(self, raw: Any) -> Event:
+        kv = raw.kv
+        if raw.kind == "PUT":
+            obj = self._object(kv)
+            kind = EventType.ADDED if kv.version == 1 else EventType.MODIFIED
+            return Event(kind, obj)
+        if raw.prev_kv is None:
+            # The last value of a deleted object was compacted away: we cannot deliver a
+            # complete event, so the watcher relists.
+            raise Compacted(
+                f"the value deleted at revision {kv.mod_revision} was compacted; relist",
+                revision=Revision(kv.mod_revision),
+            )
+        prev = raw.prev_kv
+        return Event(
+            EventType.DELETED,
+            StoredObject(
+                key=self._user_key(kv.key),
+                value=json.loads(prev.value),
+                revision=Revision(kv.mod_revision),
+                create_revision=Revision(prev.create_revision),
+            ),
+        )
+
+    # -- lifecycle --
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        for watch in tuple(self._watches):
+            await watch.stop(Unavailable("store is closed"))
+        self._closed = True
+        await self._client.close()
+
+    # -- leases, for EtcdElection --
+
+    async def _lease_grant(self, ttl: int) -> tuple[int, int]:
+        async def grant() -> Any:
+            await self._client.connect()
+            return await self._client.leasestub.LeaseGrant(
+                rpc.LeaseGrantRequest(TTL=ttl),
+                timeout=self._timeout,
+                metadata=self._client.metadata,
+            )
+
+        reply = await self._call(grant)
+        return int(reply.ID), int(reply.TTL)
+
+    async def _lease_keepalive(self, lease_id: int) -> int:
+        """One refresh; the lease's remaining TTL in seconds (0: it has expired)."""
+
+        async def refresh() -> int:
+            await self._client.connect()
+            ttl = 0
+            # One request then half-close: the server answers once and ends the stream.
+            call = self._client.leasestub.LeaseKeepAlive(
+                iter([rpc.LeaseKeepAliveRequest(ID=lease_id)]),
+                timeout=self._timeout,
+                metadata=self._client.metadata,
+            )
+            async for reply in call:
+                ttl = int(reply.TTL)
+            return ttl
+
+        return await self._call(refresh)
+
+    async def _lease_revoke(self, lease_id: int) -> None:
+        async def revoke() -> None:
+            await self._client.connect()
+            try:
+                await self._client.leasestub.LeaseRevoke(
+                    rpc.LeaseRevokeRequest(ID=lease_id),
+                    timeout=self._timeout,
+                    metadata=self._client.metadata,
+                )
+            except rpc.AioRpcError as exc:
+                if exc.code() != rpc.StatusCode.NOT_FOUND:  # already expired
+                    raise
+
+        await self._call(revoke)
+
+
+@dataclass(eq=False)
+class _EtcdWatch:
+    store: EtcdStore
+    prefix: str
+    since: Revision
+    _buffer: collections.deque[Event] = field(default_factory=collections.deque)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _error: StoreError | None = None
+    _watch: Any = None
+    _pump_task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        store = self.store
+        start = store._prefix(self.prefix)
+
+        async def open_watch() -> Any:
+            await store._client.connect()
+            return await store._client.watch(
+                start,
+                range_end=_range_end(start),
+                start_revision=self.since + 1,
+                prev_kv=True,
+            )
+
+        self._watch = await store._call(open_watch)
+        store._watches.add(self)
+        self._pump_task = asyncio.get_running_loop().create_task(
+            self._pump(), name=f"etcd-watch:{self.prefix}"
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop(None)
+
+    async def stop(self, error: StoreError | None) -> None:
+        self.store._watches.discard(self)
+        if error is not None and self._error is None:
+            self._error = error
+            self._wake.set()
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump_task
+            self._pump_task = None
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            with contextlib.suppress(Exception):
+                await watch.cancel()
+
+    async def _pump(self) -> None:
+        try:
+            async for raw in self._watch:
+                if len(self._buffer) >= self.store._watch_buffer:
+                    raise Compacted(
+                        f"watch on {self.prefix!r} fell more than {self.store._watch_buffer}"
+                        " events behind; relist",
+                        revision=self._buffer[0].revision,
+                    )
+                self._buffer.append(self.store._event(raw))
+                self._wake.set()
+            raise Unavailable("etcd ended the watch")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._error = _translate(exc)
+            self._buffer.clear()
+            self._wake.set()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._buffer:
+                return self._buffer.popleft()
+            self._wake.clear()
+            await self._wake.wait()
+
+
+# --- leader election ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """Held while `lost` is not set. `revision` (the create revision of the leader key) grows
+    with every new leader, so it can serve as a fencing token."""
+
+    candidate: str
+    revision: Revision
+    lease_id: int
+    lost: asyncio.Event
+
+
+class EtcdElection:
+    """Leader election among hub replicas; see the module docstring for the recipe.
+
+    `campaign` blocks until this candidate leads and returns a `Leadership` whose `lost` is set
+    when it ends (lease expired or unverifiable, or `resign`). One campaign per instance.
+    """
+
+    def __init__(self, store: EtcdStore, name: str, *, ttl: int = 10) -> None:
+        validate_key("/" + name)
+        self._store = store
+        self._prefix = f"/_elections/{name}/"
+        self._ttl = ttl
+        self._keepalive: asyncio.Task[None] | None = None
+        self._leadership: Leadership | None = None
+        self._key: str | None = None
+
+    async def campaign(self, candidate: str) -> Leadership:
+        store = self._store
+        lease_id, ttl = await store._lease_grant(self._ttl)
+        lost = asyncio.Event()
+        self._keepalive = asyncio.get_running_loop().create_task(
+            self._keep_alive(lease_id, ttl, lost), name=f"etcd-lease:{lease_id:x}"
+        )
+        key = f"{self._prefix}{lease_id:x}"
+        self._key = key
+        k = store._key(key)
+        try:
+            reply = await store._txn(
+                [
+                    rpc.Compare(
+                        key=k,
+                        target=rpc.Compare.CREATE,
+                        result=rpc.Compare.EQUAL,
+                        create_revision=0,
+                    )
+                ],
+                [
+                    rpc.RequestOp(
+                        request_put=rpc.PutRequest(key=k, value=candidate.encode(), lease=lease_id)
+                    )
+                ],
+                [],
+            )
+            if not reply.succeeded:
+                raise StoreError(f"election key {key} exists although its lease is new")
+            mine = Revision(reply.header.revision)
+            await self._wait_turn(k, mine, lost)
+        except BaseException:
+            await self._stop(lease_id, lost)
+            raise
+        self._leadership = Leadership(candidate, mine, lease_id, lost)
+        return self._leadership
+
+    async def _wait_turn(self, k: bytes, mine: Revision, lost: asyncio.Event) -> None:
+        store = self._store
+        while True:
+            if lost.is_set():
+                raise Unavailable("lease lost while campaigning")
+            kvs, revision = await self._candidates()
+            older = [kv for kv in kvs if kv.create_revision < mine]
+            if not older:
+                return
+            # Wait for the deletion of the key just ahead of ours (not the leader's: that
+            # would wake every candidate at once).
+            watch = await store._call(
+                functools.partial(store._client.watch, older[-1].key, start_revision=revision + 1)
+            )
+            try:
+                deleted = asyncio.ensure_future(self._first_delete(watch))
+                lost_wait = asyncio.ensure_future(lost.wait())
+                await asyncio.wait({deleted, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (deleted, lost_wait):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            finally:
+                with contextlib.suppress(Exception):
+                    await watch.cancel()
+
+    @staticmethod
+    async def _first_delete(watch: Any) -> None:
+        async for raw in watch:
+            if raw.kind == "DELETE":
+                return
+
+    async def _candidates(self) -> tuple[list[Any], Revision]:
+        store = self._store
+        start = store._key(self._prefix)
+        reply = await store._read(
+            lambda: store._kv(
+                "Range",
+                rpc.RangeRequest(
+                    key=start,
+                    range_end=_range_end(start),
+                    sort_order=rpc.RangeRequest.ASCEND,
+                    sort_target=rpc.RangeRequest.CREATE,
+                ),
+            )
+        )
+        return list(reply.kvs), Revision(reply.header.revision)
+
+    async def leader(self) -> str | None:
+        """The current leader's candidate name, if any."""
+        kvs, _ = await self._candidates()
+        return bytes(kvs[0].value).decode() if kvs else None
+
+    async def observe(self) -> AsyncIterator[str | None]:
+        """The leader now, then every change of leader (None: no leader). Use within
+        `contextlib.aclosing` so the underlying watch is cancelled."""
+        store = self._store
+        start = store._key(self._prefix)
+        kvs, revision = await self._candidates()
+        current = bytes(kvs[0].value).decode() if kvs else None
+        yield current
+        watch = await store._call(
+            lambda: store._client.watch(
+                start, range_end=_range_end(start), start_revision=revision + 1
+            )
+        )
+        try:
+            async for _ in watch:
+                leader = await self.leader()
+                if leader != current:
+                    current = leader
+                    yield current
+        except Exception as exc:
+            raise _translate(exc) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await watch.cancel()
+
+    async def resign(self) -> None:
+        """Give up leadership (or the campaign): the next candidate takes over at once."""
+        if self._leadership is not None:
+            await self._stop(self._leadership.lease_id, self._leadership.lost)
+
+    async def _stop(self, lease_id: int, lost: asyncio.Event) -> None:
+        lost.set()
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+            self._keepalive = None
+        with contextlib.suppress(StoreError):
+            await self._store._lease_revoke(lease_id)  # deletes our key with the lease
+
+    async def _keep_alive(self, lease_id: int, ttl: int, lost: asyncio.Event) -> None:
+        interval = ttl / 3
+        # Until `deadline` the lease is certainly alive on the server: it was granted or
+        # refreshed no earlier than when we sent the request.
+        deadline = time.monotonic() + ttl
+        while not lost.is_set():
+            await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= deadline:
+                log.warning("lease %x: no refresh confirmed within %ds", lease_id, ttl)
+                lost.set()
+                return
+            sent = time.monotonic()
+            try:
+                remaining = await self._store._lease_keepalive(lease_id)
+            except StoreError as exc:
+                log.warning("lease %x: refresh failed: %s", lease_id, exc)
+                continue
+            if remaining <= 0:
+                log.warning("lease %x expired", lease_id)
+                lost.set()
+                return
+            deadline = sent + remaining

@@ -1,0 +1,663 @@
+"""`SqliteStore`: the hub's embedded default store, one SQLite file owned by one hub process.
+
+Called by: the hub's wiring (`SqliteStore.open(path)`), the contract tests and the benchmark.
+
+Durability. The architecture's first invariant is that a workload the hub accepted survives a
+crash, so a write returns only after its transaction is committed with `synchronous=FULL` in
+WAL mode: the WAL is fsync'd at every commit. (`NORMAL` would survive `kill -9` — the data is
+in the OS page cache — but could lose the last commits on power loss or a kernel panic, which
+is exactly the window between "201 Created" and the disk.) To keep that fsync from capping
+throughput at one write per disk flush, writes are *group committed*: callers append their
+operation to a queue and await a future; one writer task takes everything queued, runs it as
+one transaction on the writer thread, commits once, then resolves each caller's future with
+its own result (a failed precondition fails only that operation and consumes no revision).
+
+Threads. The stdlib `sqlite3` module on two dedicated single-thread executors — one writer
+connection, one read-only reader connection — so the event loop never blocks on SQLite, reads
+are not queued behind a commit's fsync (WAL readers see the last committed snapshot), and a
+connection is only ever used by the thread that made it. aiosqlite would add a dependency for
+the same thread-per-connection design without the batching we need.
+
+Schema. `objects` holds current values; `changes` one row per committed write (the event,
+including a deleted object's last value) and doubles as the watch history; `meta` holds the
+revision counter and the compaction floor, updated in the same transaction as the writes, so
+reopening after a crash rebuilds both exactly. History is trimmed to the last `history`
+events; a watch from before the floor gets `Compacted`.
+
+Watches. A watch first replays `changes` page by page (paced by its consumer), then, once it
+has caught up with the last published revision, joins the in-memory fan-out that the writer
+task feeds right after each commit. Each watcher's live buffer is bounded; a watcher that
+falls further behind gets `Compacted` and must relist, as Kubernetes' watch cache does.
+
+Ownership. An advisory `flock` on `<path>.lock` keeps a second process (a second hub) from
+opening the same file: the revision counter and the fan-out live in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+from hub.store.base import (
+    AlreadyExists,
+    Compacted,
+    Conflict,
+    Event,
+    EventType,
+    JsonObject,
+    Listing,
+    NotFound,
+    Revision,
+    StoredObject,
+    StoreError,
+    Unavailable,
+    prefix_end,
+    validate_key,
+    validate_prefix,
+)
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    create_revision INTEGER NOT NULL,
+    revision INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS changes (
+    revision INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    type TEXT NOT NULL,
+    value TEXT NOT NULL,
+    create_revision INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (name, value) VALUES ('revision', 0), ('floor', 0), ('schema', 1);
+"""
+
+_OpKind = Literal["create", "update", "delete", "compact"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Op:
+    kind: _OpKind
+    key: str
+    data: str | None = None  # encoded JSON for create/update
+    expected: Revision | None = None  # CAS revision; for compact, the target revision
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    result: StoredObject | StoreError | ValueError | None
+    event: Event | None
+
+
+def _encode(value: JsonObject) -> str:
+    if not isinstance(value, dict):
+        raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _unavailable(cause: Exception) -> Unavailable:
+    error = Unavailable(f"store write failed, nothing of it was committed: {cause}")
+    error.__cause__ = cause
+    return error
+
+
+# --- the writer thread ------------------------------------------------------------------
+
+
+class _Writer:
+    """State confined to the writer thread: its connection and the revision counter."""
+
+    def __init__(self, path: str, *, history: int) -> None:
+        self.history = history
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")  # see the module docstring
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.executescript(_SCHEMA)
+        self.revision, self.floor = self._load_meta()
+        self.commits = 0
+
+    def _load_meta(self) -> tuple[Revision, Revision]:
+        meta = dict(self.conn.execute("SELECT name, value FROM meta").fetchall())
+        if meta["schema"] != _SCHEMA_VERSION:
+            raise StoreError(f"store schema {meta['schema']} is not {_SCHEMA_VERSION}")
+        return Revision(meta["revision"]), Revision(meta["floor"])
+
+    def apply(self, ops: Sequence[_Op]) -> tuple[list[_Outcome], Revision, Revision]:
+        """Run a batch in one transaction; returns outcomes, the revision and the floor."""
+        start_revision, start_floor = self.revision, self.floor
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            outcomes = [self._apply_one(op) for op in ops]
+            if self.revision != start_revision:
+                self.conn.execute(
+                    "UPDATE meta SET value = ? WHERE name = 'revision'", (self.revision,)
+                )
+                self._trim_history()
+            if self.floor != start_floor:
+                self.conn.execute("UPDATE meta SET value = ? WHERE name = 'floor'", (self.floor,))
+            self.conn.execute("COMMIT")
+            self.commits += 1
+        except Exception as exc:
+            # Nothing of the batch is durable: every caller learns so, and the counter goes
+            # back to what the file says.
+            log.exception("store commit failed; %d writes rolled back", len(ops))
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+            self.revision, self.floor = start_revision, start_floor
+            return [_Outcome(_unavailable(exc), None) for _ in ops], self.revision, self.floor
+        return outcomes, self.revision, self.floor
+
+    def _apply_one(self, op: _Op) -> _Outcome:
+        try:
+            if op.kind == "create":
+                return self._create(op)
+            if op.kind == "update":
+                return self._update(op)
+            if op.kind == "delete":
+                return self._delete(op)
+            return self._compact(op)
+        except (StoreError, ValueError) as exc:
+            return _Outcome(exc, None)
+
+    def _create(self, op: _Op) -> _Outcome:
+        assert op.data is not None
+        row = self.conn.execute("SELECT revision FROM objects WHERE key = ?", (op.key,)).fetchone()
+        if row is not None:
+            raise AlreadyExists(op.key, current=Revision(row[0]))
+        rev = self._next()
+        self.conn.execute(
+            "INSERT INTO objects (key, value, create_revision, revision) VALUES (?, ?, ?, ?)",
+            (op.key, op.data, rev, rev),
+        )
+        return self._record(EventType.ADDED, op.key, op.data, rev, rev)
+
+    def _update(self, op: _Op) -> _Outcome:
+        assert op.data is not None
+        _, created = self._check(op)
+        rev = self._next()
+        self.conn.execute(
+            "UPDATE objects SET value = ?, revision = ? WHERE key = ?", (op.data, rev, op.key)
+        )
+        return self._record(EventType.MODIFIED, op.key, op.data, rev, created)
+
+    def _delete(self, op: _Op) -> _Outcome:
+        _, created = self._check(op)
+        (data,) = self.conn.execute("SELECT value FROM objects WHERE key = ?", (op.key,)).fetchone()
+        rev = self._next()
+        self.conn.execute("DELETE FROM objects WHERE key = ?", (op.key,))
+        return self._record(EventType.DELETED, op.key, data, rev, created)
+
+    def _compact(self, op: _Op) -> _Outcome:
+        target = op.expected
+        assert target is not None
+        if target > self.revision:
+            raise ValueError(f"cannot compact at {target}: the store is at {self.revision}")
+        if target - 1 > self.floor:
+            self.conn.execute("DELETE FROM changes WHERE revision < ?", (target,))
+            self.floor = Revision(target - 1)
+        return _Outcome(None, None)
+
+    def _check(self, op: _Op) -> tuple[Revision, Revision]:
+        row = self.conn.execute(
+            "SELECT revision, create_revision FROM objects WHERE key = ?", (op.key,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(op.key)
+        current, created = Revision(row[0]), Revision(row[1])
+        if op.expected is not None and op.expected != current:
+            raise Conflict(op.key, expected=op.expected, current=current)
+        return current, created
+
+    def _next(self) -> Revision:
+        self.revision = Revision(self.revision + 1)
+        return self.revision
+
+    def _record(
+        self, kind: EventType, key: str, data: str, rev: Revision, created: Revision
+    ) -> _Outcome:
+        self.conn.execute(
+            "INSERT INTO changes (revision, key, type, value, create_revision)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (rev, key, kind.value, data, created),
+        )
+        obj = StoredObject(key=key, value=json.loads(data), revision=rev, create_revision=created)
+        return _Outcome(obj, Event(kind, obj))
+
+    def _trim_history(self) -> None:
+        # Trim in steps of an eighth of the history, not on every commit.
+        if self.revision - self.floor > self.history + max(1, self.history // 8):
+            floor = Revision(self.revision - self.history)
+            self.conn.execute("DELETE FROM changes WHERE revision <= ?", (floor,))
+            self.floor = floor
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- the reader thread ------------------------------------------------------------------
+
+
+class _Reader:
+    """State confined to the reader thread: a read-only connection."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.execute("PRAGMA query_only=1")
+
+    def get(self, key: str) -> StoredObject | None:
+        row = self.conn.execute(
+            "SELECT value, revision, create_revision FROM objects WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return StoredObject(key, json.loads(row[0]), Revision(row[1]), Revision(row[2]))
+
+    def list_objects(self, prefix: str) -> Listing:
+        # One read transaction: the items and the revision come from the same snapshot.
+        self.conn.execute("BEGIN")
+        try:
+            (revision,) = self.conn.execute(
+                "SELECT value FROM meta WHERE name = 'revision'"
+            ).fetchone()
+            end = prefix_end(prefix)
+            if end is None:
+                rows = self.conn.execute(
+                    "SELECT key, value, revision, create_revision FROM objects ORDER BY key"
+                ).fetchall()
+            else:
+                rows = self.conn.execute(
+                    "SELECT key, value, revision, create_revision FROM objects"
+                    " WHERE key >= ? AND key < ? ORDER BY key",
+                    (prefix, end),
+                ).fetchall()
+        finally:
+            self.conn.execute("COMMIT")
+        items = tuple(
+            StoredObject(key, json.loads(value), Revision(rev), Revision(created))
+            for key, value, rev, created in rows
+        )
+        return Listing(items=items, revision=Revision(revision))
+
+    def changes(
+        self, prefix: str, *, after: Revision, upto: Revision, limit: int
+    ) -> tuple[Revision, list[Event], bool]:
+        """Events in (after, upto] under prefix, at most `limit`: (floor, events, complete)."""
+        self.conn.execute("BEGIN")
+        try:
+            (floor,) = self.conn.execute("SELECT value FROM meta WHERE name = 'floor'").fetchone()
+            end = prefix_end(prefix)
+            sql = (
+                "SELECT revision, key, type, value, create_revision FROM changes"
+                " WHERE revision > ? AND revision <= ?"
+            )
+            params: tuple[Any, ...] = (after, upto)
+            if end is not None:
+                sql += " AND key >= ? AND key < ?"
+                params += (prefix, end)
+            sql += " ORDER BY revision LIMIT ?"
+            rows = self.conn.execute(sql, (*params, limit)).fetchall()
+        finally:
+            self.conn.execute("COMMIT")
+        events = [
+            Event(
+                EventType(kind),
+                StoredObject(key, json.loads(value), Revision(rev), Revision(created)),
+            )
+            for rev, key, kind, value, created in rows
+        ]
+        return Revision(floor), events, len(rows) < limit
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Pending:
+    op: _Op
+    future: asyncio.Future[_Outcome]
+
+
+class SqliteStore:
+    """The embedded `Store`. Create with `await SqliteStore.open(path)`; one per process."""
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        lock_fd: int,
+        writer: _Writer,
+        reader: _Reader,
+        writer_pool: ThreadPoolExecutor,
+        reader_pool: ThreadPoolExecutor,
+        watch_buffer: int,
+        max_batch: int,
+    ) -> None:
+        self._path = path
+        self._lock_fd = lock_fd
+        self._writer = writer
+        self._reader = reader
+        self._writer_pool = writer_pool
+        self._reader_pool = reader_pool
+        self._watch_buffer = watch_buffer
+        self._max_batch = max_batch
+        self._queue: list[_Pending] = []
+        self._has_work = asyncio.Event()
+        self._closing = False
+        self._published = writer.revision  # last revision handed to the fan-out
+        self._floor = writer.floor
+        self._watchers: set[_SqliteWatch] = set()
+        self._batches = 0
+        self._task = asyncio.get_running_loop().create_task(
+            self._write_loop(), name=f"sqlite-store-writer:{path}"
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        history: int = 10_000,
+        watch_buffer: int = 1_000,
+        max_batch: int = 1_000,
+    ) -> SqliteStore:
+        """Open (creating if needed) the store at `path`.
+
+        `history`: change events kept for resuming watches; `watch_buffer`: events a live
+        watcher may lag behind before it gets `Compacted`; `max_batch`: writes per commit.
+        """
+        path = os.fspath(path)
+        lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(lock_fd)
+            raise Unavailable(f"{path} is open in another process") from exc
+        loop = asyncio.get_running_loop()
+        writer_pool = ThreadPoolExecutor(1, thread_name_prefix="sqlite-store-writer")
+        reader_pool = ThreadPoolExecutor(1, thread_name_prefix="sqlite-store-reader")
+        try:
+            writer = await loop.run_in_executor(writer_pool, lambda: _Writer(path, history=history))
+            reader = await loop.run_in_executor(reader_pool, _Reader, path)
+        except BaseException:
+            writer_pool.shutdown()
+            reader_pool.shutdown()
+            os.close(lock_fd)
+            raise
+        return cls(
+            path=path,
+            lock_fd=lock_fd,
+            writer=writer,
+            reader=reader,
+            writer_pool=writer_pool,
+            reader_pool=reader_pool,
+            watch_buffer=watch_buffer,
+            max_batch=max_batch,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- statistics for tests, benchmarks and metrics --
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed since open (each is one fsync)."""
+        return self._batches
+
+    # -- reads --
+
+    async def _read(self, fn: Callable[[], _T]) -> _T:
+        if self._closing:
+            raise Unavailable("store is closed")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._reader_pool, fn)
+        except sqlite3.Error as exc:
+            raise Unavailable(f"store read failed: {exc}") from exc
+
+    async def get(self, key: str) -> StoredObject:
+        validate_key(key)
+        obj = await self._read(lambda: self._reader.get(key))
+        if obj is None:
+            raise NotFound(key)
+        return obj
+
+    async def list(self, prefix: str) -> Listing:
+        validate_prefix(prefix)
+        return await self._read(lambda: self._reader.list_objects(prefix))
+
+    async def current_revision(self) -> Revision:
+        return self._published
+
+    # -- writes --
+
+    async def create(self, key: str, value: JsonObject) -> StoredObject:
+        validate_key(key)
+        return await self._write_object(_Op("create", key, _encode(value)))
+
+    async def update(
+        self, key: str, value: JsonObject, *, expected: Revision | None
+    ) -> StoredObject:
+        validate_key(key)
+        return await self._write_object(_Op("update", key, _encode(value), expected))
+
+    async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
+        validate_key(key)
+        return await self._write_object(_Op("delete", key, None, expected))
+
+    async def compact(self, revision: Revision) -> None:
+        outcome = await self._submit(_Op("compact", "", None, revision))
+        if isinstance(outcome.result, Exception):
+            raise outcome.result
+
+    async def _write_object(self, op: _Op) -> StoredObject:
+        result = (await self._submit(op)).result
+        if isinstance(result, Exception):
+            raise result
+        assert isinstance(result, StoredObject)
+        return result
+
+    async def _submit(self, op: _Op) -> _Outcome:
+        if self._closing:
+            raise Unavailable("store is closed")
+        future: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(op, future))
+        self._has_work.set()
+        # A cancelled caller does not withdraw its write: it may already be committing.
+        return await future
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._has_work.wait()
+            self._has_work.clear()
+            while self._queue:
+                batch = self._queue[: self._max_batch]
+                del self._queue[: self._max_batch]
+                ops = [p.op for p in batch]
+                try:
+                    outcomes, revision, floor = await loop.run_in_executor(
+                        self._writer_pool, self._writer.apply, ops
+                    )
+                except Exception as exc:
+                    log.exception("store writer failed")
+                    outcomes = [_Outcome(_unavailable(exc), None) for _ in batch]
+                    revision, floor = self._published, self._floor
+                self._batches += 1
+                # Publish and answer in one step of the loop: by the time any caller resumes,
+                # every watcher has its event and current_revision() includes the write.
+                self._floor = floor
+                for outcome in outcomes:
+                    if outcome.event is not None:
+                        self._publish(outcome.event)
+                self._published = revision
+                for pending, outcome in zip(batch, outcomes, strict=True):
+                    if not pending.future.done():
+                        pending.future.set_result(outcome)
+            if self._closing:
+                return
+
+    def _publish(self, event: Event) -> None:
+        for watcher in tuple(self._watchers):
+            if event.key.startswith(watcher.prefix):
+                watcher.offer(event)
+
+    # -- watches --
+
+    def watch(self, prefix: str, *, since: Revision) -> _SqliteWatch:
+        validate_prefix(prefix)
+        return _SqliteWatch(self, prefix, since)
+
+    # -- lifecycle --
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._has_work.set()
+        await self._task
+        for watcher in tuple(self._watchers):
+            watcher.fail(Unavailable("store is closed"))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer_pool, self._writer.close)
+        await loop.run_in_executor(self._reader_pool, self._reader.close)
+        self._writer_pool.shutdown()
+        self._reader_pool.shutdown()
+        os.close(self._lock_fd)
+
+
+@dataclass(eq=False)
+class _SqliteWatch:
+    """Replays `changes` after `since`, then follows the live fan-out (see module docstring)."""
+
+    store: SqliteStore
+    prefix: str
+    since: Revision
+    _position: Revision = field(
+        default_factory=lambda: Revision(0)
+    )  # every event up to here was replayed or skipped
+    _replay: collections.deque[Event] = field(default_factory=collections.deque)
+    _live: collections.deque[Event] | None = None  # set once joined to the fan-out
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _error: StoreError | None = None
+    _page: int = 500
+
+    async def __aenter__(self) -> Self:
+        self._position = self.since
+        if self.store._closing:
+            raise Unavailable("store is closed")
+        if self.since < self.store._floor:
+            raise self._compacted()
+        self._join_if_caught_up()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.store._watchers.discard(self)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            if self._replay:
+                return self._replay.popleft()
+            if self._error is not None:
+                raise self._error
+            if self._live is None:
+                await self._catch_up()
+                continue
+            if self._live:
+                return self._live.popleft()
+            self._wake.clear()
+            await self._wake.wait()
+
+    def _join_if_caught_up(self) -> bool:
+        # Synchronous, so nothing can be published between the check and joining.
+        if self._position < self.store._published:
+            return False
+        self._live = collections.deque()
+        self.store._watchers.add(self)
+        return True
+
+    async def _catch_up(self) -> None:
+        store = self.store
+        if self._join_if_caught_up():
+            return
+        published = store._published
+        after = self._position
+        floor, events, complete = await store._read(
+            lambda: store._reader.changes(
+                self.prefix, after=after, upto=published, limit=self._page
+            )
+        )
+        if after < floor:
+            raise self._compacted()
+        self._replay.extend(events)
+        self._position = published if complete else events[-1].revision
+        self._join_if_caught_up()
+
+    def offer(self, event: Event) -> None:
+        """Called by the writer task for every committed event under our prefix."""
+        assert self._live is not None
+        if event.revision <= self._position:
+            return
+        if len(self._live) >= self.store._watch_buffer:
+            self.fail(
+                Compacted(
+                    f"watch on {self.prefix!r} fell more than {self.store._watch_buffer}"
+                    " events behind; relist",
+                    revision=self._live[0].revision,
+                )
+            )
+            return
+        self._live.append(event)
+        self._wake.set()
+
+    def fail(self, error: StoreError) -> None:
+        self.store._watchers.discard(self)
+        if self._live is not None:
+            self._live.clear()
+        self._error = error
+        self._wake.set()
+
+    def _compacted(self) -> Compacted:
+        return Compacted(
+            f"watch on {self.prefix!r} since revision {self.since}: history before"
+            f" {self.store._floor + 1} is compacted; relist",
+            revision=self.since,
+        )

@@ -1,0 +1,438 @@
+"""The `Store` contract, run against every implementation (SQLite file, real etcd server)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from hub.store.base import (
+    AlreadyExists,
+    Compacted,
+    Conflict,
+    Event,
+    NotFound,
+    Revision,
+    Store,
+    StoredObject,
+    Unavailable,
+    WatchStream,
+    modify,
+)
+from tests.hub.store.conftest import StoreFactory
+
+
+async def take(events: WatchStream, n: int, *, within: float = 5.0) -> list[Event]:
+    got: list[Event] = []
+    async with asyncio.timeout(within):
+        async for event in events:
+            got.append(event)
+            if len(got) == n:
+                break
+    return got
+
+
+def summary(events: list[Event]) -> list[tuple[str, str, Any]]:
+    return [(e.type.value, e.key, e.object.value) for e in events]
+
+
+# --- reads and writes ---------------------------------------------------------------------
+
+
+async def test_a_created_object_reads_back_with_its_revisions(store: Store) -> None:
+    created = await store.create("/workloads/ns/a", {"spec": {"n": 1}})
+
+    assert created.value == {"spec": {"n": 1}}
+    assert created.revision == created.create_revision
+    assert await store.get("/workloads/ns/a") == created
+    assert await store.current_revision() == created.revision
+
+
+async def test_creating_an_existing_key_fails_and_changes_nothing(store: Store) -> None:
+    first = await store.create("/q/a", {"v": 1})
+
+    with pytest.raises(AlreadyExists) as caught:
+        await store.create("/q/a", {"v": 2})
+
+    assert caught.value.current == first.revision
+    assert caught.value.http_status == 409
+    assert await store.get("/q/a") == first
+
+
+async def test_getting_a_missing_key_raises_not_found(store: Store) -> None:
+    with pytest.raises(NotFound) as caught:
+        await store.get("/q/missing")
+    assert caught.value.http_status == 404
+
+
+async def test_list_returns_exactly_the_prefix_sorted_by_key_at_one_revision(
+    store: Store,
+) -> None:
+    for key in ["/w/ns/b", "/w/ns/a", "/w/ns2/a", "/w/nsx", "/x/ns/a"]:
+        await store.create(key, {"k": key})
+
+    listing = await store.list("/w/ns/")
+
+    assert [o.key for o in listing.items] == ["/w/ns/a", "/w/ns/b"]
+    assert listing.revision == await store.current_revision()
+    assert [o.key for o in (await store.list("/w/")).items] == [
+        "/w/ns/a",
+        "/w/ns/b",
+        "/w/ns2/a",
+        "/w/nsx",
+    ]
+    assert len((await store.list("")).items) == 5
+    assert (await store.list("/nothing/")).items == ()
+
+
+async def test_update_with_the_current_revision_replaces_the_value(store: Store) -> None:
+    created = await store.create("/q/a", {"v": 1})
+
+    updated = await store.update("/q/a", {"v": 2}, expected=created.revision)
+
+    assert updated.value == {"v": 2}
+    assert updated.revision > created.revision
+    assert updated.create_revision == created.revision
+    assert await store.get("/q/a") == updated
+
+
+async def test_update_with_a_stale_revision_conflicts_and_reports_the_current_one(
+    store: Store,
+) -> None:
+    created = await store.create("/q/a", {"v": 1})
+    updated = await store.update("/q/a", {"v": 2}, expected=created.revision)
+
+    with pytest.raises(Conflict) as caught:
+        await store.update("/q/a", {"v": 3}, expected=created.revision)
+
+    assert (caught.value.expected, caught.value.current) == (created.revision, updated.revision)
+    assert caught.value.http_status == 409
+    assert (await store.get("/q/a")).value == {"v": 2}
+
+
+async def test_unconditional_update_replaces_whatever_is_there(store: Store) -> None:
+    created = await store.create("/q/a", {"v": 1})
+    await store.update("/q/a", {"v": 2}, expected=created.revision)
+
+    last = await store.update("/q/a", {"v": 3}, expected=None)
+
+    assert (await store.get("/q/a")) == last
+    assert last.create_revision == created.revision
+
+
+async def test_updating_or_deleting_a_missing_key_raises_not_found(store: Store) -> None:
+    with pytest.raises(NotFound):
+        await store.update("/q/missing", {"v": 1}, expected=None)
+    with pytest.raises(NotFound):
+        await store.update("/q/missing", {"v": 1}, expected=Revision(1))
+    with pytest.raises(NotFound):
+        await store.delete("/q/missing", expected=None)
+    with pytest.raises(NotFound):
+        await store.delete("/q/missing", expected=Revision(1))
+
+
+async def test_delete_checks_the_revision_and_returns_the_last_value(store: Store) -> None:
+    created = await store.create("/q/a", {"v": 1})
+    updated = await store.update("/q/a", {"v": 2}, expected=created.revision)
+
+    with pytest.raises(Conflict):
+        await store.delete("/q/a", expected=created.revision)
+    deleted = await store.delete("/q/a", expected=updated.revision)
+
+    assert deleted.value == {"v": 2}
+    assert deleted.revision == await store.current_revision() > updated.revision
+    assert deleted.create_revision == created.revision
+    with pytest.raises(NotFound):
+        await store.get("/q/a")
+    recreated = await store.create("/q/a", {"v": 3})
+    assert recreated.create_revision > deleted.revision
+
+
+async def test_every_write_advances_the_revision_by_one_and_failures_by_none(
+    store: Store,
+) -> None:
+    start = await store.current_revision()
+    a = await store.create("/q/a", {})
+    with pytest.raises(AlreadyExists):
+        await store.create("/q/a", {})
+    with pytest.raises(Conflict):
+        await store.update("/q/a", {}, expected=Revision(a.revision + 100))
+    with pytest.raises(NotFound):
+        await store.delete("/q/b", expected=None)
+    b = await store.update("/q/a", {"v": 1}, expected=a.revision)
+    c = await store.delete("/q/a", expected=None)
+
+    assert [a.revision, b.revision, c.revision] == [start + 1, start + 2, start + 3]
+    assert await store.current_revision() == start + 3
+
+
+async def test_values_keep_unicode_nesting_and_numbers(store: Store) -> None:
+    value = {"name": "ü-λ-🚀", "list": [1, 2.5, None, True, {"deep": ["x"]}], "big": 2**62}
+
+    await store.create("/q/a", value)
+
+    assert (await store.get("/q/a")).value == value
+    assert (await store.list("/q/")).items[0].value == value
+
+
+async def test_values_handed_out_are_independent_of_the_callers_dict(store: Store) -> None:
+    value: dict[str, Any] = {"spec": {"n": 1}}
+    await store.create("/q/a", value)
+
+    value["spec"]["n"] = 2
+
+    assert (await store.get("/q/a")).value == {"spec": {"n": 1}}
+
+
+@pytest.mark.parametrize("key", ["", "q/a", "/q/a/", "/q//a", "/q/a\n", "/q/\x00"], ids=repr)
+async def test_malformed_keys_are_rejected_before_reaching_the_backend(
+    store: Store, key: str
+) -> None:
+    with pytest.raises(ValueError, match="invalid store key"):
+        await store.create(key, {})
+    with pytest.raises(ValueError, match="invalid store key"):
+        await store.get(key)
+
+
+async def test_values_must_be_json_objects(store: Store) -> None:
+    with pytest.raises(TypeError):
+        await store.create("/q/a", ["not", "an", "object"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await store.create("/q/a", {"when": object()})
+    with pytest.raises(NotFound):
+        await store.get("/q/a")
+
+
+# --- concurrency --------------------------------------------------------------------------
+
+
+async def test_concurrent_read_modify_write_loses_no_update(store: Store) -> None:
+    await store.create("/counters/c", {"n": 0, "by": {}})
+    writers, increments = 20, 10
+
+    def bump(writer: int) -> Any:
+        def mutate(value: dict[str, Any]) -> dict[str, Any]:
+            value["n"] += 1
+            value["by"][str(writer)] = value["by"].get(str(writer), 0) + 1
+            return value
+
+        return mutate
+
+    async def writer(w: int) -> list[Revision]:
+        revisions = []
+        for _ in range(increments):
+            revisions.append((await modify(store, "/counters/c", bump(w), attempts=1000)).revision)
+        return revisions
+
+    per_writer = await asyncio.gather(*(writer(w) for w in range(writers)))
+
+    final = await store.get("/counters/c")
+    assert final.value["n"] == writers * increments
+    assert final.value["by"] == {str(w): increments for w in range(writers)}
+    for revisions in per_writer:  # each writer saw its own writes in increasing order
+        assert revisions == sorted(revisions)
+    all_revisions = [r for revisions in per_writer for r in revisions]
+    assert len(set(all_revisions)) == writers * increments
+
+
+async def test_concurrent_creates_of_one_key_let_exactly_one_win(store: Store) -> None:
+    results = await asyncio.gather(
+        *(store.create("/q/contested", {"by": i}) for i in range(30)), return_exceptions=True
+    )
+
+    winners = [r for r in results if isinstance(r, StoredObject)]
+    assert len(winners) == 1
+    assert all(isinstance(r, AlreadyExists) for r in results if r not in winners)
+    assert await store.get("/q/contested") == winners[0]
+
+
+async def test_random_operations_agree_with_a_dict_model(store: Store) -> None:
+    rng = random.Random(5)
+    model: dict[str, tuple[int, Revision]] = {}
+    keys = [f"/m/{c}" for c in "abcdef"]
+    for step in range(300):
+        key, op = rng.choice(keys), rng.choice(["create", "update", "cas", "delete", "get"])
+        current = model.get(key)
+        try:
+            if op == "create":
+                obj = await store.create(key, {"step": step})
+                assert current is None
+                model[key] = (step, obj.revision)
+            elif op == "update":
+                obj = await store.update(key, {"step": step}, expected=None)
+                assert current is not None
+                model[key] = (step, obj.revision)
+            elif op == "cas":
+                guess = current[1] if current and rng.random() < 0.7 else Revision(1)
+                obj = await store.update(key, {"step": step}, expected=guess)
+                assert current is not None and guess == current[1]
+                model[key] = (step, obj.revision)
+            elif op == "delete":
+                obj = await store.delete(key, expected=None)
+                assert current is not None and obj.value == {"step": current[0]}
+                del model[key]
+            else:
+                obj = await store.get(key)
+                assert current == (obj.value["step"], obj.revision)
+        except AlreadyExists:
+            assert current is not None
+        except NotFound:
+            assert current is None
+        except Conflict:
+            assert current is not None and op == "cas"
+
+    listing = await store.list("/m/")
+    assert {o.key: (o.value["step"], o.revision) for o in listing.items} == model
+
+
+# --- watches ------------------------------------------------------------------------------
+
+
+async def test_watch_delivers_every_write_under_the_prefix_in_order(store: Store) -> None:
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        a = await store.create("/w/a", {"v": 1})
+        await store.create("/other/a", {"v": 1})
+        b = await store.update("/w/a", {"v": 2}, expected=a.revision)
+        await store.create("/w/b", {"v": 1})
+        await store.delete("/w/a", expected=b.revision)
+
+        got = await take(events, 4)
+
+    assert summary(got) == [
+        ("ADDED", "/w/a", {"v": 1}),
+        ("MODIFIED", "/w/a", {"v": 2}),
+        ("ADDED", "/w/b", {"v": 1}),
+        ("DELETED", "/w/a", {"v": 2}),
+    ]
+    assert [e.revision for e in got] == [start + 1, start + 3, start + 4, start + 5]
+    assert got[3].object.create_revision == a.revision
+
+
+async def test_watch_from_an_old_revision_replays_then_follows_live_writes(
+    store: Store,
+) -> None:
+    start = await store.current_revision()
+    for i in range(5):
+        await store.create(f"/w/{i}", {"i": i})
+
+    async with store.watch("/w/", since=Revision(start + 2)) as events:
+        replayed = await take(events, 3)
+        await store.create("/w/live", {"i": 99})
+        live = await take(events, 1)
+
+    assert [e.key for e in replayed] == ["/w/2", "/w/3", "/w/4"]
+    assert [e.revision for e in replayed] == [start + 3, start + 4, start + 5]
+    assert summary(live) == [("ADDED", "/w/live", {"i": 99})]
+
+
+async def test_list_then_watch_from_its_revision_misses_nothing(store: Store) -> None:
+    stop = asyncio.Event()
+
+    async def writer() -> int:
+        n = 0
+        while not stop.is_set():
+            await store.create(f"/w/{n:04d}", {"n": n})
+            n += 1
+            await asyncio.sleep(0)
+        return n
+
+    task = asyncio.create_task(writer())
+    await asyncio.sleep(0.05)
+    listing = await store.list("/w/")
+    seen = {o.key for o in listing.items}
+    async with store.watch("/w/", since=listing.revision) as events:
+        await asyncio.sleep(0.05)
+        stop.set()
+        written = await task
+        async with asyncio.timeout(5):
+            async for event in events:
+                assert event.key not in seen
+                assert event.revision > listing.revision
+                seen.add(event.key)
+                if len(seen) == written:
+                    break
+
+    assert seen == {f"/w/{n:04d}" for n in range(written)}
+
+
+async def test_watch_since_the_current_revision_sees_only_later_writes(store: Store) -> None:
+    await store.create("/w/old", {})
+    now = await store.current_revision()
+
+    async with store.watch("/w/", since=now) as events:
+        await store.create("/w/new", {})
+        got = await take(events, 1)
+
+    assert [e.key for e in got] == ["/w/new"]
+
+
+async def test_watching_from_before_a_compaction_raises_compacted(store: Store) -> None:
+    start = await store.current_revision()
+    for i in range(6):
+        await store.create(f"/w/{i}", {"i": i})
+    at = Revision(start + 4)
+
+    await store.compact(at)
+    await store.compact(at)  # idempotent
+
+    with pytest.raises(Compacted) as caught:
+        async with store.watch("/w/", since=Revision(at - 2)) as events:
+            await take(events, 1)
+    assert caught.value.http_status == 410
+    async with store.watch("/w/", since=Revision(at - 1)) as events:
+        got = await take(events, 3)
+    assert [e.key for e in got] == ["/w/3", "/w/4", "/w/5"]
+    assert len((await store.list("/w/")).items) == 6  # objects are untouched
+
+
+async def test_compacting_beyond_the_current_revision_is_refused(store: Store) -> None:
+    now = await store.current_revision()
+    with pytest.raises(ValueError, match="cannot compact"):
+        await store.compact(Revision(now + 10))
+
+
+async def test_a_watcher_that_falls_behind_its_buffer_gets_compacted(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(watch_buffer=10)
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        await store.create("/w/first", {})
+        await take(events, 1)  # now following live writes
+        await asyncio.gather(*(store.create(f"/w/{i}", {}) for i in range(40)))
+        await asyncio.sleep(0.2)  # let the events arrive while nobody reads
+
+        with pytest.raises(Compacted, match="behind"):
+            await take(events, 40)
+
+
+async def test_watches_end_with_unavailable_when_the_store_closes(store: Store) -> None:
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        await store.create("/w/a", {})
+        await take(events, 1)
+
+        await store.close()
+
+        with pytest.raises(Unavailable):
+            await take(events, 1)
+    with pytest.raises(Unavailable):
+        await store.get("/w/a")
+
+
+async def test_many_watchers_each_get_the_full_ordered_stream(store: Store) -> None:
+    start = await store.current_revision()
+    async with (
+        store.watch("/w/", since=start) as first,
+        store.watch("/w/", since=start) as second,
+        store.watch("/w/a", since=start) as narrow,
+    ):
+        await asyncio.gather(*(store.create(f"/w/{c}{i}", {}) for c in "ab" for i in range(10)))
+        a, b, n = await take(first, 20), await take(second, 20), await take(narrow, 10)
+
+    assert [e.revision for e in a] == [e.revision for e in b] == sorted(e.revision for e in a)
+    assert [e.revision for e in a] == list(range(start + 1, start + 21))
+    assert {e.key for e in n} == {f"/w/a{i}" for i in range(10)}
