@@ -1,0 +1,505 @@
+"""Hub ↔ agent wire messages: a versioned envelope carrying one typed payload.
+
+The session is a long-lived WebSocket the agent opens. Every message travels in an `Envelope`
+{protocolVersion, type, seq, ack, traceContext?, payload}: `seq` numbers the sender's messages
+(per session, from 1), `ack` acknowledges the peer's messages up to that number, so a
+redelivered message is recognised by its `seq` and dropped. `traceContext` carries the W3C
+trace headers so a workload keeps one trace from submit to finish. The payload is a
+discriminated union on its `type`, which equals the envelope's.
+
+    agent → hub: Hello, CapacityReport, WorkloadStatus, LogData, OfferRejected, Ack
+    hub → agent: ConfigSync, DispatchOffer, Withdraw, Cancel, LogOpen, LogClose, Ack
+
+Dispatch is fenced by generation: the hub offers a workload with a dispatch generation; every
+later message about it (status, rejection, withdraw, cancel) names that generation, and a side
+ignores messages about an older generation than the one it holds.
+
+Called by: the hub's session endpoint and the agent's hub client (both sides encode/decode
+with `Envelope.to_json` / `Envelope.from_json`), tests.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, StringConstraints, ValidationError, model_validator
+
+from api.codec import pydantic_errors_to_field_errors
+from api.errors import ApiError, FieldError, Path
+from api.k8s.pod import ResourceList
+from api.meta import Condition, Object, StrictModel
+from api.quantity import Quantity
+from api.v1alpha1.queues import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Topology,
+    WorkloadPriorityClass,
+)
+from api.v1alpha1.workload import Admission, Workload
+
+__all__ = [
+    "AGENT_TO_HUB",
+    "HUB_TO_AGENT",
+    "LOG_MESSAGES",
+    "PROTOCOL_VERSION",
+    "Ack",
+    "Cancel",
+    "CapacityReport",
+    "ConfigSync",
+    "ContainerExit",
+    "DispatchOffer",
+    "Envelope",
+    "HeldWorkload",
+    "Hello",
+    "InventorySummary",
+    "LogClose",
+    "LogData",
+    "LogLine",
+    "LogOpen",
+    "MessageInvalidError",
+    "MessageType",
+    "NodeSummary",
+    "OfferRejected",
+    "Payload",
+    "PodCounts",
+    "QueueCapacity",
+    "RejectReason",
+    "TraceContext",
+    "Withdraw",
+    "WorkloadPhase",
+    "WorkloadStatusReport",
+    "message_field_errors",
+]
+
+PROTOCOL_VERSION = 1
+SUPPORTED_PROTOCOL_VERSIONS = frozenset({1})
+
+WorkloadKey = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+]
+"""`namespace/name` of a Workload."""
+
+Generation = Annotated[int, Field(ge=1)]
+"""A dispatch generation: raised by the hub every time it offers a workload anew."""
+
+
+class MessageType(enum.StrEnum):
+    HELLO = "Hello"
+    CAPACITY_REPORT = "CapacityReport"
+    WORKLOAD_STATUS = "WorkloadStatus"
+    LOG_DATA = "LogData"
+    OFFER_REJECTED = "OfferRejected"
+    ACK = "Ack"
+    CONFIG_SYNC = "ConfigSync"
+    DISPATCH_OFFER = "DispatchOffer"
+    WITHDRAW = "Withdraw"
+    CANCEL = "Cancel"
+    LOG_OPEN = "LogOpen"
+    LOG_CLOSE = "LogClose"
+
+
+AGENT_TO_HUB = frozenset(
+    {
+        MessageType.HELLO,
+        MessageType.CAPACITY_REPORT,
+        MessageType.WORKLOAD_STATUS,
+        MessageType.LOG_DATA,
+        MessageType.OFFER_REJECTED,
+        MessageType.ACK,
+    }
+)
+HUB_TO_AGENT = frozenset(
+    {
+        MessageType.CONFIG_SYNC,
+        MessageType.DISPATCH_OFFER,
+        MessageType.WITHDRAW,
+        MessageType.CANCEL,
+        MessageType.LOG_OPEN,
+        MessageType.LOG_CLOSE,
+        MessageType.ACK,
+    }
+)
+# Log traffic goes on its own lane so it never delays control messages.
+LOG_MESSAGES = frozenset({MessageType.LOG_DATA, MessageType.LOG_OPEN, MessageType.LOG_CLOSE})
+
+
+class WorkloadPhase(enum.StrEnum):
+    """Where a dispatched workload is on its cluster, as the agent sees it."""
+
+    PENDING = "Pending"  # offered, waiting for local quota
+    ADMITTED = "Admitted"  # quota reserved, objects created
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    EVICTED = "Evicted"  # preempted or timed out locally; the hub decides what next
+    WITHDRAWN = "Withdrawn"  # stopped at the hub's request (fenced)
+
+
+class RejectReason(enum.StrEnum):
+    """Why an agent refused a DispatchOffer."""
+
+    NO_SUCH_QUEUE = "NoSuchQueue"
+    INADMISSIBLE = "Inadmissible"  # can never fit this cluster (flavors, max quota)
+    INVALID = "Invalid"
+    STALE_GENERATION = "StaleGeneration"
+    FENCED = "Fenced"  # the agent is isolated from its cluster and takes no new work
+    SHUTTING_DOWN = "ShuttingDown"
+
+
+# --- agent → hub ----------------------------------------------------------------------------
+
+
+class InventorySummary(StrictModel):
+    kubernetes_version: str | None = None
+    nodes: int = 0
+    ready_nodes: int = 0
+    allocatable: ResourceList = Field(default_factory=dict)
+    flavors: list[str] = Field(default_factory=list)
+
+
+class HeldWorkload(StrictModel):
+    """A workload the agent holds, so both sides reconcile after a reconnect."""
+
+    workload: WorkloadKey
+    generation: Generation
+    phase: WorkloadPhase
+
+
+class Hello(StrictModel):
+    type: Literal["Hello"] = "Hello"
+    cluster: str
+    agent_version: str
+    config_revision: int | None = None
+    inventory: InventorySummary = Field(default_factory=InventorySummary)
+    workloads: list[HeldWorkload] = Field(default_factory=list)
+
+
+class QueueCapacity(StrictModel):
+    """One (cluster queue, flavor, resource) cell of a cluster's quota."""
+
+    cluster_queue: str
+    flavor: str
+    resource: str
+    nominal: Quantity
+    usage: Quantity
+    headroom: Quantity  # what a new workload could still get, borrowing included
+
+
+class NodeSummary(StrictModel):
+    total: int = 0
+    ready: int = 0
+    schedulable: int = 0
+    allocatable: ResourceList = Field(default_factory=dict)
+    free: ResourceList = Field(default_factory=dict)
+
+
+class CapacityReport(StrictModel):
+    type: Literal["CapacityReport"] = "CapacityReport"
+    cluster: str
+    observed_at: datetime
+    config_revision: int | None = None
+    queues: list[QueueCapacity] = Field(default_factory=list)
+    nodes: NodeSummary = Field(default_factory=NodeSummary)
+
+
+class PodCounts(StrictModel):
+    pending: int = 0
+    running: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class ContainerExit(StrictModel):
+    pod: str
+    container: str
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+
+
+class WorkloadStatusReport(StrictModel):
+    """A transition of a dispatched workload on its cluster (type "WorkloadStatus")."""
+
+    type: Literal["WorkloadStatus"] = "WorkloadStatus"
+    workload: WorkloadKey
+    generation: Generation
+    phase: WorkloadPhase
+    observed_at: datetime | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    admission: Admission | None = None
+    pods: PodCounts = Field(default_factory=PodCounts)
+    exits: list[ContainerExit] = Field(default_factory=list)
+    pending_reason: str | None = None
+    pending_message: str = ""
+
+
+class LogLine(StrictModel):
+    timestamp: datetime | None = None
+    text: str
+
+
+class LogData(StrictModel):
+    type: Literal["LogData"] = "LogData"
+    stream_id: str
+    workload: WorkloadKey
+    cluster: str
+    pod: str
+    container: str
+    lines: list[LogLine] = Field(default_factory=list)
+    # Lines the agent's bounded buffer had to drop before this batch.
+    dropped: int = 0
+    eof: bool = False
+
+
+class OfferRejected(StrictModel):
+    type: Literal["OfferRejected"] = "OfferRejected"
+    workload: WorkloadKey
+    generation: Generation
+    reason: RejectReason
+    message: str = ""
+
+
+class Ack(StrictModel):
+    """A bare acknowledgement: the envelope's `ack` says up to which `seq`."""
+
+    type: Literal["Ack"] = "Ack"
+
+
+# --- hub → agent ----------------------------------------------------------------------------
+
+
+class ConfigSync(StrictModel):
+    """The full queueing configuration for the cluster, replacing what the agent had."""
+
+    type: Literal["ConfigSync"] = "ConfigSync"
+    revision: int
+    resource_flavors: list[ResourceFlavor] = Field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = Field(default_factory=list)
+    local_queues: list[LocalQueue] = Field(default_factory=list)
+    cohorts: list[Cohort] = Field(default_factory=list)
+    workload_priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
+    topologies: list[Topology] = Field(default_factory=list)
+
+    def objects(self) -> Iterator[tuple[str, int, Object]]:
+        """(field, index, object) for every object carried."""
+        groups: tuple[tuple[str, Sequence[Object]], ...] = (
+            ("resourceFlavors", self.resource_flavors),
+            ("clusterQueues", self.cluster_queues),
+            ("localQueues", self.local_queues),
+            ("cohorts", self.cohorts),
+            ("workloadPriorityClasses", self.workload_priority_classes),
+            ("topologies", self.topologies),
+        )
+        for field_name, objs in groups:
+            for i, obj in enumerate(objs):
+                yield field_name, i, obj
+
+
+class DispatchOffer(StrictModel):
+    type: Literal["DispatchOffer"] = "DispatchOffer"
+    workload: Workload
+    generation: Generation
+
+
+class Withdraw(StrictModel):
+    """Stop the workload and release it (the hub may dispatch it elsewhere afterwards)."""
+
+    type: Literal["Withdraw"] = "Withdraw"
+    workload: WorkloadKey
+    generation: Generation
+    reason: str
+    message: str = ""
+
+
+class Cancel(StrictModel):
+    """The user cancelled the workload: delete its objects for good."""
+
+    type: Literal["Cancel"] = "Cancel"
+    workload: WorkloadKey
+    generation: Generation
+    reason: str
+    message: str = ""
+
+
+class LogOpen(StrictModel):
+    type: Literal["LogOpen"] = "LogOpen"
+    stream_id: str
+    workload: WorkloadKey
+    follow: bool = False
+    since: datetime | None = None
+    since_seconds: int | None = None
+    tail_lines: int | None = None
+    pod: str | None = None
+    container: str | None = None
+    timestamps: bool = True
+
+
+class LogClose(StrictModel):
+    type: Literal["LogClose"] = "LogClose"
+    stream_id: str
+    reason: str = ""
+
+
+Payload = Annotated[
+    Hello
+    | CapacityReport
+    | WorkloadStatusReport
+    | LogData
+    | OfferRejected
+    | Ack
+    | ConfigSync
+    | DispatchOffer
+    | Withdraw
+    | Cancel
+    | LogOpen
+    | LogClose,
+    Field(discriminator="type"),
+]
+
+
+class TraceContext(StrictModel):
+    """W3C trace context headers (https://www.w3.org/TR/trace-context/)."""
+
+    traceparent: str
+    tracestate: str | None = None
+
+
+class Envelope(StrictModel):
+    protocol_version: int = PROTOCOL_VERSION
+    type: MessageType
+    seq: Annotated[int, Field(ge=0)]
+    ack: Annotated[int, Field(ge=0)] | None = None
+    trace_context: TraceContext | None = None
+    payload: Payload
+
+    @model_validator(mode="before")
+    @classmethod
+    def _payload_takes_the_envelope_type(cls, data: Any) -> Any:
+        # Senders may omit payload.type; the envelope's type is the discriminator.
+        if isinstance(data, dict):
+            payload = data.get("payload")
+            if isinstance(payload, dict) and "type" not in payload and "type" in data:
+                data = {**data, "payload": {**payload, "type": data["type"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise ValueError(
+                f"unsupported protocol version {self.protocol_version}; this side speaks "
+                f"{sorted(SUPPORTED_PROTOCOL_VERSIONS)}"
+            )
+        if self.payload.type != self.type:
+            raise ValueError(f"payload type {self.payload.type} does not match type {self.type}")
+        if self.type is MessageType.ACK and self.ack is None:
+            raise ValueError("an Ack must carry `ack`")
+        return self
+
+    @classmethod
+    def wrap(
+        cls,
+        payload: Payload,
+        *,
+        seq: int,
+        ack: int | None = None,
+        trace_context: TraceContext | None = None,
+    ) -> Envelope:
+        return cls(
+            type=MessageType(payload.type),
+            seq=seq,
+            ack=ack,
+            trace_context=trace_context,
+            payload=payload,
+        )
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Envelope:
+        """Parse and validate; raises pydantic.ValidationError (see
+        api.codec.pydantic_errors_to_field_errors for field errors)."""
+        return cls.model_validate_json(text)
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> Envelope:
+        """Parse and fully validate (schema, then the rules of the objects carried); raises
+        `MessageInvalidError` with every field error."""
+        try:
+            envelope = cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise MessageInvalidError(message_field_errors(exc)) from exc
+        errors = envelope.semantic_errors()
+        if errors:
+            raise MessageInvalidError(errors)
+        return envelope
+
+    def semantic_errors(self) -> list[FieldError]:
+        """The rules of the objects carried (configuration, offered workload) and of the
+        message itself, with paths from the envelope (e.g. `payload.clusterQueues[0].spec…`)."""
+        errors: list[FieldError] = []
+        payload = self.payload
+        base = Path("payload")
+        if isinstance(payload, ConfigSync):
+            for field_name, i, obj in payload.objects():
+                prefix = str(base.child(field_name).index(i))
+                errors += [
+                    FieldError(e.type, f"{prefix}.{e.path}", e.detail, e.value, e.has_value)
+                    for e in obj.semantic_errors()
+                ]
+        elif isinstance(payload, DispatchOffer):
+            prefix = str(base.child("workload"))
+            errors += [
+                FieldError(e.type, f"{prefix}.{e.path}", e.detail, e.value, e.has_value)
+                for e in payload.workload.semantic_errors()
+            ]
+        elif isinstance(payload, LogOpen):
+            if payload.since is not None and payload.since_seconds is not None:
+                errors.append(
+                    FieldError.forbidden(
+                        base.child("sinceSeconds"), "may not be set together with since"
+                    )
+                )
+            for name, value in (
+                ("sinceSeconds", payload.since_seconds),
+                ("tailLines", payload.tail_lines),
+            ):
+                if value is not None and value < 0:
+                    errors.append(
+                        FieldError.invalid(
+                            base.child(name), value, "must be greater than or equal to 0"
+                        )
+                    )
+        return errors
+
+
+class MessageInvalidError(ApiError):
+    """A message broke the schema or the rules of what it carries; `errors` has them all."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("invalid message: " + "; ".join(str(e) for e in self.errors))
+
+
+def message_field_errors(exc: ValidationError) -> list[FieldError]:
+    """pydantic's errors as field errors, without the payload's union tag in the path
+    (`payload.LogClose.bogus` becomes `payload.bogus`)."""
+    tags = tuple(f"payload.{t.value}" for t in MessageType)
+    out = []
+    for error in pydantic_errors_to_field_errors(exc):
+        fixed = error
+        for tag in tags:
+            rest = error.path[len(tag) :]
+            if error.path.startswith(tag) and (rest == "" or rest[0] in ".["):
+                fixed = replace(error, path="payload" + rest)
+                break
+        out.append(fixed)
+    return out

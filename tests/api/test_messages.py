@@ -1,0 +1,255 @@
+"""Hub ↔ agent messages: every type round-trips through JSON in its envelope, the envelope's
+type and the payload's agree, and the objects carried are validated with envelope paths."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from api.quantity import Quantity
+from api.v1alpha1.messages import (
+    AGENT_TO_HUB,
+    HUB_TO_AGENT,
+    Ack,
+    Cancel,
+    CapacityReport,
+    ConfigSync,
+    ContainerExit,
+    DispatchOffer,
+    Envelope,
+    HeldWorkload,
+    Hello,
+    InventorySummary,
+    LogClose,
+    LogData,
+    LogLine,
+    LogOpen,
+    MessageInvalidError,
+    MessageType,
+    NodeSummary,
+    OfferRejected,
+    Payload,
+    PodCounts,
+    QueueCapacity,
+    RejectReason,
+    TraceContext,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.queues import ClusterQueue, ResourceFlavor
+from api.v1alpha1.workload import Workload
+
+NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+Q = Quantity.parse
+
+
+def workload() -> Workload:
+    return Workload.model_validate(
+        {
+            "metadata": {"name": "job-sweep", "namespace": "vision"},
+            "spec": {
+                "queueName": "vision",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 4,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "c",
+                                        "image": "busybox",
+                                        "resources": {"requests": {"cpu": "500m"}},
+                                    }
+                                ]
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+
+
+EXAMPLES: list[Payload] = [
+    Hello(
+        cluster="gpu-east",
+        agent_version="0.1.0",
+        config_revision=7,
+        inventory=InventorySummary(
+            kubernetes_version="v1.31.2",
+            nodes=10,
+            ready_nodes=9,
+            allocatable={"cpu": Q("640"), "nvidia.com/gpu": Q("80")},
+            flavors=["gpu-a100"],
+        ),
+        workloads=[
+            HeldWorkload(workload="vision/job-sweep", generation=3, phase=WorkloadPhase.RUNNING)
+        ],
+    ),
+    CapacityReport(
+        cluster="gpu-east",
+        observed_at=NOW,
+        queues=[
+            QueueCapacity(
+                cluster_queue="team-vision",
+                flavor="gpu-a100",
+                resource="nvidia.com/gpu",
+                nominal=Q("16"),
+                usage=Q("12"),
+                headroom=Q("4"),
+            )
+        ],
+        nodes=NodeSummary(total=10, ready=9, schedulable=9, free={"memory": Q("1.5Ti")}),
+    ),
+    WorkloadStatusReport(
+        workload="vision/job-sweep",
+        generation=3,
+        phase=WorkloadPhase.FAILED,
+        observed_at=NOW,
+        pods=PodCounts(running=3, ready=3, failed=1),
+        exits=[
+            ContainerExit(pod="sweep-2-abcde", container="trial", exit_code=137, reason="OOMKilled")
+        ],
+        pending_reason=None,
+    ),
+    LogData(
+        stream_id="s1",
+        workload="vision/job-sweep",
+        cluster="gpu-east",
+        pod="sweep-0-xyz",
+        container="trial",
+        lines=[LogLine(timestamp=NOW, text="epoch 1 loss=0.3"), LogLine(text="no timestamp")],
+        dropped=12,
+        eof=True,
+    ),
+    OfferRejected(
+        workload="vision/job-sweep",
+        generation=4,
+        reason=RejectReason.NO_SUCH_QUEUE,
+        message="no LocalQueue vision/vision",
+    ),
+    ConfigSync(
+        revision=8,
+        resource_flavors=[ResourceFlavor.model_validate({"metadata": {"name": "gpu-a100"}})],
+        cluster_queues=[ClusterQueue.model_validate({"metadata": {"name": "team-vision"}})],
+    ),
+    DispatchOffer(workload=workload(), generation=4),
+    Withdraw(workload="vision/job-sweep", generation=4, reason="ClusterLost"),
+    Cancel(workload="vision/job-sweep", generation=4, reason="UserCancelled", message="by alice"),
+    LogOpen(stream_id="s1", workload="vision/job-sweep", follow=True, tail_lines=100, pod="p"),
+    LogClose(stream_id="s1", reason="client went away"),
+]
+
+
+@pytest.mark.parametrize("payload", EXAMPLES, ids=lambda p: p.type)
+def test_every_message_round_trips_through_json(payload: Payload) -> None:
+    envelope = Envelope.wrap(
+        payload, seq=42, ack=41, trace_context=TraceContext(traceparent="00-abc-def-01")
+    )
+    text = envelope.to_json()
+    again = Envelope.from_json(text)
+    assert again == envelope
+    assert again.to_json() == text
+    assert again.type == payload.type
+
+
+def test_an_ack_round_trips_and_must_say_what_it_acknowledges() -> None:
+    envelope = Envelope.wrap(Ack(), seq=5, ack=9)
+    assert Envelope.from_json(envelope.to_json()) == envelope
+    with pytest.raises(ValidationError, match="an Ack must carry `ack`"):
+        Envelope.from_json('{"type": "Ack", "seq": 1, "payload": {}}')
+
+
+def test_every_message_type_has_a_direction() -> None:
+    assert set(MessageType) == AGENT_TO_HUB | HUB_TO_AGENT
+    assert {MessageType.ACK} == AGENT_TO_HUB & HUB_TO_AGENT
+
+
+def test_the_payload_takes_its_type_from_the_envelope() -> None:
+    text = '{"protocolVersion": 1, "type": "LogClose", "seq": 3, "payload": {"streamId": "s"}}'
+    envelope = Envelope.from_json(text)
+    assert isinstance(envelope.payload, LogClose)
+
+
+def test_envelope_and_payload_types_must_agree() -> None:
+    text = '{"type": "LogOpen", "seq": 3, "payload": {"type": "LogClose", "streamId": "s"}}'
+    with pytest.raises(ValidationError, match="does not match"):
+        Envelope.from_json(text)
+
+
+def test_an_unsupported_protocol_version_is_refused() -> None:
+    text = '{"protocolVersion": 2, "type": "Ack", "seq": 1, "ack": 0, "payload": {}}'
+    with pytest.raises(ValidationError, match="unsupported protocol version 2"):
+        Envelope.from_json(text)
+
+
+def test_unknown_fields_in_a_message_are_rejected_with_their_path() -> None:
+    text = '{"type": "LogClose", "seq": 1, "payload": {"streamId": "s", "bogus": 1}}'
+    with pytest.raises(MessageInvalidError) as info:
+        Envelope.decode(text)
+    assert [str(e) for e in info.value.errors] == [
+        "payload.bogus: Unknown field: this field is not part of the schema"
+    ]
+
+
+def test_workload_keys_are_namespace_slash_name() -> None:
+    body: dict[str, Any] = {
+        "type": "Withdraw",
+        "seq": 1,
+        "payload": {"workload": "job-sweep", "generation": 1, "reason": "x"},
+    }
+    with pytest.raises(ValidationError):
+        Envelope.model_validate(body)
+
+
+def test_generations_start_at_one() -> None:
+    body: dict[str, Any] = {
+        "type": "Cancel",
+        "seq": 1,
+        "payload": {"workload": "a/b", "generation": 0, "reason": "x"},
+    }
+    with pytest.raises(ValidationError):
+        Envelope.model_validate(body)
+
+
+def test_objects_carried_are_validated_with_envelope_paths() -> None:
+    cq = ClusterQueue.model_validate(
+        {
+            "metadata": {"name": "cq"},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "-1"}]}
+                        ],
+                    }
+                ]
+            },
+        }
+    )
+    envelope = Envelope.wrap(ConfigSync(revision=1, cluster_queues=[cq]), seq=1)
+    assert [str(e) for e in envelope.semantic_errors()] == [
+        "payload.clusterQueues[0].spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+        'Invalid value: "-1": must be greater than or equal to 0'
+    ]
+    offer = workload()
+    offer.spec.queue_name = ""
+    envelope = Envelope.wrap(DispatchOffer(workload=offer, generation=1), seq=2)
+    with pytest.raises(MessageInvalidError) as info:
+        Envelope.decode(envelope.to_json())
+    assert [str(e) for e in info.value.errors] == [
+        "payload.workload.spec.queueName: Required value"
+    ]
+
+
+def test_log_open_since_and_since_seconds_are_exclusive() -> None:
+    payload = LogOpen(stream_id="s", workload="a/b", since=NOW, since_seconds=60)
+    assert [str(e) for e in Envelope.wrap(payload, seq=1).semantic_errors()] == [
+        "payload.sinceSeconds: Forbidden: may not be set together with since"
+    ]
