@@ -47,12 +47,14 @@ spec:
       replicas: 1
       template:
         metadata:
-          annotations: {kueue.x-k8s.io/podset-required-topology: cloud.provider.com/block}
+          labels: {role: leader}
         spec:
           parallelism: 1
           completions: 1
           backoffLimit: 0
           template:
+            metadata:
+              annotations: {kueue.x-k8s.io/podset-required-topology: cloud.provider.com/block}
             spec:
               containers:
                 - name: leader
