@@ -1,0 +1,137 @@
+"""What only the etcd store offers: leader election among hub replicas, and its behaviour
+when etcd is unreachable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from hub.store.base import Unavailable
+from hub.store.etcd import EtcdElection, EtcdStore
+from hub.store.localetcd import LocalEtcd
+from tests.hub.store.conftest import connect_etcd
+
+TTL = 2  # etcd's minimum lease TTL with default timings
+
+
+@pytest.fixture
+async def two_hubs(etcd_server: LocalEtcd) -> AsyncIterator[tuple[EtcdStore, EtcdStore]]:
+    """Two clients sharing one root, as two hub replicas of one installation would."""
+    first = await connect_etcd(etcd_server)
+    second = await EtcdStore.connect(etcd_server.host, etcd_server.port, root=first._root)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_of_two_candidates_one_leads_and_the_other_takes_over_when_its_lease_is_lost(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+
+    a_lead = await asyncio.wait_for(a.campaign("hub-a"), 5)
+    b_campaign = asyncio.create_task(b.campaign("hub-b"))
+    await asyncio.sleep(0.3)
+    assert not b_campaign.done()
+    assert await b.leader() == "hub-a"
+
+    # The leader's lease disappears (as when etcd expires it during a long pause).
+    await b_store._lease_revoke(a_lead.lease_id)
+
+    b_lead = await asyncio.wait_for(b_campaign, 5)
+    assert b_lead.revision > a_lead.revision  # usable as a fencing token
+    assert await a.leader() == "hub-b"
+    await asyncio.wait_for(a_lead.lost.wait(), TTL + 1)  # the old leader notices
+    assert not b_lead.lost.is_set()
+    await b.resign()
+
+
+async def test_resigning_hands_leadership_over_at_once(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+    a_lead = await a.campaign("hub-a")
+    b_campaign = asyncio.create_task(b.campaign("hub-b"))
+    await asyncio.sleep(0.1)
+
+    await a.resign()
+
+    await asyncio.wait_for(b_campaign, 2)
+    assert a_lead.lost.is_set()
+    assert await a.leader() == "hub-b"
+    await b.resign()
+    assert await a.leader() is None
+
+
+@pytest.mark.slow
+async def test_a_leader_keeps_its_lease_alive_beyond_the_ttl(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, _ = two_hubs
+    a = EtcdElection(a_store, "hub", ttl=TTL)
+    lead = await a.campaign("hub-a")
+
+    await asyncio.sleep(TTL * 1.5)
+
+    assert not lead.lost.is_set()
+    assert await a.leader() == "hub-a"
+    await a.resign()
+
+
+@pytest.mark.slow
+async def test_a_frozen_leader_loses_to_the_next_candidate_after_its_ttl(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+    await a.campaign("hub-a")
+    b_campaign = asyncio.create_task(b.campaign("hub-b"))
+
+    # Freeze the leader's keep-alive, as a stalled process would.
+    assert a._keepalive is not None
+    a._keepalive.cancel()
+
+    await asyncio.wait_for(b_campaign, TTL + 3)
+    assert await b.leader() == "hub-b"
+    await b.resign()
+
+
+async def test_observers_see_every_change_of_leader(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+    seen: list[str | None] = []
+
+    async with contextlib.aclosing(EtcdElection(a_store, "hub").observe()) as leaders:
+        seen.append(await anext(leaders))
+        await a.campaign("hub-a")
+        seen.append(await asyncio.wait_for(anext(leaders), 2))
+        b_campaign = asyncio.create_task(b.campaign("hub-b"))
+        await a.resign()
+        seen.append(await asyncio.wait_for(anext(leaders), 2))
+        await b_campaign
+        await b.resign()
+        seen.append(await asyncio.wait_for(anext(leaders), 2))
+
+    assert seen == [None, "hub-a", "hub-b", None]
+
+
+async def test_an_unreachable_etcd_raises_unavailable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    store = await EtcdStore.connect("127.0.0.1", port, root="/nowhere", request_timeout=1)
+    try:
+        with pytest.raises(Unavailable):
+            await store.get("/x/a")
+        with pytest.raises(Unavailable):
+            await store.create("/x/a", {})
+    finally:
+        await store.close()

@@ -1,0 +1,155 @@
+"""What only the embedded store promises: crash durability, group commit, single ownership,
+bounded history, and a faithful reopen."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hub.store.base import Compacted, Revision, Unavailable
+from hub.store.sqlite import SqliteStore
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_writer_until_killed(path: Path, *, acks: int) -> dict[str, int]:
+    """Start the writer child, SIGKILL it once `acks` creates were acknowledged, and return
+    every acknowledgement it printed (including those in flight when it died)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.hub.store.sqlite_writer_child", str(path), "16"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    acked: dict[str, int] = {}
+    try:
+        for line in child.stdout:
+            key, revision = line.split()
+            acked[key] = int(revision)
+            if len(acked) >= acks:
+                os.kill(child.pid, signal.SIGKILL)
+                break
+        # Lines written before the kill are acknowledgements too.
+        for line in child.stdout:
+            if line.endswith("\n"):
+                key, revision = line.split()
+                acked[key] = int(revision)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL, "the writer must die by SIGKILL, mid-stream"
+    return acked
+
+
+async def test_every_acknowledged_create_survives_kill_9_of_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    acked = await asyncio.to_thread(run_writer_until_killed, path, acks=600)
+
+    async with await SqliteStore.open(path) as store:
+        listing = await store.list("/acked/")
+        stored = {o.key: o.revision for o in listing.items}
+        assert {k: stored.get(k) for k in acked} == acked
+        # The counter was rebuilt: nothing acknowledged is reused, and new writes go after.
+        assert listing.revision >= max(acked.values())
+        created = await store.create("/after/restart", {})
+        assert created.revision == listing.revision + 1
+
+
+async def test_reopening_restores_objects_revision_and_watch_history(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    async with await SqliteStore.open(path) as store:
+        a = await store.create("/w/a", {"v": 1})
+        await store.update("/w/a", {"v": 2}, expected=a.revision)
+        b = await store.create("/w/b", {"v": 1})
+        await store.delete("/w/b", expected=b.revision)
+        before = await store.list("")
+
+    async with await SqliteStore.open(path) as store:
+        assert await store.list("") == before
+        assert await store.current_revision() == before.revision == 4
+        async with store.watch("/w/", since=Revision(0)) as events:
+            got = []
+            async with asyncio.timeout(5):
+                async for event in events:
+                    got.append((event.type.value, event.key, event.revision))
+                    if len(got) == 4:
+                        break
+        assert got == [
+            ("ADDED", "/w/a", 1),
+            ("MODIFIED", "/w/a", 2),
+            ("ADDED", "/w/b", 3),
+            ("DELETED", "/w/b", 4),
+        ]
+
+
+async def test_concurrent_creates_are_group_committed(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+        before = store.commits
+
+        created = await asyncio.gather(*(store.create(f"/g/{i}", {"i": i}) for i in range(500)))
+
+        commits = store.commits - before
+        assert sorted(o.revision for o in created) == list(range(1, 501))
+        # The first write commits alone; everything queued behind its fsync goes together.
+        assert commits <= 10, f"{commits} commits for 500 concurrent creates"
+
+
+async def test_a_failed_precondition_in_a_batch_fails_only_its_own_write(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+        await store.create("/g/taken", {})
+
+        results = await asyncio.gather(
+            store.create("/g/x", {}),
+            store.create("/g/taken", {}),
+            store.create("/g/y", {}),
+            return_exceptions=True,
+        )
+
+        assert [type(r).__name__ for r in results] == [
+            "StoredObject",
+            "AlreadyExists",
+            "StoredObject",
+        ]
+        assert [o.key for o in (await store.list("/g/")).items] == ["/g/taken", "/g/x", "/g/y"]
+
+
+async def test_a_second_opener_of_the_same_file_is_refused(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db"):
+        with pytest.raises(Unavailable, match="open in another process"):
+            await SqliteStore.open(tmp_path / "store.db")
+    async with await SqliteStore.open(tmp_path / "store.db"):  # released on close
+        pass
+
+
+async def test_history_is_trimmed_to_its_configured_length(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db", history=20) as store:
+        for i in range(100):
+            await store.create(f"/h/{i:03d}", {})
+
+        with pytest.raises(Compacted):
+            async with store.watch("/h/", since=Revision(0)):
+                pass
+        async with store.watch("/h/", since=Revision(80)) as events:
+            async with asyncio.timeout(5):
+                first = await anext(aiter(events))
+        assert first.revision == 81
+
+
+async def test_writes_after_close_are_unavailable(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "store.db")
+    await store.close()
+
+    with pytest.raises(Unavailable):
+        await store.create("/x/a", {})
+    await store.close()  # idempotent
