@@ -35,7 +35,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -629,7 +629,7 @@ class EtcdElection:
         kvs, _ = await self._candidates()
         return bytes(kvs[0].value).decode() if kvs else None
 
-    async def observe(self) -> AsyncIterator[str | None]:
+    async def observe(self) -> AsyncGenerator[str | None, None]:
         """The leader now, then every change of leader (None: no leader). Use within
         `contextlib.aclosing` so the underlying watch is cancelled."""
         store = self._store
