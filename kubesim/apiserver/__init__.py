@@ -1,0 +1,1 @@
+"""The kubesim API server: storage, watch, routing, patch, selectors, tables and discovery."""

@@ -1,0 +1,680 @@
+"""REST verbs for every served resource: path parsing, list/watch, get, create, update,
+patch, delete, deletecollection, and the pods/log, pods/binding, status and finalize
+subresources.
+
+One catch-all aiohttp handler (`handle_api`) parses `/api/...` and `/apis/...` paths
+(including the legacy `/watch/` prefix), answers discovery for the short ones, and dispatches
+verbs for the rest to `ObjectRegistry`. Content negotiation (`as=Table`) and query-string
+quirks (Go-style booleans: only absent, "0" or "false" mean false) live here too. Wired into
+the application by `kubesim.apiserver.app`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from kubesim.apiserver import discovery
+from kubesim.apiserver.patch import apply_patch
+from kubesim.apiserver.registry import DeleteOptions, ObjectRegistry
+from kubesim.apiserver.selectors import parse_field_selector, parse_label_selector
+from kubesim.apiserver.store import Store
+from kubesim.apiserver.tables import render_table
+from kubesim.apiserver.validation import FieldValidation, check_fields, decode_body
+from kubesim.apiserver.watch import WatchHub, WatchRequest, WatchStream
+from kubesim.errors import (
+    BadRequestError,
+    ConflictError,
+    ExpiredError,
+    MethodNotAllowedError,
+    NotAcceptableError,
+    NotFoundError,
+)
+from kubesim.logs import ContainerLog, LogBook
+from kubesim.objects import JsonObject, labels_of, now, parse_time
+from kubesim.resources import ResourceRegistry, ResourceType
+
+__all__ = ["API_CONTEXT", "ApiContext", "go_bool", "handle_api", "json_response"]
+
+# Validates a custom resource against its CRD schema; returns (pruned object, warnings).
+CustomValidator = Callable[[JsonObject, str], tuple[JsonObject, list[str]]]
+
+
+@dataclass(eq=False)
+class ApiContext:
+    """Everything the handlers of one simulated cluster need."""
+
+    cluster_name: str
+    types: ResourceRegistry
+    store: Store
+    registry: ObjectRegistry
+    logs: LogBook
+    watches: WatchHub = field(default_factory=WatchHub)
+    bookmark_interval: float = 5.0
+    server_address: str = "127.0.0.1:0"
+    custom_validators: dict[tuple[str, str], CustomValidator] = field(default_factory=dict)
+
+
+API_CONTEXT = web.AppKey("kubesim_api_context", ApiContext)
+
+_COMPACTED_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter."
+)
+
+
+def go_bool(value: str | None) -> bool:
+    """apimachinery's query bool: absent, "0" and "false" (any case) are false; else true."""
+    return value is not None and value.lower() not in ("0", "false")
+
+
+def json_response(
+    body: Any, *, status: int = 200, warnings: list[str] | None = None
+) -> web.Response:
+    response = web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+    )
+    for warning in warnings or []:
+        response.headers.add("Warning", f'299 - "{warning}"')
+    return response
+
+
+def _warning_header(text: str) -> str:
+    return text.replace('"', '\\"')
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed resource URL."""
+
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_prefix: bool
+
+
+def _parse_target(types: ResourceRegistry, group: str, version: str, rest: list[str]) -> Target:
+    watch_prefix = bool(rest) and rest[0] == "watch"
+    if watch_prefix:
+        rest = rest[1:]
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        namespace = rest[1]
+        rest = rest[2:]
+    if not rest or len(rest) > 3:
+        raise NotFoundError("the server could not find the requested resource")
+    resource = types.lookup(group, version, rest[0])
+    if resource is None:
+        raise NotFoundError("the server could not find the requested resource")
+    if namespace is not None and not resource.namespaced:
+        raise NotFoundError("the server could not find the requested resource")
+    name = rest[1] if len(rest) >= 2 else None
+    subresource = rest[2] if len(rest) == 3 else None
+    if subresource is not None and subresource not in resource.subresources:
+        raise NotFoundError("the server could not find the requested resource")
+    return Target(resource, namespace, name, subresource, watch_prefix)
+
+
+def _wants_table(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    return "as=Table" in accept and "meta.k8s.io" in accept
+
+
+def _check_acceptable(request: web.Request) -> None:
+    """406 unless the client accepts plain JSON (or YAML) or a Table."""
+    accept = request.headers.get("Accept", "")
+    if not accept:
+        return
+    for part in accept.split(","):
+        media, _, params = part.strip().partition(";")
+        plain = media.strip() in ("application/json", "*/*", "application/*", "application/yaml")
+        if plain and ("as=" not in params or "as=Table" in params):
+            return
+    raise NotAcceptableError(
+        "only the following media types are accepted: application/json, application/yaml, "
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+    )
+
+
+async def handle_api(request: web.Request) -> web.StreamResponse:
+    """Entry point for every path under /api and /apis."""
+    ctx = request.app[API_CONTEXT]
+    parts = [p for p in request.path.split("/") if p]
+    if parts[0] == "api":
+        if len(parts) == 1:
+            return json_response(discovery.api_versions(ctx.server_address))
+        group, version, rest = "", parts[1], parts[2:]
+    else:
+        if len(parts) == 1:
+            return json_response(discovery.api_group_list(ctx.types))
+        if len(parts) == 2:
+            return _group_document(ctx, parts[1])
+        group, version, rest = parts[1], parts[2], parts[3:]
+    if not rest:
+        resources = discovery.api_resource_list(ctx.types, group, version)
+        if resources is None:
+            raise NotFoundError("the server could not find the requested resource")
+        return json_response(resources)
+    target = _parse_target(ctx.types, group, version, rest)
+    return await _dispatch(ctx, request, target)
+
+
+def _group_document(ctx: ApiContext, group: str) -> web.Response:
+    versions = ctx.types.group_versions().get(group)
+    if not versions:
+        raise NotFoundError("the server could not find the requested resource")
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return json_response(
+        {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": group,
+            "versions": entries,
+            "preferredVersion": entries[0],
+        }
+    )
+
+
+async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> web.StreamResponse:
+    method = request.method
+    query = request.query
+    if target.name is None:
+        if method == "GET":
+            if target.watch_prefix or go_bool(query.get("watch")):
+                return await _watch(ctx, request, target)
+            return _list(ctx, request, target)
+        if method == "POST":
+            return await _create(ctx, request, target)
+        if method == "DELETE":
+            return await _delete_collection(ctx, request, target)
+        raise MethodNotAllowedError(
+            "the server does not allow this method on the requested resource"
+        )
+    if target.watch_prefix:
+        if method != "GET":
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await _watch(ctx, request, target)
+    if target.subresource == "log":
+        if method != "GET":
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await _logs(ctx, request, target)
+    if target.subresource == "binding":
+        if method != "POST":
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await _bind(ctx, request, target)
+    if method == "GET":
+        return _get(ctx, request, target)
+    if method == "PUT":
+        return await _update(ctx, request, target)
+    if method == "PATCH":
+        return await _patch(ctx, request, target)
+    if method == "DELETE" and target.subresource is None:
+        return await _delete(ctx, request, target)
+    raise MethodNotAllowedError("the server does not allow this method on the requested resource")
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def _object_namespace(target: Target) -> str:
+    return (target.namespace or "") if target.resource.namespaced else ""
+
+
+def _get(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    _check_acceptable(request)
+    assert target.name is not None
+    obj = ctx.registry.get(target.resource, _object_namespace(target), target.name)
+    if _wants_table(request):
+        return json_response(
+            render_table(
+                target.resource,
+                [obj],
+                resource_version=obj["metadata"]["resourceVersion"],
+                include_object=request.query.get("includeObject", "Metadata"),
+            )
+        )
+    return json_response(obj)
+
+
+def _encode_continue(revision: int, last_key: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": last_key}).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise BadRequestError(f"continue key is not valid: {error}") from error
+
+
+def _key(obj: JsonObject) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _list(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    _check_acceptable(request)
+    query = request.query
+    resource = target.resource
+    labels = parse_label_selector(query.get("labelSelector"))
+    fields = parse_field_selector(query.get("fieldSelector"), resource)
+    bucket = ctx.store.bucket(resource)
+    requested_rv = query.get("resourceVersion")
+    exact = query.get("resourceVersionMatch") == "Exact" and requested_rv
+    if exact and int(requested_rv or 0) < bucket.compacted_rv:
+        raise ExpiredError("The resourceVersion for the provided list is too old.")
+    namespace = target.namespace if resource.namespaced else None
+    name = fields.exact_name()
+    if name is not None:
+        single = (
+            ctx.store.get(resource, namespace or "", name)
+            if namespace or not resource.namespaced
+            else None
+        )
+        candidates = (
+            [single]
+            if single is not None
+            else ([] if namespace or not resource.namespaced else ctx.store.list(resource, None))
+        )
+    else:
+        candidates = ctx.store.list(resource, namespace)
+    revision = ctx.store.revision
+    start_after: str | None = None
+    if query.get("continue"):
+        token_rv, start_after = _decode_continue(query["continue"])
+        if token_rv < bucket.compacted_rv:
+            raise ExpiredError(_COMPACTED_CONTINUE)
+        revision = token_rv
+    items = [
+        obj
+        for obj in candidates
+        if (start_after is None or _key(obj) > start_after)
+        and (labels.empty or labels.matches(labels_of(obj)))
+        and (fields.empty or fields.matches(obj))
+    ]
+    continue_token: str | None = None
+    remaining: int | None = None
+    limit = int(query.get("limit") or 0)
+    if limit > 0 and len(items) > limit:
+        remaining = len(items) - limit
+        items = items[:limit]
+        continue_token = _encode_continue(revision, _key(items[-1]))
+    if _wants_table(request):
+        return json_response(
+            render_table(
+                resource,
+                items,
+                resource_version=str(revision),
+                continue_token=continue_token,
+                remaining=remaining,
+                include_object=query.get("includeObject", "Metadata"),
+            )
+        )
+    metadata: dict[str, Any] = {"resourceVersion": str(revision)}
+    if continue_token:
+        metadata["continue"] = continue_token
+        metadata["remainingItemCount"] = remaining
+    return json_response(
+        {
+            "kind": resource.list_kind,
+            "apiVersion": resource.api_version,
+            "metadata": metadata,
+            "items": items,
+        }
+    )
+
+
+async def _watch(ctx: ApiContext, request: web.Request, target: Target) -> web.StreamResponse:
+    query = request.query
+    resource = target.resource
+    fields_text = query.get("fieldSelector")
+    if target.name is not None:
+        fields_text = f"metadata.name={target.name}" + (f",{fields_text}" if fields_text else "")
+    timeout = query.get("timeoutSeconds")
+    watch_request = WatchRequest(
+        resource=resource,
+        namespace=target.namespace if resource.namespaced else None,
+        labels=parse_label_selector(query.get("labelSelector")),
+        fields=parse_field_selector(fields_text, resource),
+        resource_version=query.get("resourceVersion"),
+        bookmarks=go_bool(query.get("allowWatchBookmarks")),
+        timeout_seconds=float(timeout) if timeout else None,
+        send_initial_events=go_bool(query.get("sendInitialEvents")),
+        as_table=_wants_table(request),
+        include_object=query.get("includeObject", "Metadata"),
+    )
+    stream = WatchStream(watch_request, ctx.store, ctx.bookmark_interval)
+    stream.start()
+    forget = ctx.watches.add(stream)
+    response = web.StreamResponse(status=200)
+    response.content_type = "application/json"
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)
+        await stream.serve(response)
+    except (ConnectionResetError, ConnectionError):
+        pass
+    finally:
+        stream.close()
+        forget()
+    return response
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+def _field_validation(query: Mapping[str, str]) -> str:
+    mode = query.get("fieldValidation") or FieldValidation.WARN
+    if mode not in (FieldValidation.STRICT, FieldValidation.WARN, FieldValidation.IGNORE):
+        raise BadRequestError(
+            f"fieldValidation parameter unsupported: {mode}; supported values: Ignore, Warn, Strict"
+        )
+    return mode
+
+
+def _dry_run(query: Mapping[str, str]) -> bool:
+    values = query.getall("dryRun", []) if hasattr(query, "getall") else []
+    for value in values:
+        if value != "All":
+            raise BadRequestError(f'Invalid dryRun value: "{value}"; must be "All"')
+    return bool(values)
+
+
+async def _read_object(
+    ctx: ApiContext, request: web.Request, target: Target
+) -> tuple[JsonObject, list[str]]:
+    body, duplicates = decode_body(await request.read(), request.headers.get("Content-Type", ""))
+    if not isinstance(body, dict):
+        raise BadRequestError("the body of the request must be a JSON object")
+    resource = target.resource
+    kind = body.get("kind")
+    if target.subresource is None and kind and kind != resource.kind:
+        raise BadRequestError(
+            f"the kind in the request body ({kind}) does not match the kind of the URL "
+            f"({resource.kind})"
+        )
+    return _validate_fields(ctx, request, target, body, duplicates)
+
+
+def _validate_fields(
+    ctx: ApiContext,
+    request: web.Request,
+    target: Target,
+    body: JsonObject,
+    duplicates: list[str],
+) -> tuple[JsonObject, list[str]]:
+    mode = _field_validation(request.query)
+    resource = target.resource
+    custom = ctx.custom_validators.get(resource.key)
+    if custom is not None:
+        return custom(body, mode)
+    return check_fields(body, resource, mode=mode, duplicates=duplicates)
+
+
+async def _create(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    obj, warnings = await _read_object(ctx, request, target)
+    created = ctx.registry.create(
+        target.resource,
+        obj,
+        namespace=target.namespace or "",
+        dry_run=_dry_run(request.query),
+    )
+    return json_response(created, status=201, warnings=[_warning_header(w) for w in warnings])
+
+
+async def _update(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    assert target.name is not None
+    obj, warnings = await _read_object(ctx, request, target)
+    resource = target.resource
+    if target.subresource == "finalize":
+        current = ctx.registry.get(resource, "", target.name)
+        wanted = obj.get("metadata", {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise ConflictError.stale(resource.plural, resource.group, target.name)
+        finalizers = obj.get("spec", {}).get("finalizers") or []
+
+        def set_finalizers(namespace: JsonObject) -> None:
+            namespace.setdefault("spec", {})["finalizers"] = finalizers
+
+        updated = ctx.registry.mutate(resource, "", target.name, set_finalizers)
+        return json_response(updated)
+    updated = ctx.registry.update(
+        resource,
+        obj,
+        namespace=_object_namespace(target),
+        name=target.name,
+        subresource=target.subresource,
+        dry_run=_dry_run(request.query),
+    )
+    return json_response(updated, warnings=[_warning_header(w) for w in warnings])
+
+
+async def _patch(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    assert target.name is not None
+    resource = target.resource
+    namespace = _object_namespace(target)
+    current = ctx.registry.get(resource, namespace, target.name)
+    patched = apply_patch(
+        current,
+        await request.read(),
+        request.headers.get("Content-Type", ""),
+        custom_resource=resource.model is None and resource.group not in ("",),
+    )
+    if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
+        raise BadRequestError("the patched object must keep its metadata")
+    if patched["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+        raise ConflictError.stale(resource.plural, resource.group, target.name)
+    patched, warnings = _validate_fields(ctx, request, target, patched, [])
+    patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    updated = ctx.registry.update(
+        resource,
+        patched,
+        namespace=namespace,
+        name=target.name,
+        subresource=target.subresource,
+        dry_run=_dry_run(request.query),
+    )
+    return json_response(updated, warnings=[_warning_header(w) for w in warnings])
+
+
+async def _delete_options(request: web.Request) -> DeleteOptions:
+    raw = await request.read()
+    body: Any = None
+    if raw.strip():
+        body, _ = decode_body(raw, request.headers.get("Content-Type", "application/json"))
+        if not isinstance(body, dict):
+            raise BadRequestError("DeleteOptions must be a JSON object")
+    options = DeleteOptions.from_body(body, dict(request.query))
+    if _dry_run(request.query) and not options.dry_run:
+        options = DeleteOptions(
+            grace_period_seconds=options.grace_period_seconds,
+            propagation_policy=options.propagation_policy,
+            precondition_uid=options.precondition_uid,
+            precondition_resource_version=options.precondition_resource_version,
+            dry_run=True,
+        )
+    return options
+
+
+async def _delete(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    assert target.name is not None
+    options = await _delete_options(request)
+    obj, _removed = ctx.registry.delete(
+        target.resource, _object_namespace(target), target.name, options
+    )
+    return json_response(obj)
+
+
+async def _delete_collection(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    options = await _delete_options(request)
+    resource = target.resource
+    labels = parse_label_selector(request.query.get("labelSelector"))
+    fields = parse_field_selector(request.query.get("fieldSelector"), resource)
+    deleted = []
+    for obj in ctx.store.list(resource, target.namespace if resource.namespaced else None):
+        if labels.matches(labels_of(obj)) and fields.matches(obj):
+            meta = obj["metadata"]
+            result, _ = ctx.registry.delete(
+                resource, meta.get("namespace", ""), meta["name"], options
+            )
+            deleted.append(result)
+    return json_response(
+        {
+            "kind": resource.list_kind,
+            "apiVersion": resource.api_version,
+            "metadata": {"resourceVersion": str(ctx.store.revision)},
+            "items": deleted,
+        }
+    )
+
+
+async def _bind(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    assert target.name is not None
+    body, _ = decode_body(await request.read(), request.headers.get("Content-Type", ""))
+    node = (body or {}).get("target", {}).get("name") if isinstance(body, dict) else None
+    if not node:
+        raise BadRequestError("binding target name is required")
+    namespace = target.namespace or ""
+    pod = ctx.registry.get(target.resource, namespace, target.name)
+    if pod.get("spec", {}).get("nodeName"):
+        raise ConflictError(
+            f'pod {target.name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+            name=target.name,
+            kind="pods",
+            group="",
+        )
+    bind_pod(ctx.registry, pod, node)
+    return json_response(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+        status=201,
+    )
+
+
+def bind_pod(registry: ObjectRegistry, pod: JsonObject, node: str) -> JsonObject | None:
+    """Set spec.nodeName and PodScheduled=True (the scheduler and the binding subresource)."""
+    stamp = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def bind(new: JsonObject) -> None:
+        new["spec"]["nodeName"] = node
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": stamp,
+            }
+        )
+        status["conditions"] = conditions
+
+    meta = pod["metadata"]
+    return registry.mutate(registry.pods, meta["namespace"], meta["name"], bind)
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+
+def _choose_container(pod: JsonObject, requested: str | None) -> str:
+    spec = pod.get("spec", {})
+    names = [c["name"] for c in spec.get("containers") or []]
+    init_names = [c["name"] for c in spec.get("initContainers") or []]
+    name = pod["metadata"]["name"]
+    if requested:
+        if requested not in names and requested not in init_names:
+            raise BadRequestError(f"container {requested} is not valid for pod {name}")
+        return requested
+    default = (pod["metadata"].get("annotations") or {}).get(
+        "kubectl.kubernetes.io/default-container"
+    )
+    if default in names:
+        return str(default)
+    if len(names) == 1:
+        return str(names[0])
+    raise BadRequestError(
+        f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+        + (f" or one of the init containers: [{' '.join(init_names)}]" if init_names else "")
+    )
+
+
+def _log_start(log: ContainerLog, query: Mapping[str, str]) -> int:
+    start = log.dropped
+    lines = log.lines
+    if query.get("sinceSeconds") or query.get("sinceTime"):
+        if query.get("sinceSeconds"):
+            cutoff = now() - dt.timedelta(seconds=int(query["sinceSeconds"]))
+        else:
+            cutoff = parse_time(query["sinceTime"])
+        skip = next((i for i, line in enumerate(lines) if line.at >= cutoff), len(lines))
+        start = log.dropped + skip
+    if query.get("tailLines") is not None:
+        tail = int(query["tailLines"])
+        start = max(start, log.dropped + len(lines) - tail)
+    return start
+
+
+async def _logs(ctx: ApiContext, request: web.Request, target: Target) -> web.StreamResponse:
+    assert target.name is not None
+    query = request.query
+    pod = ctx.registry.get(target.resource, target.namespace or "", target.name)
+    container = _choose_container(pod, query.get("container"))
+    log = ctx.logs.get(pod["metadata"]["uid"], container)
+    if go_bool(query.get("previous")):
+        if log is None or log.previous is None:
+            raise BadRequestError(
+                f'previous terminated container "{container}" in pod "{target.name}" not found'
+            )
+        log = log.previous
+    if log is None:
+        raise BadRequestError(
+            f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
+        )
+    follow = go_bool(query.get("follow"))
+    timestamps = go_bool(query.get("timestamps"))
+    limit_bytes = int(query["limitBytes"]) if query.get("limitBytes") else None
+    response = web.StreamResponse(status=200)
+    response.content_type = "text/plain"
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    sent = 0
+    start = _log_start(log, query)
+    try:
+        if follow:
+            source = log.follow(start)
+            async for line in source:
+                data = line.stamped() if timestamps else line.text
+                if limit_bytes is not None and sent + len(data) > limit_bytes:
+                    await response.write(data[: limit_bytes - sent])
+                    break
+                sent += len(data)
+                await response.write(data)
+        else:
+            offset = max(0, start - log.dropped)
+            chunk = b"".join(
+                (line.stamped() if timestamps else line.text) for line in log.lines[offset:]
+            )
+            if limit_bytes is not None:
+                chunk = chunk[:limit_bytes]
+            await response.write(chunk)
+        await response.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass
+    return response

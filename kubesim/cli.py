@@ -1,0 +1,110 @@
+"""`kubesim up`: run simulated clusters until stopped, with kubeconfigs on disk.
+
+    kubesim up --clusters 3 --nodes 8 --profile examples/kubesim/gpu-topology.yaml \\
+               --runtime process --dir ./.kubesim
+
+writes `<dir>/<name>.kubeconfig` per cluster and a merged `<dir>/kubeconfig` with one context
+per cluster, prints them, and serves until SIGINT / SIGTERM. Clusters are named
+`<prefix>-0..N-1` (default prefix "kubesim") and listen on 127.0.0.1, on consecutive ports
+from `--base-port` (default: free ephemeral ports). Entry point `kubesim` in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from kubesim.cluster import ClusterConfig, Simulator
+from kubesim.profile import load_profile
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubesim", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="run simulated clusters until interrupted")
+    up.add_argument("--clusters", type=int, default=1, help="number of clusters (default 1)")
+    up.add_argument("--nodes", type=int, default=None, help="nodes per cluster (overrides profile)")
+    up.add_argument("--profile", type=Path, default=None, help="node profile YAML")
+    up.add_argument(
+        "--runtime",
+        choices=("simulated", "process"),
+        default="simulated",
+        help="default pod runtime (pods may override with kubesim.dev/runtime)",
+    )
+    up.add_argument("--dir", type=Path, default=Path(".kubesim"), help="kubeconfig directory")
+    up.add_argument("--name-prefix", default="kubesim", help="cluster name prefix")
+    up.add_argument("--base-port", type=int, default=0, help="first port (0: ephemeral)")
+    up.add_argument(
+        "--bookmark-interval", type=float, default=5.0, help="seconds between watch bookmarks"
+    )
+    up.add_argument("--lease-interval", type=float, default=10.0, help="node lease renewal")
+    up.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
+    up.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+async def _up(args: argparse.Namespace) -> None:
+    profile = load_profile(args.profile)
+    if args.nodes is not None:
+        profile = profile.with_total(args.nodes)
+    base = ClusterConfig(
+        runtime=args.runtime,
+        profile=profile,
+        bookmark_interval=args.bookmark_interval,
+        lease_interval=args.lease_interval,
+        record_events=not args.no_events,
+    )
+    configs = [
+        replace(
+            base,
+            name=f"{args.name_prefix}-{i}",
+            port=args.base_port + i if args.base_port else 0,
+        )
+        for i in range(args.clusters)
+    ]
+    simulator = Simulator(configs, args.dir.resolve())
+    await simulator.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    summary = {
+        "clusters": [
+            {
+                "name": c.config.name,
+                "url": c.url,
+                "kubeconfig": str(simulator.kubeconfigs[c.config.name]),
+                "nodes": sum(g.count for g in c.config.profile.nodes),
+            }
+            for c in simulator.clusters
+        ],
+        "kubeconfig": str(simulator.merged_kubeconfig),
+    }
+    print(json.dumps(summary, indent=2), flush=True)
+    print(f"export KUBECONFIG={simulator.merged_kubeconfig}", file=sys.stderr, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await simulator.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if args.command == "up":
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_up(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""One simulated cluster (API server + controllers + kubelet) and the multi-cluster simulator.
+
+`Cluster` owns everything of one member cluster: the store, the object registry, the
+aiohttp site on its own 127.0.0.1 port, and the in-process controllers (garbage collector,
+namespaces, CRDs, Job controller, scheduler, node leases, kubelet). `Simulator` runs several
+clusters in one event loop and writes their kubeconfigs. Used by `kubesim.cli` (`kubesim up`)
+and `kubesim.testing` (in-process start for tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from aiohttp import web
+
+from kubesim.admin import add_admin_routes
+from kubesim.apiserver.app import build_app
+from kubesim.apiserver.faults import FaultInjector
+from kubesim.apiserver.handlers import ApiContext
+from kubesim.apiserver.registry import ObjectRegistry
+from kubesim.apiserver.store import Store
+from kubesim.controllers.crds import CrdController
+from kubesim.controllers.gc import GarbageCollector, NamespaceController
+from kubesim.controllers.jobs import JobController
+from kubesim.controllers.nodes import NodeController
+from kubesim.controllers.scheduler import Scheduler
+from kubesim.kubeconfig import write_kubeconfig, write_merged_kubeconfig
+from kubesim.kubelet.agent import Kubelet
+from kubesim.logs import LogBook
+from kubesim.objects import JsonObject
+from kubesim.profile import NodeProfile, build_nodes
+from kubesim.resources import ResourceRegistry
+
+__all__ = ["Cluster", "ClusterConfig", "Simulator"]
+
+_log = logging.getLogger(__name__)
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How one simulated cluster behaves; every field has a test-friendly default."""
+
+    name: str = "kubesim"
+    port: int = 0
+    """TCP port on 127.0.0.1; 0 picks a free one."""
+    runtime: str = "simulated"
+    """Default pod runtime: "simulated" (stages) or "process" (real subprocesses)."""
+    profile: NodeProfile = field(default_factory=NodeProfile)
+    bookmark_interval: float = 5.0
+    """Seconds between watch BOOKMARK events (real servers: about a minute)."""
+    history_limit: int = 5000
+    """Watch history kept per resource type; older resourceVersions get 410 Expired."""
+    lease_interval: float = 10.0
+    """Seconds between node Lease renewals (kubelet default 10 s)."""
+    record_events: bool = True
+    """Emit core/v1 Events (scheduling, job pods); scale runs may turn them off."""
+    job_pod_duration: float = 0.0
+    """Simulated runtime: seconds a Job-owned pod runs when it carries no duration annotation."""
+    work_dir: Path | None = None
+    """Process runtime: parent of per-pod working directories (default: a temp dir)."""
+
+
+class Controller(Protocol):
+    name: str
+
+    async def run(self) -> None: ...
+
+
+class Cluster:
+    """One simulated Kubernetes cluster, serving on 127.0.0.1."""
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self.types = ResourceRegistry()
+        self.store = Store(history_limit=self.config.history_limit)
+        self.registry = ObjectRegistry(self.store, self.types)
+        self.registry.events_enabled = self.config.record_events
+        self.logs = LogBook()
+        self.faults = FaultInjector()
+        self.api = ApiContext(
+            cluster_name=self.config.name,
+            types=self.types,
+            store=self.store,
+            registry=self.registry,
+            logs=self.logs,
+            bookmark_interval=self.config.bookmark_interval,
+        )
+        self.controllers: list[Controller] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._build_controllers()
+
+    def _build_controllers(self) -> None:
+        self.crds = CrdController(self)
+        self.gc = GarbageCollector(self)
+        self.namespace_controller = NamespaceController(self)
+        self.jobs = JobController(self)
+        self.scheduler = Scheduler(self)
+        self.nodes = NodeController(self)
+        self.kubelet = Kubelet(self)
+        self.controllers = [
+            self.crds,
+            self.gc,
+            self.namespace_controller,
+            self.jobs,
+            self.scheduler,
+            self.nodes,
+            self.kubelet,
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _bootstrap(self) -> None:
+        namespaces = self.types.core("namespaces")
+        for name in SYSTEM_NAMESPACES:
+            self.registry.create(namespaces, {"metadata": {"name": name}})
+        nodes = self.types.core("nodes")
+        for node in build_nodes(self.config.profile):
+            # Like a kubelet: register the node, then post its status (create drops status).
+            status = node.pop("status")
+            created = self.registry.create(nodes, node, validate=False)
+
+            def post_status(new: JsonObject, status: JsonObject = status) -> None:
+                new["status"] = status
+
+            self.registry.mutate(nodes, "", created["metadata"]["name"], post_status)
+
+    async def start(self) -> None:
+        app = build_app(self.api, self.faults, add_admin_routes=lambda a: add_admin_routes(a, self))
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.config.port, reuse_address=True)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1])
+        self.api.server_address = f"127.0.0.1:{self.port}"
+        for controller in self.controllers:
+            self._tasks.append(asyncio.create_task(controller.run(), name=controller.name))
+        self._bootstrap()
+
+    async def stop(self) -> None:
+        self.api.watches.drop_all()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self.kubelet.shutdown()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def get(self, plural: str, namespace: str, name: str) -> JsonObject | None:
+        """Convenience read for tests and the admin API."""
+        resource = self.types.core(plural)
+        return self.store.get(resource, namespace if resource.namespaced else "", name)
+
+
+class Simulator:
+    """Several clusters in one process, each on its own port, with kubeconfigs on disk."""
+
+    def __init__(self, configs: list[ClusterConfig], kubeconfig_dir: Path) -> None:
+        self.clusters = [Cluster(config) for config in configs]
+        self.kubeconfig_dir = kubeconfig_dir
+        self.kubeconfigs: dict[str, Path] = {}
+        self.merged_kubeconfig = kubeconfig_dir / "kubeconfig"
+
+    async def start(self) -> None:
+        self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for cluster in self.clusters:
+                await cluster.start()
+                path = self.kubeconfig_dir / f"{cluster.config.name}.kubeconfig"
+                write_kubeconfig(path, cluster.config.name, cluster.url)
+                self.kubeconfigs[cluster.config.name] = path
+            write_merged_kubeconfig(
+                self.merged_kubeconfig, [(c.config.name, c.url) for c in self.clusters]
+            )
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        for cluster in self.clusters:
+            await cluster.stop()
+
+    def cluster(self, name: str) -> Cluster:
+        for cluster in self.clusters:
+            if cluster.config.name == name:
+                return cluster
+        raise KeyError(name)

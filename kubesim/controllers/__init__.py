@@ -1,0 +1,1 @@
+"""In-process controllers of a simulated cluster: jobs, scheduler, garbage collection, nodes."""

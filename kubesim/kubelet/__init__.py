@@ -1,0 +1,1 @@
+"""The simulated kubelet: runs bound pods with the process or the simulated runtime."""

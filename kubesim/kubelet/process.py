@@ -1,0 +1,297 @@
+"""The process runtime: each container's command/args really run as a local subprocess.
+
+The image is ignored. Each container runs `command + args` (after `$(VAR)` expansion) with the
+environment `kubesim.kubelet.env` builds (downward API included), in the container's
+workingDir when it exists on this machine or else a per-pod temporary directory, in its own
+session so the whole process group can be signalled. stdout and stderr are merged into the
+container log line by line. Init containers run one after another first; then all containers
+run together. restartPolicy is honoured with a doubling back-off (1 s to 10 s). Deleting the
+pod sends SIGTERM to each process group, waits the grace period, then SIGKILLs, reports the
+exit codes (143 / 137) and removes the pod. Used by `kubesim.kubelet.agent`; every child is
+killed on `shutdown`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kubesim.apiserver.registry import DeleteOptions
+from kubesim.errors import KubeSimError
+from kubesim.kubelet.env import container_env, expand
+from kubesim.kubelet.status import ContainerState, render_status
+from kubesim.objects import JsonObject, rfc3339
+
+if TYPE_CHECKING:
+    from kubesim.kubelet.agent import Kubelet
+
+__all__ = ["ProcessRuntime"]
+
+_MAX_BACKOFF = 10.0
+
+
+@dataclass(eq=False)
+class _ProcessPod:
+    namespace: str
+    name: str
+    uid: str
+    states: dict[str, ContainerState] = field(default_factory=dict)
+    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    terminating: asyncio.Event = field(default_factory=asyncio.Event)
+    grace_seconds: float = 30.0
+    start_time: str | None = None
+    work_dir: Path | None = None
+
+
+class ProcessRuntime:
+    def __init__(self, kubelet: Kubelet) -> None:
+        self.kubelet = kubelet
+        self.registry = kubelet.registry
+        self._pods: dict[str, _ProcessPod] = {}
+        self._root: Path | None = None
+
+    # -- kubelet interface --------------------------------------------------------------------
+
+    def observe(self, pod: JsonObject) -> None:
+        meta = pod["metadata"]
+        run = self._pods.get(meta["uid"])
+        if run is None:
+            run = _ProcessPod(meta["namespace"], meta["name"], meta["uid"])
+            self._pods[meta["uid"]] = run
+            run.task = asyncio.get_running_loop().create_task(
+                self._run_pod(run), name=f"pod {meta['namespace']}/{meta['name']}"
+            )
+        if meta.get("deletionTimestamp") and not run.terminating.is_set():
+            run.grace_seconds = float(meta.get("deletionGracePeriodSeconds") or 0)
+            run.terminating.set()
+
+    def forget(self, uid: str) -> None:
+        run = self._pods.pop(uid, None)
+        if run is not None:
+            run.terminating.set()
+            self._kill_now(run)
+            if run.task is not None:
+                run.task.cancel()
+            self._cleanup_dir(run)
+
+    def stop(self, uid: str) -> None:
+        self.forget(uid)
+
+    async def shutdown(self) -> None:
+        runs = list(self._pods.values())
+        self._pods.clear()
+        for run in runs:
+            self._kill_now(run)
+            if run.task is not None:
+                run.task.cancel()
+        for run in runs:
+            if run.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await run.task
+            for process in run.processes.values():
+                with contextlib.suppress(ProcessLookupError):
+                    await process.wait()
+            self._cleanup_dir(run)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _pod(self, run: _ProcessPod) -> JsonObject | None:
+        pod = self.registry.find(self.kubelet.pods, run.namespace, run.name)
+        if pod is None or pod["metadata"]["uid"] != run.uid:
+            return None
+        return pod
+
+    def _publish(self, run: _ProcessPod, *, phase: str | None = None) -> None:
+        pod = self._pod(run)
+        if pod is None:
+            return
+        host_ip = self.kubelet.node_ip(pod["spec"].get("nodeName", ""))
+        pod_ip = self.kubelet.pod_ip(run.uid)
+        at = rfc3339()
+        states = list(run.states.values())
+
+        def write(new: JsonObject) -> None:
+            render_status(
+                new, states, host_ip=host_ip, pod_ip=pod_ip, start_time=run.start_time or at, at=at
+            )
+            if phase is not None:
+                new["status"]["phase"] = phase
+
+        self.registry.mutate(self.kubelet.pods, run.namespace, run.name, write)
+
+    def _working_dir(self, run: _ProcessPod, container: JsonObject) -> Path:
+        wanted = container.get("workingDir")
+        if wanted and Path(wanted).is_dir():
+            return Path(wanted)
+        if run.work_dir is None:
+            if self._root is None:
+                base = self.kubelet.cluster.config.work_dir
+                if base is not None:
+                    base.mkdir(parents=True, exist_ok=True)
+                self._root = Path(tempfile.mkdtemp(prefix="kubesim-pods-", dir=base))
+            run.work_dir = self._root / f"{run.namespace}_{run.name}_{run.uid[:8]}"
+            run.work_dir.mkdir(parents=True, exist_ok=True)
+        return run.work_dir
+
+    def _cleanup_dir(self, run: _ProcessPod) -> None:
+        if run.work_dir is not None:
+            shutil.rmtree(run.work_dir, ignore_errors=True)
+            run.work_dir = None
+
+    async def _run_pod(self, run: _ProcessPod) -> None:
+        pod = self._pod(run)
+        if pod is None:
+            return
+        spec = pod.get("spec", {})
+        run.start_time = rfc3339()
+        init_specs = spec.get("initContainers") or []
+        main_specs = spec.get("containers") or []
+        for container in init_specs:
+            run.states[container["name"]] = ContainerState(
+                container["name"], container.get("image", ""), init=True
+            )
+        for container in main_specs:
+            run.states[container["name"]] = ContainerState(
+                container["name"], container.get("image", "")
+            )
+        self._publish(run)
+        policy = spec.get("restartPolicy", "Always")
+        for container in init_specs:
+            ok = await self._supervise(
+                run, pod, container, "OnFailure" if policy != "Never" else "Never"
+            )
+            if not ok:
+                self._publish(run)
+                await self._finish(run)
+                return
+        await asyncio.gather(*(self._supervise(run, pod, c, policy) for c in main_specs))
+        await self._finish(run)
+
+    async def _finish(self, run: _ProcessPod) -> None:
+        """After the containers stopped: wait for deletion (if any) and remove the pod."""
+        await run.terminating.wait()
+        pod = self._pod(run)
+        if pod is None:
+            return
+        if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            self._publish(run, phase="Failed")
+        meta = pod["metadata"]
+        with contextlib.suppress(KubeSimError):
+            self.registry.delete(
+                self.kubelet.pods,
+                meta["namespace"],
+                meta["name"],
+                DeleteOptions(grace_period_seconds=0),
+            )
+
+    async def _supervise(
+        self, run: _ProcessPod, pod: JsonObject, container: JsonObject, policy: str
+    ) -> bool:
+        """Run one container until it no longer needs restarting; True if it exited 0."""
+        state = run.states[container["name"]]
+        backoff = 1.0
+        while True:
+            exit_code = await self._run_once(run, pod, container, state)
+            self._publish(run)
+            if run.terminating.is_set():
+                return exit_code == 0
+            if not (policy == "Always" or (policy == "OnFailure" and exit_code != 0)):
+                return exit_code == 0
+            try:
+                await asyncio.wait_for(run.terminating.wait(), backoff)
+                return exit_code == 0
+            except TimeoutError:
+                pass
+            backoff = min(_MAX_BACKOFF, backoff * 2)
+            state.restart()
+
+    async def _run_once(
+        self, run: _ProcessPod, pod: JsonObject, container: JsonObject, state: ContainerState
+    ) -> int:
+        name = container["name"]
+        log = self.kubelet.cluster.logs.open(run.uid, name)
+        current = self._pod(run) or pod
+        node = self.kubelet.node(current["spec"].get("nodeName", ""))
+        env = container_env(
+            self.registry, current, container, node=node, api_port=self.kubelet.cluster.port
+        )
+        argv = [
+            expand(str(a), env)
+            for a in (container.get("command") or []) + (container.get("args") or [])
+        ]
+        state.container_id = f"kubesim://{run.uid[:8]}-{name}-{state.restart_count}"
+        state.started_at = rfc3339()
+        if not argv:
+            return self._start_failed(
+                state, log, "no command or args: the process runtime ignores images"
+            )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                cwd=self._working_dir(run, container),
+                start_new_session=True,
+            )
+        except OSError as error:
+            return self._start_failed(state, log, f"failed to start {argv[0]!r}: {error}")
+        run.processes[name] = process
+        state.state, state.reason = "running", ""
+        self._publish(run)
+        killer = asyncio.get_running_loop().create_task(self._kill_on_termination(run, process))
+        try:
+            assert process.stdout is not None
+            async for line in process.stdout:
+                log.append(line)
+            code = await process.wait()
+        finally:
+            killer.cancel()
+            run.processes.pop(name, None)
+            log.finish()
+        exit_code = code if code >= 0 else 128 - code
+        state.state, state.finished_at, state.exit_code = "terminated", rfc3339(), exit_code
+        state.reason = "Completed" if exit_code == 0 else "Error"
+        return exit_code
+
+    @staticmethod
+    def _start_failed(state: ContainerState, log: object, message: str) -> int:
+        state.state, state.reason, state.message = "terminated", "StartError", message
+        state.exit_code, state.finished_at = 128, rfc3339()
+        finish = getattr(log, "finish", None)
+        if finish is not None:
+            finish()
+        return 128
+
+    async def _kill_on_termination(
+        self, run: _ProcessPod, process: asyncio.subprocess.Process
+    ) -> None:
+        await run.terminating.wait()
+        _signal_group(process, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), run.grace_seconds)
+        except TimeoutError:
+            _signal_group(process, signal.SIGKILL)
+
+    def _kill_now(self, run: _ProcessPod) -> None:
+        for process in run.processes.values():
+            _signal_group(process, signal.SIGKILL)
+
+
+def _signal_group(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
