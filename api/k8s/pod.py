@@ -770,8 +770,7 @@ def pod_spec_errors(path: Path, spec: PodSpec) -> Iterator[FieldError]:
                         name,
                         [*POD_LEVEL_RESOURCES, "hugepages-*"],
                     )
-    for key, value in spec.node_selector.items():
-        yield from label_map_errors(path.child("nodeSelector"), {key: value})
+    yield from label_map_errors(path.child("nodeSelector"), spec.node_selector)
     for i, toleration in enumerate(spec.tolerations):
         yield from toleration.errors(path.child("tolerations").index(i))
     if spec.affinity is not None:

@@ -420,6 +420,21 @@ def _pod_set_errors(path: Path, pod_set: PodSet) -> Iterator[FieldError]:
                 f"must be less than or equal to count ({pod_set.count})",
             )
     tpath = path.child("template")
+    meta = pod_set.template.metadata
+    for field_name, value in (
+        ("name", meta.name),
+        ("generateName", meta.generate_name),
+        ("namespace", meta.namespace),
+        ("uid", meta.uid),
+        ("resourceVersion", meta.resource_version),
+        ("finalizers", meta.finalizers),
+        ("ownerReferences", meta.owner_references),
+    ):
+        if value:
+            yield FieldError.forbidden(
+                tpath.child("metadata", field_name),
+                "only labels and annotations may be set in a pod set template's metadata",
+            )
     yield from pod_template_errors(tpath, pod_set.template)
     spec = pod_set.template.spec
     for field, containers in (

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.quantity import Quantity
 from api.v1alpha1.workload import Workload, WorkloadConditionType
@@ -122,6 +126,15 @@ def test_unknown_pod_template_fields_are_rejected() -> None:
     assert errors_of(body) == [
         f"{PS}[0].template.spec.containers[0].imagePullPolicyy: Unknown field: "
         "this field is not part of the schema"
+    ]
+
+
+def test_a_pod_set_template_carries_only_labels_and_annotations() -> None:
+    body = workload()
+    body["spec"]["podSets"][0]["template"]["metadata"] = {"name": "x", "labels": {"a": "b"}}
+    assert errors_of(body) == [
+        f"{PS}[0].template.metadata.name: Forbidden: only labels and annotations may be set in "
+        "a pod set template's metadata"
     ]
 
 
@@ -520,3 +533,29 @@ def test_a_workload_round_trips_through_its_wire_form() -> None:
     wl = decoded(body)
     again = decoded(wl.to_wire())
     assert again == wl
+
+
+# --- property -------------------------------------------------------------------------------
+
+names = st.from_regex(r"\A[a-z][a-z0-9]{0,10}\Z")
+quantities = st.integers(min_value=0, max_value=10**6).map(lambda m: f"{m}m")
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> dict[str, Any]:
+    pod_set_names = draw(st.lists(names, min_size=1, max_size=4, unique=True))
+    sets = []
+    for name in pod_set_names:
+        count = draw(st.integers(min_value=0, max_value=64))
+        requests = draw(st.dictionaries(st.sampled_from(["cpu", "memory"]), quantities))
+        sets.append(
+            pod_set(name, count, template={"spec": {"containers": [container(requests=requests)]}})
+        )
+    return workload(*sets, active=draw(st.booleans()), priority=draw(st.integers(-10, 10)))
+
+
+@given(workloads())
+def test_workloads_round_trip_through_the_wire_form(body: dict[str, Any]) -> None:
+    wl = decoded(body)
+    assert decoded(wl.to_wire()) == wl
+    assert decoded(json.loads(json.dumps(wl.to_wire()))) == wl
