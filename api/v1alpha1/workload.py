@@ -61,6 +61,7 @@ __all__ = [
     "WorkloadConditionType",
     "WorkloadSpec",
     "WorkloadStatus",
+    "workload_update_errors",
 ]
 
 DEFAULT_POD_SET_NAME = "main"
@@ -770,3 +771,70 @@ def _is_condition_reason(reason: str) -> bool:
         and all(ch in _REASON_CHARS for ch in reason)
         and (reason[-1].isalnum() or reason[-1] == "_")
     )
+
+
+# --- updates --------------------------------------------------------------------------------
+
+_IMMUTABLE = "field is immutable"
+
+
+def workload_update_errors(new: Workload, old: Workload) -> list[FieldError]:
+    """Kueue's update rules: what may not change once quota is reserved or a cluster is bound.
+
+    The hub calls this on every write of an existing Workload, after `new.semantic_errors()`.
+    """
+    errors: list[FieldError] = []
+    reserved = old.is_condition_true(WorkloadConditionType.QUOTA_RESERVED)
+    spec = Path("spec")
+    if reserved:
+        if new.spec.pod_sets != old.spec.pod_sets:
+            errors.append(
+                FieldError.invalid(
+                    spec.child("podSets"), "", f"{_IMMUTABLE} while quota is reserved"
+                )
+            )
+        for field_name, before, after in (
+            ("queueName", old.spec.queue_name, new.spec.queue_name),
+            ("priorityClassName", old.spec.priority_class_name, new.spec.priority_class_name),
+            ("priorityClassSource", old.spec.priority_class_source, new.spec.priority_class_source),
+        ):
+            if before != after:
+                errors.append(
+                    FieldError.invalid(
+                        spec.child(field_name), after or "", f"{_IMMUTABLE} while quota is reserved"
+                    )
+                )
+    old_status = old.status or WorkloadStatus()
+    new_status = new.status or WorkloadStatus()
+    status = Path("status")
+    if (
+        old_status.cluster_name is not None
+        and new_status.cluster_name is not None
+        and old_status.cluster_name != new_status.cluster_name
+    ):
+        errors.append(
+            FieldError.invalid(
+                status.child("clusterName"),
+                new_status.cluster_name,
+                "clusterName is immutable once set",
+            )
+        )
+    if (
+        old_status.admission is not None
+        and new_status.admission is not None
+        and old_status.admission != new_status.admission
+    ):
+        # Admission may be set (quota reserved) or cleared (evicted), never edited in place.
+        errors.append(FieldError.invalid(status.child("admission"), "", _IMMUTABLE))
+    if reserved and new.is_condition_true(WorkloadConditionType.QUOTA_RESERVED):
+        before_counts = {rp.name: rp.count for rp in old_status.reclaimable_pods}
+        for i, rp in enumerate(new_status.reclaimable_pods):
+            if rp.count < before_counts.get(rp.name, 0):
+                errors.append(
+                    FieldError.invalid(
+                        status.child("reclaimablePods").index(i).child("count"),
+                        rp.count,
+                        f"cannot be less than {before_counts[rp.name]}",
+                    )
+                )
+    return errors
