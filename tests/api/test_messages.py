@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.quantity import Quantity
@@ -253,3 +255,57 @@ def test_log_open_since_and_since_seconds_are_exclusive() -> None:
     assert [str(e) for e in Envelope.wrap(payload, seq=1).semantic_errors()] == [
         "payload.sinceSeconds: Forbidden: may not be set together with since"
     ]
+
+
+# --- property -------------------------------------------------------------------------------
+
+keys = st.from_regex(r"\A[a-z][a-z0-9-]{0,8}[a-z0-9]/[a-z][a-z0-9.-]{0,8}[a-z0-9]\Z")
+times = st.datetimes(timezones=st.just(UTC))
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> Payload:
+    kind = draw(st.sampled_from(["log", "status", "withdraw"]))
+    if kind == "log":
+        return LogData(
+            stream_id=draw(st.text(max_size=8)),
+            workload=draw(keys),
+            cluster="c",
+            pod=draw(st.text(max_size=8)),
+            container="main",
+            lines=draw(
+                st.lists(
+                    st.builds(LogLine, timestamp=st.none() | times, text=st.text(max_size=40)),
+                    max_size=5,
+                )
+            ),
+            dropped=draw(st.integers(min_value=0, max_value=10**6)),
+            eof=draw(st.booleans()),
+        )
+    if kind == "status":
+        return WorkloadStatusReport(
+            workload=draw(keys),
+            generation=draw(st.integers(min_value=1, max_value=2**40)),
+            phase=draw(st.sampled_from(list(WorkloadPhase))),
+            observed_at=draw(st.none() | times),
+            pods=PodCounts(running=draw(st.integers(0, 1000)), failed=draw(st.integers(0, 1000))),
+            exits=[
+                ContainerExit(
+                    pod="p", container="c", exit_code=draw(st.integers(-255, 255)), reason="R"
+                )
+            ],
+            pending_reason=draw(st.none() | st.text(max_size=20)),
+        )
+    return Withdraw(
+        workload=draw(keys),
+        generation=draw(st.integers(min_value=1, max_value=2**40)),
+        reason=draw(st.text(max_size=20)),
+    )
+
+
+@given(payloads(), st.integers(min_value=0, max_value=2**53), st.none() | st.integers(0, 2**53))
+def test_random_messages_round_trip_through_json(
+    payload: Payload, seq: int, ack: int | None
+) -> None:
+    envelope = Envelope.wrap(payload, seq=seq, ack=ack)
+    assert Envelope.decode(envelope.to_json()) == envelope
