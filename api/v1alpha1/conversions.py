@@ -177,6 +177,14 @@ def workload_name(kind: str, name: str) -> str:
     return f"{base[: MAX_NAME_LENGTH - 9].rstrip('-.')}-{digest}"
 
 
+def _name_for(kind: str, source: Object) -> str:
+    """The Workload's name, or its generateName prefix when the source only has one."""
+    meta = source.metadata
+    if meta.name:
+        return workload_name(kind, meta.name)
+    return workload_name(kind, meta.generate_name or "")
+
+
 def _topology_request(
     build: _Build, ps: _PodSetSource, workload_path: str
 ) -> PodSetTopologyRequest | None:
@@ -307,7 +315,8 @@ def _build_workload(
         )
     workload = Workload(
         metadata=ObjectMeta(
-            name=name,
+            name=name if source.metadata.name else "",
+            generate_name=None if source.metadata.name else name,
             namespace=source.metadata.namespace,
             annotations=annotations,
             owner_references=owners,
@@ -374,7 +383,7 @@ def workload_from_job(job: Job, *, priority_classes: Mapping[str, int] | None = 
         [pod_set],
         Path("spec"),
         priority_classes,
-        workload_name("Job", job.metadata.name),
+        _name_for("Job", job),
     )
 
 
@@ -410,7 +419,7 @@ def workload_from_jobset(
         pod_sets,
         rpath,
         priority_classes,
-        workload_name("JobSet", js.metadata.name),
+        _name_for("JobSet", js),
     )
 
 
@@ -511,7 +520,7 @@ def workload_from_pods(
             [single],
             items,
             priority_classes,
-            workload_name("Pod", first.metadata.name),
+            _name_for("Pod", first),
         )
     total: int | None = None
     roles: dict[str, list[int]] = {}

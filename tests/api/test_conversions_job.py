@@ -252,3 +252,9 @@ def test_to_workload_dispatches_on_the_kind() -> None:
     wl = to_workload(job())
     assert wl.metadata.name == "job-sweep"
     assert to_workload(wl) is wl
+
+
+def test_a_job_with_only_a_generate_name_gets_a_generated_workload_name() -> None:
+    j = job(metadata__name=None, metadata__generateName="sweep-")
+    wl = workload_from_job(j)
+    assert (wl.metadata.name, wl.metadata.generate_name) == ("", "job-sweep-")
