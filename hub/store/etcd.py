@@ -34,7 +34,6 @@ import contextlib
 import functools
 import json
 import logging
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -541,10 +540,13 @@ class EtcdElection:
 
     async def campaign(self, candidate: str) -> Leadership:
         store = self._store
+        loop = asyncio.get_running_loop()
+        granted_at = loop.time()
         lease_id, ttl = await store._lease_grant(self._ttl)
         lost = asyncio.Event()
-        self._keepalive = asyncio.get_running_loop().create_task(
-            self._keep_alive(lease_id, ttl, lost), name=f"etcd-lease:{lease_id:x}"
+        self._keepalive = loop.create_task(
+            self._keep_alive(lease_id, ttl=ttl, granted_at=granted_at, lost=lost),
+            name=f"etcd-lease:{lease_id:x}",
         )
         key = f"{self._prefix}{lease_id:x}"
         self._key = key
@@ -669,22 +671,27 @@ class EtcdElection:
         with contextlib.suppress(StoreError):
             await self._store._lease_revoke(lease_id)  # deletes our key with the lease
 
-    async def _keep_alive(self, lease_id: int, ttl: int, lost: asyncio.Event) -> None:
+    async def _keep_alive(
+        self, lease_id: int, *, ttl: int, granted_at: float, lost: asyncio.Event
+    ) -> None:
+        loop = asyncio.get_running_loop()
         interval = ttl / 3
         # Until `deadline` the lease is certainly alive on the server: it was granted or
-        # refreshed no earlier than when we sent the request.
-        deadline = time.monotonic() + ttl
+        # refreshed no earlier than when we sent that request. Past it we cannot know, so
+        # leadership is declared lost even if etcd merely stopped answering.
+        deadline = granted_at + ttl
         while not lost.is_set():
-            await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
-            if time.monotonic() >= deadline:
-                log.warning("lease %x: no refresh confirmed within %ds", lease_id, ttl)
+            await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+            sent = loop.time()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    remaining = await self._store._lease_keepalive(lease_id)
+            except TimeoutError:
+                log.warning("lease %x: no refresh confirmed within its %ds TTL", lease_id, ttl)
                 lost.set()
                 return
-            sent = time.monotonic()
-            try:
-                remaining = await self._store._lease_keepalive(lease_id)
             except StoreError as exc:
-                log.warning("lease %x: refresh failed: %s", lease_id, exc)
+                log.warning("lease %x: refresh failed, will retry: %s", lease_id, exc)
                 continue
             if remaining <= 0:
                 log.warning("lease %x expired", lease_id)

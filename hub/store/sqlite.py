@@ -497,6 +497,21 @@ class SqliteStore:
         return await future
 
     async def _write_loop(self) -> None:
+        try:
+            await self._write_batches()
+        except Exception:
+            # A bug, not a disk error (those fail their batch): refuse further writes rather
+            # than leave callers waiting forever.
+            log.exception("store writer task crashed; the store is closed")
+            self._closing = True
+            for pending in self._queue:
+                if not pending.future.done():
+                    pending.future.set_exception(Unavailable("store writer crashed"))
+            self._queue.clear()
+            for watcher in tuple(self._watchers):
+                watcher.fail(Unavailable("store writer crashed"))
+
+    async def _write_batches(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await self._has_work.wait()

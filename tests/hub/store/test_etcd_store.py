@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -114,6 +115,9 @@ async def test_observers_see_every_change_of_leader(
         await a.campaign("hub-a")
         seen.append(await asyncio.wait_for(anext(leaders), 2))
         b_campaign = asyncio.create_task(b.campaign("hub-b"))
+        async with asyncio.timeout(2):
+            while len((await b._candidates())[0]) < 2:  # noqa: ASYNC110  (b queues behind a)
+                await asyncio.sleep(0.01)
         await a.resign()
         seen.append(await asyncio.wait_for(anext(leaders), 2))
         await b_campaign
@@ -135,3 +139,26 @@ async def test_an_unreachable_etcd_raises_unavailable() -> None:
             await store.create("/x/a", {})
     finally:
         await store.close()
+
+
+@pytest.mark.slow
+async def test_a_watch_ends_with_unavailable_when_etcd_dies(tmp_path: Path) -> None:
+    server = await asyncio.to_thread(LocalEtcd.start, tmp_path / "etcd")
+    try:
+        store = await connect_etcd(server, request_timeout=1)
+        start = await store.current_revision()
+        async with store.watch("/w/", since=start) as events:
+            await store.create("/w/a", {})
+            async with asyncio.timeout(5):
+                assert (await anext(events)).key == "/w/a"
+
+            await asyncio.to_thread(server.kill)
+
+            with pytest.raises(Unavailable):
+                async with asyncio.timeout(10):
+                    await anext(events)
+        with pytest.raises(Unavailable):
+            await store.list("/w/")
+        await store.close()
+    finally:
+        await asyncio.to_thread(server.stop)
