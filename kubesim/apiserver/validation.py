@@ -118,7 +118,7 @@ class _Walker:
             if not isinstance(value, list):
                 raise self.type_error(path, value, "[]" + type_name[5:-1])
             inner = type_name[5:-1]
-            return [self.walk(item, inner, path) for item in value]
+            return [self.walk(item, inner, f"{path}[{i}]") for i, item in enumerate(value)]
         if type_name.startswith("dict("):
             if not isinstance(value, dict):
                 raise self.type_error(path, value, "map")

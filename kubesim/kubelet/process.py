@@ -6,7 +6,8 @@ workingDir when it exists on this machine or else a per-pod temporary directory,
 session so the whole process group can be signalled. stdout and stderr are merged into the
 container log line by line. Init containers run one after another first; then all containers
 run together. restartPolicy is honoured with a doubling back-off (1 s to 10 s). Deleting the
-pod sends SIGTERM to each process group, waits the grace period, then SIGKILLs, reports the
+pod sends SIGTERM to each main process, waits the grace period, then SIGKILLs its process
+group, reports the
 exit codes (143 / 137) and removes the pod. Used by `kubesim.kubelet.agent`; every child is
 killed on `shutdown`.
 """
@@ -88,6 +89,7 @@ class ProcessRuntime:
     async def shutdown(self) -> None:
         runs = list(self._pods.values())
         self._pods.clear()
+        processes = [p for run in runs for p in run.processes.values()]
         for run in runs:
             self._kill_now(run)
             if run.task is not None:
@@ -96,10 +98,10 @@ class ProcessRuntime:
             if run.task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await run.task
-            for process in run.processes.values():
-                with contextlib.suppress(ProcessLookupError):
-                    await process.wait()
             self._cleanup_dir(run)
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                await process.wait()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
@@ -279,7 +281,10 @@ class ProcessRuntime:
         self, run: _ProcessPod, process: asyncio.subprocess.Process
     ) -> None:
         await run.terminating.wait()
-        _signal_group(process, signal.SIGTERM)
+        # Like a container runtime: SIGTERM to the main process only, SIGKILL to all of it.
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(process.wait(), run.grace_seconds)
         except TimeoutError:
