@@ -20,11 +20,10 @@ from pydantic import Field
 
 from api.errors import FieldError, Path
 from api.k8s.core import LabelSelector
-from api.k8s.pod import PodTemplateSpec, pod_template_errors
+from api.k8s.pod import CompactModel, PodTemplateSpec, pod_template_errors
 from api.meta import (
     Object,
     ObjectMeta,
-    StrictModel,
     dns1123_subdomain_errors,
     label_key_errors,
     label_map_errors,
@@ -66,37 +65,37 @@ _INDEX_INTERVALS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 CompletionMode = Literal["NonIndexed", "Indexed"]
 
 
-class PodFailurePolicyOnExitCodesRequirement(StrictModel):
+class PodFailurePolicyOnExitCodesRequirement(CompactModel):
     container_name: str | None = None
     operator: Literal["In", "NotIn"]
     values: list[int]
 
 
-class PodFailurePolicyOnPodConditionsPattern(StrictModel):
+class PodFailurePolicyOnPodConditionsPattern(CompactModel):
     type: str
     status: Literal["True", "False", "Unknown"] = "True"
 
 
-class PodFailurePolicyRule(StrictModel):
+class PodFailurePolicyRule(CompactModel):
     action: Literal["FailJob", "FailIndex", "Ignore", "Count"]
     on_exit_codes: PodFailurePolicyOnExitCodesRequirement | None = None
     on_pod_conditions: list[PodFailurePolicyOnPodConditionsPattern] | None = None
 
 
-class PodFailurePolicy(StrictModel):
+class PodFailurePolicy(CompactModel):
     rules: list[PodFailurePolicyRule]
 
 
-class SuccessPolicyRule(StrictModel):
+class SuccessPolicyRule(CompactModel):
     succeeded_indexes: str | None = None
     succeeded_count: int | None = None
 
 
-class SuccessPolicy(StrictModel):
+class SuccessPolicy(CompactModel):
     rules: list[SuccessPolicyRule]
 
 
-class JobSpec(StrictModel):
+class JobSpec(CompactModel):
     parallelism: int | None = None
     completions: int | None = None
     completion_mode: CompletionMode | None = None
@@ -123,12 +122,12 @@ class JobSpec(StrictModel):
         return pods_count(self)
 
 
-class JobTemplateSpec(StrictModel):
+class JobTemplateSpec(CompactModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: JobSpec
 
 
-class JobCondition(StrictModel):
+class JobCondition(CompactModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str | None = None
@@ -137,12 +136,12 @@ class JobCondition(StrictModel):
     last_transition_time: datetime | None = None
 
 
-class UncountedTerminatedPods(StrictModel):
+class UncountedTerminatedPods(CompactModel):
     succeeded: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
 
 
-class JobStatus(StrictModel):
+class JobStatus(CompactModel):
     conditions: list[JobCondition] = Field(default_factory=list)
     start_time: datetime | None = None
     completion_time: datetime | None = None

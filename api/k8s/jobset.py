@@ -20,10 +20,10 @@ from pydantic import Field
 
 from api.errors import FieldError, Path
 from api.k8s.batch import JobTemplateSpec, job_template_errors, pods_count
+from api.k8s.pod import CompactModel
 from api.meta import (
     Condition,
     Object,
-    StrictModel,
     dns1123_label_errors,
     dns1123_subdomain_errors,
     find_duplicates,
@@ -83,14 +83,14 @@ FailurePolicyAction = Literal[
 JOB_RESTART_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")
 
 
-class DependsOn(StrictModel):
+class DependsOn(CompactModel):
     """Start this replicated job once `name` is Ready (all Jobs ready) or Complete."""
 
     name: str
     status: Literal["Ready", "Complete"]
 
 
-class ReplicatedJob(StrictModel):
+class ReplicatedJob(CompactModel):
     name: str
     group_name: str = "default"
     replicas: int = 1
@@ -101,18 +101,18 @@ class ReplicatedJob(StrictModel):
         return pods_count(self.template.spec)
 
 
-class Network(StrictModel):
+class Network(CompactModel):
     enable_dns_hostnames: bool | None = Field(default=None, alias="enableDNSHostnames")
     subdomain: str | None = None
     publish_not_ready_addresses: bool | None = None
 
 
-class SuccessPolicy(StrictModel):
+class SuccessPolicy(CompactModel):
     operator: Literal["All", "Any"] = "All"
     target_replicated_jobs: list[str] = Field(default_factory=list)
 
 
-class FailurePolicyRule(StrictModel):
+class FailurePolicyRule(CompactModel):
     name: str = ""
     action: FailurePolicyAction
     on_job_failure_reasons: list[str] = Field(default_factory=list)
@@ -120,17 +120,17 @@ class FailurePolicyRule(StrictModel):
     target_replicated_jobs: list[str] = Field(default_factory=list)
 
 
-class FailurePolicy(StrictModel):
+class FailurePolicy(CompactModel):
     max_restarts: int = 0
     restart_strategy: Literal["Recreate", "BlockingRecreate", "InPlaceRestart"] = "Recreate"
     rules: list[FailurePolicyRule] = Field(default_factory=list)
 
 
-class StartupPolicy(StrictModel):
+class StartupPolicy(CompactModel):
     startup_policy_order: Literal["AnyOrder", "InOrder"] = "AnyOrder"
 
 
-class Coordinator(StrictModel):
+class Coordinator(CompactModel):
     """The pod whose stable DNS name every pod gets as `jobset.sigs.k8s.io/coordinator`."""
 
     replicated_job: str
@@ -138,17 +138,17 @@ class Coordinator(StrictModel):
     pod_index: int = 0
 
 
-class _RetentionPolicy(StrictModel):
+class _RetentionPolicy(CompactModel):
     when_deleted: Literal["Delete", "Retain"] | None = None
 
 
-class VolumeClaimPolicy(StrictModel):
+class VolumeClaimPolicy(CompactModel):
     # PersistentVolumeClaim templates pass through to the JobSet controller untouched.
     templates: list[dict[str, Any]] = Field(default_factory=list)
     retention_policy: _RetentionPolicy | None = None
 
 
-class JobSetSpec(StrictModel):
+class JobSetSpec(CompactModel):
     replicated_jobs: list[ReplicatedJob] = Field(default_factory=list)
     network: Network | None = None
     success_policy: SuccessPolicy | None = None
@@ -161,7 +161,7 @@ class JobSetSpec(StrictModel):
     volume_claim_policies: list[VolumeClaimPolicy] = Field(default_factory=list)
 
 
-class ReplicatedJobStatus(StrictModel):
+class ReplicatedJobStatus(CompactModel):
     name: str
     ready: int = 0
     succeeded: int = 0
@@ -172,7 +172,7 @@ class ReplicatedJobStatus(StrictModel):
     job_restarts_count_towards_max: list[int] = Field(default_factory=list)
 
 
-class JobSetStatus(StrictModel):
+class JobSetStatus(CompactModel):
     conditions: list[Condition] = Field(default_factory=list)
     restarts: int = 0
     restarts_count_towards_max: int = 0

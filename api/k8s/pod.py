@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from api.errors import FieldError, Path
 from api.k8s.core import LabelSelector, Toleration
@@ -34,6 +34,7 @@ from api.quantity import Quantity
 
 __all__ = [
     "Affinity",
+    "CompactModel",
     "ConfigMapKeySelector",
     "Container",
     "ContainerPort",
@@ -82,6 +83,32 @@ SIDECAR_RESTART_POLICY = "Always"
 POD_LEVEL_RESOURCES = ("cpu", "memory")
 POD_LEVEL_RESOURCE_PREFIX = "hugepages-"
 
+
+class CompactModel(StrictModel):
+    """A StrictModel whose wire form omits empty lists and maps that are empty by default.
+
+    Pod specs have dozens of list fields; writing `volumes: []` and `env: []` everywhere
+    would bury what the user wrote (in qctl output and in the objects agents create).
+    Empty values that mean something (`emptyDir: {}`, a None-defaulted field) are kept, and
+    decoding the compact form gives back an equal object.
+    """
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_defaults(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for name, field in type(self).model_fields.items():
+            if field.default_factory not in (list, dict):
+                continue
+            key = field.alias if info.by_alias and field.alias else name
+            if key in data and data[key] in ([], {}):
+                del data[key]
+        return data
+
+
 Opaque = dict[str, Any]
 """A nested core/v1 structure MultiQ passes through without interpreting it."""
 
@@ -89,14 +116,14 @@ Opaque = dict[str, Any]
 # --- resources ------------------------------------------------------------------------------
 
 
-class ResourceClaim(StrictModel):
+class ResourceClaim(CompactModel):
     """A container's use of one of the pod's dynamic resource claims (DRA)."""
 
     name: str
     request: str | None = None
 
 
-class ResourceRequirements(StrictModel):
+class ResourceRequirements(CompactModel):
     requests: ResourceList = Field(default_factory=dict)
     limits: ResourceList = Field(default_factory=dict)
     claims: list[ResourceClaim] = Field(default_factory=list)
@@ -109,7 +136,7 @@ class ResourceRequirements(StrictModel):
         return out
 
 
-class ContainerResizePolicy(StrictModel):
+class ContainerResizePolicy(CompactModel):
     resource_name: str
     restart_policy: Literal["NotRequired", "RestartContainer"]
 
@@ -117,30 +144,30 @@ class ContainerResizePolicy(StrictModel):
 # --- environment ----------------------------------------------------------------------------
 
 
-class ConfigMapKeySelector(StrictModel):
+class ConfigMapKeySelector(CompactModel):
     name: str = ""
     key: str
     optional: bool | None = None
 
 
-class SecretKeySelector(StrictModel):
+class SecretKeySelector(CompactModel):
     name: str = ""
     key: str
     optional: bool | None = None
 
 
-class ObjectFieldSelector(StrictModel):
+class ObjectFieldSelector(CompactModel):
     api_version: str | None = None
     field_path: str
 
 
-class ResourceFieldSelector(StrictModel):
+class ResourceFieldSelector(CompactModel):
     container_name: str | None = None
     resource: str
     divisor: Quantity | None = None
 
 
-class EnvVarSource(StrictModel):
+class EnvVarSource(CompactModel):
     config_map_key_ref: ConfigMapKeySelector | None = None
     secret_key_ref: SecretKeySelector | None = None
     field_ref: ObjectFieldSelector | None = None
@@ -161,18 +188,18 @@ class EnvVarSource(StrictModel):
         ]
 
 
-class EnvVar(StrictModel):
+class EnvVar(CompactModel):
     name: str
     value: str | None = None
     value_from: EnvVarSource | None = None
 
 
-class _EnvFromRef(StrictModel):
+class _EnvFromRef(CompactModel):
     name: str = ""
     optional: bool | None = None
 
 
-class EnvFromSource(StrictModel):
+class EnvFromSource(CompactModel):
     prefix: str | None = None
     config_map_ref: _EnvFromRef | None = None
     secret_ref: _EnvFromRef | None = None
@@ -181,7 +208,7 @@ class EnvFromSource(StrictModel):
 # --- containers -----------------------------------------------------------------------------
 
 
-class ContainerPort(StrictModel):
+class ContainerPort(CompactModel):
     container_port: int
     name: str | None = None
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
@@ -189,7 +216,7 @@ class ContainerPort(StrictModel):
     host_ip: str | None = Field(default=None, alias="hostIP")
 
 
-class VolumeMount(StrictModel):
+class VolumeMount(CompactModel):
     name: str
     mount_path: str
     sub_path: str | None = None
@@ -199,12 +226,12 @@ class VolumeMount(StrictModel):
     mount_propagation: Literal["None", "HostToContainer", "Bidirectional"] | None = None
 
 
-class VolumeDevice(StrictModel):
+class VolumeDevice(CompactModel):
     name: str
     device_path: str
 
 
-class Container(StrictModel):
+class Container(CompactModel):
     """core/v1 Container (also used for init containers; ephemeral ones stay opaque)."""
 
     name: str
@@ -242,52 +269,52 @@ class Container(StrictModel):
 # --- volumes --------------------------------------------------------------------------------
 
 
-class _KeyToPath(StrictModel):
+class _KeyToPath(CompactModel):
     key: str
     path: str
     mode: int | None = None
 
 
-class ConfigMapVolumeSource(StrictModel):
+class ConfigMapVolumeSource(CompactModel):
     name: str = ""
     items: list[_KeyToPath] = Field(default_factory=list)
     default_mode: int | None = None
     optional: bool | None = None
 
 
-class SecretVolumeSource(StrictModel):
+class SecretVolumeSource(CompactModel):
     secret_name: str = ""
     items: list[_KeyToPath] = Field(default_factory=list)
     default_mode: int | None = None
     optional: bool | None = None
 
 
-class PersistentVolumeClaimVolumeSource(StrictModel):
+class PersistentVolumeClaimVolumeSource(CompactModel):
     claim_name: str
     read_only: bool | None = None
 
 
-class NFSVolumeSource(StrictModel):
+class NFSVolumeSource(CompactModel):
     server: str
     path: str
     read_only: bool | None = None
 
 
-class EmptyDirVolumeSource(StrictModel):
+class EmptyDirVolumeSource(CompactModel):
     medium: str | None = None
     size_limit: Quantity | None = None
 
 
-class HostPathVolumeSource(StrictModel):
+class HostPathVolumeSource(CompactModel):
     path: str
     type: str | None = None
 
 
-class LocalObjectReference(StrictModel):
+class LocalObjectReference(CompactModel):
     name: str = ""
 
 
-class CSIVolumeSource(StrictModel):
+class CSIVolumeSource(CompactModel):
     driver: str
     read_only: bool | None = None
     fs_type: str | None = None
@@ -295,7 +322,7 @@ class CSIVolumeSource(StrictModel):
     node_publish_secret_ref: LocalObjectReference | None = None
 
 
-class Volume(StrictModel):
+class Volume(CompactModel):
     """A pod volume: a name and exactly one source."""
 
     name: str
@@ -343,7 +370,7 @@ class Volume(StrictModel):
 # --- scheduling -----------------------------------------------------------------------------
 
 
-class NodeSelectorRequirement(StrictModel):
+class NodeSelectorRequirement(CompactModel):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     values: list[str] = Field(default_factory=list)
@@ -389,7 +416,7 @@ class NodeSelectorRequirement(StrictModel):
                 )
 
 
-class NodeSelectorTerm(StrictModel):
+class NodeSelectorTerm(CompactModel):
     match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
     match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
 
@@ -398,7 +425,7 @@ class NodeSelectorTerm(StrictModel):
         return all(req.matches(labels) for req in self.match_expressions)
 
 
-class NodeSelector(StrictModel):
+class NodeSelector(CompactModel):
     node_selector_terms: list[NodeSelectorTerm]
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -409,26 +436,26 @@ class NodeSelector(StrictModel):
         )
 
 
-class PreferredSchedulingTerm(StrictModel):
+class PreferredSchedulingTerm(CompactModel):
     weight: int
     preference: NodeSelectorTerm
 
 
-class NodeAffinity(StrictModel):
+class NodeAffinity(CompactModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
         default_factory=list
     )
 
 
-class Affinity(StrictModel):
+class Affinity(CompactModel):
     node_affinity: NodeAffinity | None = None
     # Inter-pod (anti-)affinity is left to kube-scheduler; MultiQ passes it through.
     pod_affinity: Opaque | None = None
     pod_anti_affinity: Opaque | None = None
 
 
-class TopologySpreadConstraint(StrictModel):
+class TopologySpreadConstraint(CompactModel):
     max_skew: int
     topology_key: str
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
@@ -439,33 +466,33 @@ class TopologySpreadConstraint(StrictModel):
     match_label_keys: list[str] = Field(default_factory=list)
 
 
-class HostAlias(StrictModel):
+class HostAlias(CompactModel):
     ip: str
     hostnames: list[str] = Field(default_factory=list)
 
 
-class PodReadinessGate(StrictModel):
+class PodReadinessGate(CompactModel):
     condition_type: str
 
 
-class PodSchedulingGate(StrictModel):
+class PodSchedulingGate(CompactModel):
     name: str
 
 
-class PodResourceClaim(StrictModel):
+class PodResourceClaim(CompactModel):
     name: str
     resource_claim_name: str | None = None
     resource_claim_template_name: str | None = None
 
 
-class PodOS(StrictModel):
+class PodOS(CompactModel):
     name: Literal["linux", "windows"]
 
 
 # --- pod spec and template ------------------------------------------------------------------
 
 
-class PodSpec(StrictModel):
+class PodSpec(CompactModel):
     """core/v1 PodSpec: every field of Kubernetes 1.34."""
 
     containers: list[Container] = Field(default_factory=list)
@@ -516,7 +543,7 @@ class PodSpec(StrictModel):
         return effective_pod_requests(self)
 
 
-class PodTemplateSpec(StrictModel):
+class PodTemplateSpec(CompactModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodSpec = Field(default_factory=PodSpec)
 

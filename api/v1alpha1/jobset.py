@@ -38,7 +38,8 @@ from api.k8s.jobset import (
     rule_name_errors,
     success_policy_errors,
 )
-from api.meta import Object, StrictModel, dns1123_label_errors, dns1123_subdomain_errors
+from api.k8s.pod import CompactModel
+from api.meta import Object, dns1123_label_errors, dns1123_subdomain_errors
 
 __all__ = [
     "DependsOn",
@@ -55,7 +56,7 @@ MAX_REPLICATED_JOBS = 18  # one Workload pod set per role
 MAX_FAILURE_RULES = 32
 
 
-class JobSetFailureRule(StrictModel):
+class JobSetFailureRule(CompactModel):
     name: str = ""
     action: FailureAction
     on_job_failure_reasons: list[str] = Field(default_factory=list)
@@ -63,14 +64,14 @@ class JobSetFailureRule(StrictModel):
     target_replicated_jobs: list[str] = Field(default_factory=list)
 
 
-class JobSetFailurePolicy(StrictModel):
+class JobSetFailurePolicy(CompactModel):
     """No policy: any failed Job fails the set. Rules: first match wins; none ⇒ RestartJobSet."""
 
     max_restarts: int = 0
     rules: list[JobSetFailureRule] = Field(default_factory=list)
 
 
-class JobSetSpec(StrictModel):
+class JobSetSpec(CompactModel):
     replicated_jobs: list[ReplicatedJob] = Field(default_factory=list)
     network: Network | None = None
     success_policy: SuccessPolicy | None = None

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from api.errors import FieldError, Path
 from api.k8s.pod import (
+    CompactModel,
     PodTemplateSpec,
     ResourceList,
     effective_pod_requests,
@@ -29,7 +30,6 @@ from api.k8s.pod import (
 from api.meta import (
     Condition,
     Object,
-    StrictModel,
     dns1123_label_errors,
     dns1123_subdomain_errors,
     find_duplicates,
@@ -155,14 +155,14 @@ DelayedTopologyRequestState = Literal["Pending", "Ready"]
 # --- spec -----------------------------------------------------------------------------------
 
 
-class PodSetSliceTopologyConstraint(StrictModel):
+class PodSetSliceTopologyConstraint(CompactModel):
     """One layer of a multi-layer slice request: each `size` pods within one `topology` domain."""
 
     topology: str
     size: int
 
 
-class PodSetTopologyRequest(StrictModel):
+class PodSetTopologyRequest(CompactModel):
     """Topology-aware placement wanted by one pod set (filled from pod-template annotations)."""
 
     required: str | None = None
@@ -189,7 +189,7 @@ class PodSetTopologyRequest(StrictModel):
         ]
 
 
-class PodSet(StrictModel):
+class PodSet(CompactModel):
     """A set of identical pods: one template, `count` replicas, optionally `minCount`."""
 
     name: str = DEFAULT_POD_SET_NAME
@@ -207,7 +207,7 @@ class PodSet(StrictModel):
         return scale_resources(self.pod_requests(), self.count if count is None else count)
 
 
-class WorkloadSpec(StrictModel):
+class WorkloadSpec(CompactModel):
     pod_sets: list[PodSet] = Field(default_factory=list)
     queue_name: str = ""
     priority_class_name: str | None = None
@@ -221,7 +221,7 @@ class WorkloadSpec(StrictModel):
 # --- status ---------------------------------------------------------------------------------
 
 
-class TopologyAssignmentSliceLevelValues(StrictModel):
+class TopologyAssignmentSliceLevelValues(CompactModel):
     """Values of one level for the domains of a slice: `roots` (with common affixes) or one
     `universalValue` for all of them — Kueue's compressed form."""
 
@@ -231,7 +231,7 @@ class TopologyAssignmentSliceLevelValues(StrictModel):
     universal_value: str | None = None
 
 
-class TopologyAssignmentSlice(StrictModel):
+class TopologyAssignmentSlice(CompactModel):
     domain_count: int
     values_per_level: list[TopologyAssignmentSliceLevelValues]
     pod_counts: list[int] | None = None
@@ -256,7 +256,7 @@ class TopologyAssignmentSlice(StrictModel):
         ]
 
 
-class TopologyAssignment(StrictModel):
+class TopologyAssignment(CompactModel):
     """Pods per lowest-level topology domain, for the node selectors the agent injects."""
 
     levels: list[str]
@@ -271,7 +271,7 @@ class TopologyAssignment(StrictModel):
         return out
 
 
-class PodSetAssignment(StrictModel):
+class PodSetAssignment(CompactModel):
     name: str = DEFAULT_POD_SET_NAME
     flavors: dict[str, str] = Field(default_factory=dict)
     resource_usage: ResourceList = Field(default_factory=dict)
@@ -280,22 +280,22 @@ class PodSetAssignment(StrictModel):
     delayed_topology_request: DelayedTopologyRequestState | None = None
 
 
-class Admission(StrictModel):
+class Admission(CompactModel):
     cluster_queue: str
     pod_set_assignments: list[PodSetAssignment] = Field(default_factory=list)
 
 
-class RequeueState(StrictModel):
+class RequeueState(CompactModel):
     count: int | None = None
     requeue_at: datetime | None = None
 
 
-class ReclaimablePod(StrictModel):
+class ReclaimablePod(CompactModel):
     name: str
     count: int
 
 
-class ClusterPendingReason(StrictModel):
+class ClusterPendingReason(CompactModel):
     """Why the workload is not (yet) admitted on one member cluster, for `qctl describe`."""
 
     cluster: str
@@ -304,7 +304,7 @@ class ClusterPendingReason(StrictModel):
     last_transition_time: datetime | None = None
 
 
-class WorkloadStatus(StrictModel):
+class WorkloadStatus(CompactModel):
     conditions: list[Condition] = Field(default_factory=list)
     admission: Admission | None = None
     requeue_state: RequeueState | None = None
