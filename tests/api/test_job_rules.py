@@ -428,3 +428,14 @@ def test_a_pod_is_accepted_and_validated() -> None:
         "and 65535, inclusive"
     ]
     assert isinstance(Pod.model_validate(pod), Pod)
+
+
+def test_the_wire_form_omits_empty_lists_but_keeps_meaningful_empty_values() -> None:
+    body = job_body()
+    body["spec"]["template"]["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    wire = Job.model_validate(body).to_wire()
+    pod_spec = wire["spec"]["template"]["spec"]
+    assert pod_spec["volumes"] == [{"name": "scratch", "emptyDir": {}}]
+    assert "initContainers" not in pod_spec
+    assert pod_spec["containers"] == [{"name": "main", "image": "busybox", "resources": {}}]
+    assert Job.model_validate(wire) == Job.model_validate(body)
