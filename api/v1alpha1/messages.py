@@ -304,9 +304,14 @@ class ConfigSync(StrictModel):
 
 
 class DispatchOffer(StrictModel):
+    """Admit and run this workload. `source` is the object the user submitted (a batch/v1 Job
+    or a JobSet, wire form) that the agent creates on admission; None when the user submitted
+    a Workload directly, in which case the agent runs one Indexed Job per pod set."""
+
     type: Literal["DispatchOffer"] = "DispatchOffer"
     workload: Workload
     generation: Generation
+    source: dict[str, Any] | None = None
 
 
 class Withdraw(StrictModel):
