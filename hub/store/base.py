@@ -21,18 +21,21 @@ Errors (the hub maps `http_status` to its own Status replies in one place):
     ├── AlreadyExists     409  create of an existing key
     ├── Conflict          409  expected revision differs; carries the current revision
     ├── Compacted         410  watch history is gone (compaction or a watcher too slow): relist
+    ├── TooLarge          413  an encoded value over MAX_VALUE_BYTES
     └── Unavailable       503  backend unreachable or closed; transient, safe to retry reads
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NewType, Protocol, Self
 
 __all__ = [
+    "MAX_VALUE_BYTES",
     "AlreadyExists",
     "Compacted",
     "Conflict",
@@ -45,8 +48,10 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredObject",
+    "TooLarge",
     "Unavailable",
     "WatchStream",
+    "encode_value",
     "modify",
     "prefix_end",
     "validate_key",
@@ -107,6 +112,15 @@ class Compacted(StoreError):  # noqa: N818
     def __init__(self, message: str, *, revision: Revision) -> None:
         super().__init__(message)
         self.revision = revision  # the revision the watcher asked for or had reached
+
+
+class TooLarge(StoreError):  # noqa: N818
+    http_status = 413
+
+    def __init__(self, key: str, *, size: int) -> None:
+        super().__init__(f"{key}: value of {size} bytes exceeds {MAX_VALUE_BYTES}")
+        self.key = key
+        self.size = size
 
 
 class Unavailable(StoreError):  # noqa: N818
@@ -229,6 +243,21 @@ class Store(Protocol):
 
 
 # --- helpers shared by the implementations and their callers ------------------------------
+
+MAX_VALUE_BYTES = 1024 * 1024
+"""One limit for every store: etcd refuses requests over 1.5 MiB by default, and a value is
+one Kubernetes-shaped object (Kubernetes itself stops near 1.5 MiB per object)."""
+
+
+def encode_value(key: str, value: JsonObject) -> bytes:
+    """The stored form: compact UTF-8 JSON. `TypeError` for non-JSON values, `TooLarge`."""
+    if not isinstance(value, dict):
+        raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
+    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    encoded = data.encode()
+    if len(encoded) > MAX_VALUE_BYTES:
+        raise TooLarge(key, size=len(encoded))
+    return encoded
 
 
 def validate_key(key: str) -> None:

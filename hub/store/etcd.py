@@ -61,6 +61,7 @@ from hub.store.base import (
     StoredObject,
     StoreError,
     Unavailable,
+    encode_value,
     validate_key,
     validate_prefix,
 )
@@ -100,12 +101,6 @@ def _translate(exc: BaseException) -> StoreError:
         error = StoreError(f"etcd error: {exc!r}")
     error.__cause__ = exc
     return error
-
-
-def _encode(value: JsonObject) -> bytes:
-    if not isinstance(value, dict):
-        raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 def _range_end(prefix: bytes) -> bytes:
@@ -252,7 +247,7 @@ class EtcdStore:
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
         validate_key(key)
-        k, data = self._key(key), _encode(value)
+        k, data = self._key(key), encode_value(key, value)
         reply = await self._txn(
             [
                 rpc.Compare(
@@ -273,7 +268,7 @@ class EtcdStore:
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
         validate_key(key)
-        k, data = self._key(key), _encode(value)
+        k, data = self._key(key), encode_value(key, value)
         reply = await self._txn(
             [self._precondition(k, expected)],
             [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data, prev_kv=True))],

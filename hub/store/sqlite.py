@@ -62,6 +62,7 @@ from hub.store.base import (
     StoredObject,
     StoreError,
     Unavailable,
+    encode_value,
     prefix_end,
     validate_key,
     validate_prefix,
@@ -112,12 +113,6 @@ class _Outcome:
     event: Event | None
 
 
-def _encode(value: JsonObject) -> str:
-    if not isinstance(value, dict):
-        raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def _unavailable(cause: Exception) -> Unavailable:
     error = Unavailable(f"store write failed, nothing of it was committed: {cause}")
     error.__cause__ = cause
@@ -138,7 +133,6 @@ class _Writer:
         self.conn.execute("PRAGMA busy_timeout=5000")
         self.conn.executescript(_SCHEMA)
         self.revision, self.floor = self._load_meta()
-        self.commits = 0
 
     def _load_meta(self) -> tuple[Revision, Revision]:
         meta = dict(self.conn.execute("SELECT name, value FROM meta").fetchall())
@@ -160,7 +154,6 @@ class _Writer:
             if self.floor != start_floor:
                 self.conn.execute("UPDATE meta SET value = ? WHERE name = 'floor'", (self.floor,))
             self.conn.execute("COMMIT")
-            self.commits += 1
         except Exception as exc:
             # Nothing of the batch is durable: every caller learns so, and the counter goes
             # back to what the file says.
@@ -463,13 +456,15 @@ class SqliteStore:
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
         validate_key(key)
-        return await self._write_object(_Op("create", key, _encode(value)))
+        return await self._write_object(_Op("create", key, encode_value(key, value).decode()))
 
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
         validate_key(key)
-        return await self._write_object(_Op("update", key, _encode(value), expected))
+        return await self._write_object(
+            _Op("update", key, encode_value(key, value).decode(), expected)
+        )
 
     async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
         validate_key(key)

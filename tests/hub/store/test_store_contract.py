@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from hub.store.base import (
+    MAX_VALUE_BYTES,
     AlreadyExists,
     Compacted,
     Conflict,
@@ -17,6 +18,7 @@ from hub.store.base import (
     Revision,
     Store,
     StoredObject,
+    TooLarge,
     Unavailable,
     WatchStream,
     modify,
@@ -436,3 +438,16 @@ async def test_many_watchers_each_get_the_full_ordered_stream(store: Store) -> N
     assert [e.revision for e in a] == [e.revision for e in b] == sorted(e.revision for e in a)
     assert [e.revision for e in a] == list(range(start + 1, start + 21))
     assert {e.key for e in n} == {f"/w/a{i}" for i in range(10)}
+
+
+async def test_values_over_the_size_limit_are_refused_alike(store: Store) -> None:
+    small = await store.create("/q/a", {"pad": "x" * 1000})
+    big = {"pad": "x" * MAX_VALUE_BYTES}
+
+    with pytest.raises(TooLarge) as caught:
+        await store.create("/q/b", big)
+    with pytest.raises(TooLarge):
+        await store.update("/q/a", big, expected=small.revision)
+
+    assert caught.value.http_status == 413
+    assert await store.get("/q/a") == small
