@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -559,3 +560,156 @@ def test_workloads_round_trip_through_the_wire_form(body: dict[str, Any]) -> Non
     wl = decoded(body)
     assert decoded(wl.to_wire()) == wl
     assert decoded(json.loads(json.dumps(wl.to_wire()))) == wl
+
+
+# --- the remaining rules, as a table ---------------------------------------------------------
+
+
+def _ta(**slice_: Any) -> dict[str, Any]:
+    base = {"domainCount": 1, "valuesPerLevel": [{"universalValue": "r1"}], "podCounts": [4]}
+    base.update(slice_)
+    return {
+        "admission": admission(count=4, topologyAssignment={"levels": [RACK], "slices": [base]})
+    }
+
+
+TA = "status.admission.podSetAssignments[0].topologyAssignment"
+
+TABLE = [
+    pytest.param(
+        workload(priorityClassName="High", priority=1),
+        'spec.priorityClassName: Invalid value: "High": a lowercase RFC 1123 subdomain must '
+        "consist of lower case alphanumeric characters, '-' or '.', and must start and end with "
+        "an alphanumeric character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        id="the_priority_class_name_is_a_dns_subdomain",
+    ),
+    pytest.param(
+        topology(subGroupIndexLabel="jobset.sigs.k8s.io/job-index", subGroupCount=0),
+        f"{TR}.subGroupCount: Invalid value: 0: must be greater than or equal to 1",
+        id="a_sub_group_count_is_positive",
+    ),
+    pytest.param(
+        topology(podIndexLabel="bad label"),
+        f'{TR}.podIndexLabel: Invalid value: "bad label": name part must consist of alphanumeric '
+        "characters, '-', '_' or '.', and must start and end with an alphanumeric character, with "
+        "at most 63 characters",
+        id="the_pod_index_label_is_a_label_key",
+    ),
+    pytest.param(
+        workload(
+            pod_set("a", 1, topologyRequest={"podSetGroupName": "7", "required": RACK}),
+            pod_set("b", 4, topologyRequest={"podSetGroupName": "7", "required": RACK}),
+        ),
+        [
+            f'{PS}[{i}].topologyRequest.podSetGroupName: Invalid value: "7": must not be a number'
+            for i in (0, 1)
+        ],
+        id="a_pod_set_group_name_is_not_a_number",
+    ),
+    pytest.param(
+        topology(
+            count=4,
+            required=RACK,
+            podSetGroupName="g",
+            podSetSliceRequiredTopologyConstraints=layers((RACK, 2)),
+        ),
+        [
+            f"{TR}.podSetSliceRequiredTopologyConstraints: Forbidden: may not be set together "
+            "with podSetGroupName",
+            f'{TR}.podSetGroupName: Invalid value: "g": can only define groups of exactly 2 pod '
+            "sets, got: 1 pod set(s)",
+        ],
+        id="slice_constraints_exclude_pod_set_groups",
+    ),
+    pytest.param(
+        topology(count=4, required=RACK, podSetSliceRequiredTopologyConstraints=layers((RACK, 0))),
+        f"{TR}.podSetSliceRequiredTopologyConstraints[0].size: Invalid value: 0: must be greater "
+        "than or equal to 1",
+        id="a_slice_constraint_size_is_positive",
+    ),
+    pytest.param(
+        topology(count=4, required=RACK, podSetSliceRequiredTopologyConstraints=[]),
+        f"{TR}.podSetSliceRequiredTopologyConstraints: Required value: must have at least 1 layer",
+        id="slice_constraints_have_at_least_one_layer",
+    ),
+    pytest.param(
+        with_status({"requeueState": {"count": -1}}),
+        "status.requeueState.count: Invalid value: -1: must be greater than or equal to 0",
+        id="the_requeue_count_is_not_negative",
+    ),
+    pytest.param(
+        with_status({"accumulatedPastExecutionTimeSeconds": -5}),
+        "status.accumulatedPastExecutionTimeSeconds: Invalid value: -5: must be greater than or "
+        "equal to 0",
+        id="accumulated_execution_time_is_not_negative",
+    ),
+    pytest.param(
+        with_status({"nominatedClusterNames": [f"c{i}" for i in range(21)]}),
+        "status.nominatedClusterNames: Too many: 21: must have at most 20 items",
+        id="at_most_twenty_clusters_are_nominated",
+    ),
+    pytest.param(
+        with_status({"dispatchGeneration": -1}),
+        "status.dispatchGeneration: Invalid value: -1: must be greater than or equal to 0",
+        id="the_dispatch_generation_is_not_negative",
+    ),
+    pytest.param(
+        with_status({"admission": {**admission(count=4), "clusterQueue": ""}}),
+        "status.admission.clusterQueue: Required value",
+        id="an_admission_names_its_cluster_queue",
+    ),
+    pytest.param(
+        with_status({"admission": admission(count=-4)}),
+        "status.admission.podSetAssignments[0].count: Invalid value: -4: must be greater than or "
+        "equal to 0",
+        id="an_assigned_count_is_not_negative",
+    ),
+    pytest.param(
+        with_status({"admission": admission(count=4, topologyAssignment={"levels": []})}),
+        f"{TA}.levels: Required value: must have at least 1 item",
+        id="a_topology_assignment_has_levels",
+    ),
+    pytest.param(
+        with_status(_ta(domainCount=0, podCounts=None, universalPodCount=4)),
+        f"{TA}.slices[0].domainCount: Invalid value: 0: must be greater than or equal to 1",
+        id="a_slice_covers_at_least_one_domain",
+    ),
+    pytest.param(
+        with_status(_ta(valuesPerLevel=[])),
+        f"{TA}.slices[0].valuesPerLevel: Invalid value: 0: valuesPerLevel must have the same "
+        "length as the number of levels in this TopologyAssignment",
+        id="a_slice_has_values_for_every_level",
+    ),
+    pytest.param(
+        with_status(_ta(universalPodCount=4)),
+        f'{TA}.slices[0]: Invalid value: "": Exactly one of podCounts, universalPodCount must be '
+        "set",
+        id="a_slice_has_pod_counts_or_a_universal_count",
+    ),
+    pytest.param(
+        with_status(_ta(podCounts=[2, 2])),
+        f"{TA}.slices[0].podCounts: Invalid value: 2: podCounts must have length equal to "
+        "domainCount",
+        id="pod_counts_have_one_entry_per_domain",
+    ),
+    pytest.param(
+        with_status(_ta(valuesPerLevel=[{"universalValue": "r1", "roots": ["r1"]}])),
+        f'{TA}.slices[0].valuesPerLevel[0]: Invalid value: "": Exactly one of roots, '
+        "universalValue must be set",
+        id="a_level_has_roots_or_a_universal_value",
+    ),
+    pytest.param(
+        with_status(_ta(valuesPerLevel=[{"universalValue": "r1", "prefix": "rack-"}])),
+        f'{TA}.slices[0].valuesPerLevel[0]: Invalid value: "": universalValue cannot be set '
+        "together with prefix or suffix",
+        id="a_universal_value_has_no_prefix_or_suffix",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), TABLE)
+def test_a_workload_breaking_one_rule_reports_its_field(
+    body: dict[str, Any], expected: str | list[str]
+) -> None:
+    assert errors_of(body) == (expected if isinstance(expected, list) else [expected])
