@@ -22,7 +22,10 @@ Errors (the hub maps `http_status` to its own Status replies in one place):
     ├── Conflict          409  expected revision differs; carries the current revision
     ├── Compacted         410  watch history is gone (compaction or a watcher too slow): relist
     ├── TooLarge          413  an encoded value over MAX_VALUE_BYTES
-    └── Unavailable       503  backend unreachable or closed; transient, safe to retry reads
+    └── Unavailable       503  backend unreachable or closed; transient. From a write it means
+                               the outcome is unknown (etcd may have committed it before the
+                               reply was lost): re-read before retrying, or retry a create and
+                               accept AlreadyExists with the same content as success.
 """
 
 from __future__ import annotations

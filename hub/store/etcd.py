@@ -222,7 +222,18 @@ class EtcdStore:
         return await self._read(lambda: self._list(prefix))
 
     async def _list(self, prefix: str) -> Listing:
-        # Paged at one revision: a consistent snapshot without one huge response.
+        # Paged at one revision: a consistent snapshot without one huge response. Should a
+        # compaction pass that revision between pages, start over at the newest one.
+        for _ in range(3):
+            try:
+                return await self._list_at_one_revision(prefix)
+            except rpc.AioRpcError as exc:
+                if exc.code() != rpc.StatusCode.OUT_OF_RANGE:
+                    raise
+                log.info("list of %r overtaken by a compaction; listing again", prefix)
+        return await self._list_at_one_revision(prefix)
+
+    async def _list_at_one_revision(self, prefix: str) -> Listing:
         start, end = self._prefix(prefix), _range_end(self._prefix(prefix))
         revision = 0
         items: list[StoredObject] = []

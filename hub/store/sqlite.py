@@ -399,10 +399,12 @@ class SqliteStore:
         try:
             writer = await loop.run_in_executor(writer_pool, lambda: _Writer(path, history=history))
             reader = await loop.run_in_executor(reader_pool, _Reader, path)
-        except BaseException:
+        except BaseException as exc:
             writer_pool.shutdown()
             reader_pool.shutdown()
             os.close(lock_fd)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open the store at {path}: {exc}") from exc
             raise
         return cls(
             path=path,

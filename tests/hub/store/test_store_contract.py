@@ -451,3 +451,31 @@ async def test_values_over_the_size_limit_are_refused_alike(store: Store) -> Non
 
     assert caught.value.http_status == 413
     assert await store.get("/q/a") == small
+
+
+async def test_a_list_during_writes_is_one_consistent_snapshot(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hub.store.etcd
+
+    monkeypatch.setattr(hub.store.etcd, "_LIST_PAGE", 7)  # many pages for etcd
+    first = await asyncio.gather(*(store.create(f"/l/{i:03d}", {"i": i}) for i in range(60)))
+
+    writes = asyncio.gather(*(store.create(f"/l/{i:03d}", {"i": i}) for i in range(60, 120)))
+    listing = await store.list("/l/")
+    created = [*first, *await writes]
+
+    listed = {o.key: o.revision for o in listing.items}
+    assert listed == {o.key: o.revision for o in created if o.revision <= listing.revision}
+    assert [o.key for o in listing.items] == sorted(listed)
+
+
+async def test_a_watch_since_a_future_revision_starts_after_it(store: Store) -> None:
+    now = await store.current_revision()
+
+    async with store.watch("/w/", since=Revision(now + 2)) as events:
+        for c in "abcd":
+            await store.create(f"/w/{c}", {})
+        got = await take(events, 2)
+
+    assert [e.key for e in got] == ["/w/c", "/w/d"]
