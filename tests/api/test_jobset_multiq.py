@@ -194,3 +194,16 @@ def test_the_coordinator_role_exists() -> None:
 def test_the_dns_subdomain_is_a_dns_name() -> None:
     (error,) = errors_of(jobset(network={"subdomain": "No_Good"}))
     assert error.startswith('spec.network.subdomain: Invalid value: "No_Good"')
+
+
+def test_a_role_lists_each_dependency_once() -> None:
+    dep = {"name": "a", "status": "Ready"}
+    assert errors_of(jobset(role("a"), role("b", dependsOn=[dep, dep]))) == [
+        'spec.replicatedJobs[1].dependsOn[1].name: Duplicate value: "a"'
+    ]
+
+
+def test_ttl_after_finished_is_not_negative() -> None:
+    assert errors_of(jobset(ttlSecondsAfterFinished=-1)) == [
+        "spec.ttlSecondsAfterFinished: Invalid value: -1: must be greater than or equal to 0"
+    ]

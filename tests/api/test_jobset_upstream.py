@@ -266,3 +266,76 @@ def test_an_indexed_default_needs_completions_when_parallelism_is_set() -> None:
         "spec.replicatedJobs[0].template.spec.completions: Required value: when completion mode "
         "is Indexed"
     ]
+
+
+def _rj(body: dict[str, Any], i: int) -> dict[str, Any]:
+    rj = body["spec"]["replicatedJobs"][i]
+    assert isinstance(rj, dict)
+    return rj
+
+
+def test_replicas_may_not_be_negative() -> None:
+    body = pytorch()
+    _rj(body, 0)["replicas"] = -1
+    assert errors_of(body) == [
+        "spec.replicatedJobs[0].replicas: Invalid value: -1: must be greater than or equal to 0"
+    ]
+
+
+def test_replicas_times_parallelism_fits_in_32_bits() -> None:
+    body = pytorch()
+    _rj(body, 1)["replicas"] = 2**30
+    errors = errors_of(body)
+    assert (
+        "spec.replicatedJobs[1].replicas: Invalid value: 1073741824: the product of replicas and "
+        "parallelism must not exceed 2147483647"
+    ) in errors
+
+
+def test_depends_on_supports_one_entry() -> None:
+    body = pytorch()
+    body["spec"]["replicatedJobs"].append(copy.deepcopy(_rj(body, 1)) | {"name": "eval"})
+    _rj(body, 2)["dependsOn"] = [
+        {"name": "leader", "status": "Complete"},
+        {"name": "workers", "status": "Complete"},
+    ]
+    assert errors_of(body) == [
+        "spec.replicatedJobs[2].dependsOn: Too many: 2: must have at most 1 items"
+    ]
+
+
+def test_restarting_single_jobs_needs_at_most_1024_replicas() -> None:
+    body = pytorch()
+    _rj(body, 1)["replicas"] = 1025
+    body["spec"]["failurePolicy"]["rules"][1]["action"] = "RestartJob"
+    assert errors_of(body) == [
+        'spec.failurePolicy.rules[1].action: Invalid value: "RestartJob": requires every '
+        "replicated job to have at most 1024 replicas; spec.replicatedJobs[1] has 1025"
+    ]
+
+
+def test_ttl_after_finished_is_not_negative() -> None:
+    body = pytorch()
+    body["spec"]["ttlSecondsAfterFinished"] = -1
+    assert errors_of(body) == [
+        "spec.ttlSecondsAfterFinished: Invalid value: -1: must be greater than or equal to 0"
+    ]
+
+
+def test_managed_by_is_domain_prefixed() -> None:
+    body = pytorch()
+    body["spec"]["managedBy"] = "multiq"
+    assert errors_of(body) == [
+        'spec.managedBy: Invalid value: "multiq": must be a domain-prefixed path (such as '
+        '"acme.io/foo")'
+    ]
+
+
+def test_failure_message_patterns_are_valid_regular_expressions() -> None:
+    body = pytorch()
+    body["spec"]["failurePolicy"]["rules"][0]["onJobFailureMessagePatterns"] = ["["]
+    (error,) = errors_of(body)
+    assert error.startswith(
+        'spec.failurePolicy.rules[0].onJobFailureMessagePatterns[0]: Invalid value: "[": must be '
+        "a valid regular expression"
+    )
