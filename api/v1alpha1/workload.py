@@ -59,6 +59,7 @@ __all__ = [
     "TopologyAssignmentSliceLevelValues",
     "Workload",
     "WorkloadConditionType",
+    "WorkloadPods",
     "WorkloadSpec",
     "WorkloadStatus",
     "workload_update_errors",
@@ -304,6 +305,16 @@ class ClusterPendingReason(CompactModel):
     last_transition_time: datetime | None = None
 
 
+class WorkloadPods(CompactModel):
+    """Pods of the workload on its cluster, as its agent last reported them."""
+
+    pending: int = 0
+    running: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
 class WorkloadStatus(CompactModel):
     conditions: list[Condition] = Field(default_factory=list)
     admission: Admission | None = None
@@ -315,6 +326,7 @@ class WorkloadStatus(CompactModel):
     dispatch_generation: int | None = None
     nominated_cluster_names: list[str] = Field(default_factory=list)
     cluster_pending_reasons: list[ClusterPendingReason] = Field(default_factory=list)
+    pods: WorkloadPods | None = None
 
 
 # --- the kind -------------------------------------------------------------------------------
