@@ -241,11 +241,15 @@ def _build_workload(
     pod_sets: Sequence[_PodSetSource],
     pod_sets_path: Path,
     priority_classes: Mapping[str, int] | None,
+    default_queue_name: str | None,
     name: str,
 ) -> Workload:
     errors = build.errors
     labels_path = meta_path.child("labels")
     queue = _lookup(meta.labels, Keys.QUEUE_NAME, labels_path, errors)
+    if queue is None and default_queue_name is not None:
+        # The namespace's default LocalQueue (Kueue: a LocalQueue named "default") applies.
+        queue = _Found("", default_queue_name, labels_path)
     if queue is None:
         errors.append(
             FieldError.required(
@@ -338,11 +342,19 @@ def _build_workload(
 # --- batch/v1 Job ---------------------------------------------------------------------------
 
 
-def workload_from_job(job: Job, *, priority_classes: Mapping[str, int] | None = None) -> Workload:
+def workload_from_job(
+    job: Job,
+    *,
+    priority_classes: Mapping[str, int] | None = None,
+    default_queue_name: str | None = None,
+) -> Workload:
     """One pod set "main" of min(parallelism, completions) pods, as Kueue builds it.
 
     `priority_classes` maps WorkloadPriorityClass names to values; when given, the priority is
     resolved (and an unknown class is an error), otherwise it is left for the hub to resolve.
+    `default_queue_name` is used when the job names no queue (the hub passes the namespace's
+    default LocalQueue if there is one); without it a missing queue name is an error. Both
+    keywords mean the same for every conversion below.
     """
     build = _Build(job)
     count = pods_count(job.spec)
@@ -383,6 +395,7 @@ def workload_from_job(job: Job, *, priority_classes: Mapping[str, int] | None = 
         [pod_set],
         Path("spec"),
         priority_classes,
+        default_queue_name,
         _name_for("Job", job),
     )
 
@@ -391,7 +404,10 @@ def workload_from_job(job: Job, *, priority_classes: Mapping[str, int] | None = 
 
 
 def workload_from_jobset(
-    js: upstream.JobSet | multiq.JobSet, *, priority_classes: Mapping[str, int] | None = None
+    js: upstream.JobSet | multiq.JobSet,
+    *,
+    priority_classes: Mapping[str, int] | None = None,
+    default_queue_name: str | None = None,
 ) -> Workload:
     """One pod set per replicated job, of replicas × pods per Job; the Jobs of a replicated job
     are topology sub-groups (label jobset.sigs.k8s.io/job-index)."""
@@ -419,6 +435,7 @@ def workload_from_jobset(
         pod_sets,
         rpath,
         priority_classes,
+        default_queue_name,
         _name_for("JobSet", js),
     )
 
@@ -473,7 +490,10 @@ def _role_of(pod: Pod) -> str:
 
 
 def workload_from_pods(
-    pods: Sequence[Pod], *, priority_classes: Mapping[str, int] | None = None
+    pods: Sequence[Pod],
+    *,
+    priority_classes: Mapping[str, int] | None = None,
+    default_queue_name: str | None = None,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
     count) becomes one Workload with a pod set per role; a single pod without a group label
@@ -520,6 +540,8 @@ def workload_from_pods(
             [single],
             items,
             priority_classes,
+            default_queue_name,
+            default_queue_name,
             _name_for("Pod", first),
         )
     total: int | None = None
@@ -633,6 +655,7 @@ def workload_from_pods(
         pod_sets,
         items,
         priority_classes,
+        default_queue_name,
         workload_name("pod-group", group.value),
     )
 
@@ -640,16 +663,27 @@ def workload_from_pods(
 # --- dispatch -------------------------------------------------------------------------------
 
 
-def to_workload(obj: Object, *, priority_classes: Mapping[str, int] | None = None) -> Workload:
+def to_workload(
+    obj: Object,
+    *,
+    priority_classes: Mapping[str, int] | None = None,
+    default_queue_name: str | None = None,
+) -> Workload:
     """Any submittable object as a Workload (a Workload is returned as it is)."""
     if isinstance(obj, Workload):
         return obj
     if isinstance(obj, Job):
-        return workload_from_job(obj, priority_classes=priority_classes)
+        return workload_from_job(
+            obj, priority_classes=priority_classes, default_queue_name=default_queue_name
+        )
     if isinstance(obj, upstream.JobSet | multiq.JobSet):
-        return workload_from_jobset(obj, priority_classes=priority_classes)
+        return workload_from_jobset(
+            obj, priority_classes=priority_classes, default_queue_name=default_queue_name
+        )
     if isinstance(obj, Pod):
-        return workload_from_pods([obj], priority_classes=priority_classes)
+        return workload_from_pods(
+            [obj], priority_classes=priority_classes, default_queue_name=default_queue_name
+        )
     raise ConversionError(
         obj.KIND,
         obj.metadata.name,

@@ -258,3 +258,10 @@ def test_a_job_with_only_a_generate_name_gets_a_generated_workload_name() -> Non
     j = job(metadata__name=None, metadata__generateName="sweep-")
     wl = workload_from_job(j)
     assert (wl.metadata.name, wl.metadata.generate_name) == ("", "job-sweep-")
+
+
+def test_the_namespace_default_queue_applies_when_no_queue_is_named() -> None:
+    wl = workload_from_job(job(metadata__labels={}), default_queue_name="default")
+    assert wl.spec.queue_name == "default"
+    labelled = workload_from_job(job(), default_queue_name="default")
+    assert labelled.spec.queue_name == "vision"
