@@ -9,6 +9,16 @@ Every write is durable when it returns (SQLite: WAL + synchronous=FULL, group co
 etcd: its own fsync'd raft log), so with data on disk the figures include real fsyncs. The
 etcd server is a local single member started here (Debian's etcd-server); it is stopped at
 the end. Figures depend heavily on the disk: compare stores within one run.
+
+Recorded 2026-12-02 (2 shared cores, virtio disk, 478-byte values, median of 3 runs, ops/s):
+
+    store    creates 1w  creates 50w  CAS 1w  CAS 50w  watch live  watch replay
+    sqlite        2,093       14,347   2,492   25,883      12,742       123,075
+    etcd            875        2,567     811    3,317       3,021         9,495
+
+SQLite p50/p99 per create: 0.42/1.45 ms alone, 3.2/8.0 ms among 50 writers (group commit:
+~50 writes per fsync). etcd 3.4 single member: 1.0/4.0 ms and 17/45 ms; its client side
+(grpc aio + protobuf in Python) shares the two cores with the server.
 """
 
 from __future__ import annotations

@@ -162,3 +162,23 @@ async def test_a_watch_ends_with_unavailable_when_etcd_dies(tmp_path: Path) -> N
         await store.close()
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def test_a_cancelled_campaign_withdraws_its_candidate(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+    await a.campaign("hub-a")
+    b_campaign = asyncio.create_task(b.campaign("hub-b"))
+    async with asyncio.timeout(2):
+        while len((await b._candidates())[0]) < 2:  # noqa: ASYNC110  (b queues behind a)
+            await asyncio.sleep(0.01)
+
+    b_campaign.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await b_campaign
+
+    assert len((await a._candidates())[0]) == 1
+    await a.resign()
+    assert await a.leader() is None
