@@ -541,7 +541,6 @@ def workload_from_pods(
             items,
             priority_classes,
             default_queue_name,
-            default_queue_name,
             _name_for("Pod", first),
         )
     total: int | None = None
