@@ -31,7 +31,7 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 from api.codec import pydantic_errors_to_field_errors
 from api.errors import ApiError, FieldError, Path
 from api.k8s.pod import ResourceList
-from api.meta import Condition, Object, StrictModel
+from api.meta import Condition, Object, StrictModel, dns1123_subdomain_errors
 from api.quantity import Quantity
 from api.v1alpha1.queues import (
     ClusterQueue,
@@ -466,6 +466,8 @@ class Envelope(StrictModel):
                 FieldError(e.type, f"{prefix}.{e.path}", e.detail, e.value, e.has_value)
                 for e in payload.workload.semantic_errors()
             ]
+        elif isinstance(payload, Hello | CapacityReport | LogData):
+            errors += dns1123_subdomain_errors(base.child("cluster"), payload.cluster)
         elif isinstance(payload, LogOpen):
             if payload.since is not None and payload.since_seconds is not None:
                 errors.append(

@@ -309,3 +309,9 @@ def test_random_messages_round_trip_through_json(
 ) -> None:
     envelope = Envelope.wrap(payload, seq=seq, ack=ack)
     assert Envelope.decode(envelope.to_json()) == envelope
+
+
+def test_cluster_names_in_agent_messages_are_dns_names() -> None:
+    envelope = Envelope.wrap(Hello(cluster="GPU East", agent_version="0.1.0"), seq=1)
+    (error,) = envelope.semantic_errors()
+    assert str(error).startswith('payload.cluster: Invalid value: "GPU East": a lowercase RFC 1123')
