@@ -363,7 +363,8 @@ class SqliteStore:
         self._max_batch = max_batch
         self._queue: list[_Pending] = []
         self._has_work = asyncio.Event()
-        self._closing = False
+        self._closing = False  # no new writes (set by close, or by a crashed writer task)
+        self._closed = False
         self._published = writer.revision  # last revision handed to the fan-out
         self._floor = writer.floor
         self._watchers: set[_SqliteWatch] = set()
@@ -553,9 +554,9 @@ class SqliteStore:
     # -- lifecycle --
 
     async def close(self) -> None:
-        if self._closing:
+        if self._closed:
             return
-        self._closing = True
+        self._closed = self._closing = True
         self._has_work.set()
         await self._task
         for watcher in tuple(self._watchers):
