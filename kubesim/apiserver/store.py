@@ -156,8 +156,6 @@ class Store:
             subscriber(event)
         for subscriber in tuple(self._global_subscribers):
             subscriber(event)
-        # Replays never need the previous object; dropping it lets old versions be freed.
-        event.old = None
 
     def subscribe(self, resource: ResourceType | None, subscriber: Subscriber) -> None:
         """Call `subscriber` on every change of `resource` (every resource when None)."""

@@ -142,8 +142,7 @@ class WatchStream:
                     self._push_bookmark(initial_events_end=True)
             else:
                 for event in self.store.events_since(request.resource, int(rv or 0)):
-                    if self._matches(event.obj):
-                        self._push_event(event)
+                    self.on_store_event(event)
         except ExpiredError as error:
             self._frames.append(_frame("ERROR", status_body(error)))
             self._closed = True

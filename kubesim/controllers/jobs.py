@@ -38,6 +38,7 @@ TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 _TERMINAL = ("Succeeded", "Failed")
 _BACKGROUND = DeleteOptions(propagation_policy="Background")
+_ORPHANS = ("", "")  # work-queue key: pods holding the tracking finalizer with no Job left
 
 
 def parse_indexes(text: str | None) -> set[int]:
@@ -140,6 +141,7 @@ class JobController(QueueController[tuple[str, str]]):
         self.pods = cluster.types.core("pods")
         self._pods_by_job: dict[str, set[tuple[str, str]]] = {}
         self._deleted_by_me: set[str] = set()
+        self._orphans: set[tuple[str, str]] = set()
         self.store.subscribe(self.jobs, self._on_job)
         self.store.subscribe(self.pods, self._on_pod)
 
@@ -148,12 +150,15 @@ class JobController(QueueController[tuple[str, str]]):
     def _on_job(self, event: StoreEvent) -> None:
         meta = event.obj["metadata"]
         if event.type is EventType.DELETED:
-            self._pods_by_job.pop(meta["uid"], None)
+            # Its pods may still hold the tracking finalizer: release them as they finish.
+            self._orphans.update(self._pods_by_job.pop(meta["uid"], ()))
+            self.enqueue(_ORPHANS)
             return
         self.enqueue((meta["namespace"], meta["name"]))
 
     def _on_pod(self, event: StoreEvent) -> None:
         meta = event.obj["metadata"]
+        key = (meta["namespace"], meta["name"])
         owner = next(
             (
                 ref
@@ -162,9 +167,14 @@ class JobController(QueueController[tuple[str, str]]):
             ),
             None,
         )
-        if owner is None:
-            return
-        key = (meta["namespace"], meta["name"])
+        if owner is None or self.store.get(self.jobs, meta["namespace"], owner["name"]) is None:
+            if event.type is not EventType.DELETED and TRACKING_FINALIZER in (
+                meta.get("finalizers") or ()
+            ):
+                self._orphans.add(key)
+                self.enqueue(_ORPHANS)
+            if owner is None:
+                return
         pods = self._pods_by_job.setdefault(owner["uid"], set())
         if event.type is EventType.DELETED:
             pods.discard(key)
@@ -175,7 +185,21 @@ class JobController(QueueController[tuple[str, str]]):
 
     # -- reconcile ----------------------------------------------------------------------------
 
+    def _release_orphans(self) -> None:
+        """Drop the tracking finalizer from finished or deleting pods whose Job is gone."""
+        orphans, self._orphans = self._orphans, set()
+        for pod_key in orphans:
+            pod = self.store.get(self.pods, *pod_key)
+            if pod is None or TRACKING_FINALIZER not in (pod["metadata"].get("finalizers") or ()):
+                continue
+            finished = pod.get("status", {}).get("phase") in _TERMINAL
+            if finished or pod["metadata"].get("deletionTimestamp"):
+                self._release(pod)
+
     def reconcile(self, key: tuple[str, str]) -> None:
+        if key == _ORPHANS:
+            self._release_orphans()
+            return
         namespace, name = key
         job = self.store.get(self.jobs, namespace, name)
         if job is None:

@@ -1,0 +1,273 @@
+"""The Job controller in the simulated runtime: modes, limits, conditions, suspend, managedBy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kubesim.cluster import Cluster
+from tests.kubesim.conftest import eventually, manifest
+
+
+def _job(name: str, *, annotations: dict[str, str] | None = None, **spec: Any) -> Any:
+    return manifest(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "template": {
+                    "metadata": {"annotations": annotations or {}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "busybox"}],
+                    },
+                },
+                **spec,
+            },
+        }
+    )
+
+
+def _job_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    job = cluster.get("jobs", "default", name) or {}
+    status: dict[str, Any] = job.get("status", {})
+    return status
+
+
+def _true_conditions(cluster: Cluster, name: str) -> list[str]:
+    return [
+        c["type"]
+        for c in _job_status(cluster, name).get("conditions") or []
+        if c["status"] == "True"
+    ]
+
+
+def _job_pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in cluster.store.list(cluster.types.core("pods"), "default")
+        if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == name
+    ]
+
+
+async def test_a_job_completes_through_success_criteria_met(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job("default", _job("ok", completions=3, parallelism=2))
+    await eventually(lambda: "Complete" in _true_conditions(cluster, "ok"))
+    status = _job_status(cluster, "ok")
+    assert status["succeeded"] == 3
+    assert _true_conditions(cluster, "ok") == ["SuccessCriteriaMet", "Complete"]
+    assert status["completionTime"] and status["startTime"]
+
+
+async def test_job_pods_carry_the_standard_labels_owner_reference_and_tracking_finalizer(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    job = await batch.create_namespaced_job(
+        "default", _job("labelled", annotations={"kubesim.dev/duration": "30"})
+    )
+    pods = await eventually(lambda: _job_pods(cluster, "labelled"))
+    meta = pods[0]["metadata"]
+    uid = job.metadata.uid
+    assert meta["labels"]["batch.kubernetes.io/controller-uid"] == uid
+    assert meta["labels"]["controller-uid"] == uid
+    assert meta["labels"]["job-name"] == "labelled"
+    assert meta["ownerReferences"][0] == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "labelled",
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert meta["finalizers"] == ["batch.kubernetes.io/job-tracking"]
+
+
+async def test_an_indexed_job_gives_each_pod_its_completion_index(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default", _job("idx", completions=3, parallelism=3, completionMode="Indexed")
+    )
+    await eventually(lambda: "Complete" in _true_conditions(cluster, "idx"))
+    assert _job_status(cluster, "idx")["completedIndexes"] == "0-2"
+
+
+async def test_indexed_pods_get_job_completion_index_in_their_env(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "env",
+            completions=2,
+            parallelism=2,
+            completionMode="Indexed",
+            annotations={"kubesim.dev/duration": "30"},
+        ),
+    )
+    pods = await eventually(
+        lambda: len(_job_pods(cluster, "env")) == 2 and _job_pods(cluster, "env")
+    )
+    env = pods[0]["spec"]["containers"][0]["env"]
+    assert env == [
+        {
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": {
+                "fieldRef": {
+                    "apiVersion": "v1",
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                }
+            },
+        }
+    ]
+    assert sorted(
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods
+    ) == ["0", "1"]
+
+
+async def test_a_job_fails_after_its_backoff_limit_through_failure_target(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default", _job("flaky", backoffLimit=1, annotations={"kubesim.dev/exit-code": "1"})
+    )
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "flaky"))
+    status = _job_status(cluster, "flaky")
+    assert status["failed"] == 2
+    assert _true_conditions(cluster, "flaky") == ["FailureTarget", "Failed"]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+
+
+async def test_active_deadline_seconds_fails_a_running_job(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job("slow", activeDeadlineSeconds=1, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "slow"), within=10)
+    failed = next(c for c in _job_status(cluster, "slow")["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "DeadlineExceeded"
+    await eventually(lambda: not _job_pods(cluster, "slow"))
+
+
+async def test_pod_failure_policy_fail_job_on_an_exit_code(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    policy = {
+        "rules": [
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+        ]
+    }
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "fatal",
+            backoffLimit=6,
+            podFailurePolicy=policy,
+            annotations={"kubesim.dev/exit-code": "42"},
+        ),
+    )
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "fatal"))
+    failed = next(c for c in _job_status(cluster, "fatal")["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "PodFailurePolicy"
+    assert "exit code 42" in failed["message"]
+
+
+async def test_suspend_deletes_active_pods_and_resume_starts_again(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default", _job("pausable", suspend=True, annotations={"kubesim.dev/duration": "60"})
+    )
+    await eventually(lambda: "Suspended" in _true_conditions(cluster, "pausable"))
+    assert _job_pods(cluster, "pausable") == []
+    assert "startTime" not in _job_status(cluster, "pausable")
+    await batch.patch_namespaced_job("pausable", "default", {"spec": {"suspend": False}})
+    await eventually(lambda: _job_status(cluster, "pausable").get("active") == 1)
+    assert _job_status(cluster, "pausable")["startTime"]
+    resumed = next(
+        c for c in _job_status(cluster, "pausable")["conditions"] if c["type"] == "Suspended"
+    )
+    assert (resumed["status"], resumed["reason"]) == ("False", "JobResumed")
+    await batch.patch_namespaced_job("pausable", "default", {"spec": {"suspend": True}})
+    await eventually(lambda: not _job_pods(cluster, "pausable"))
+    status = _job_status(cluster, "pausable")
+    assert "Suspended" in _true_conditions(cluster, "pausable")
+    assert status.get("failed", 0) == 0
+
+
+async def test_a_job_managed_by_another_controller_is_left_alone(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job("default", _job("mirrored", managedBy="multiq.dev/hub"))
+    await batch.create_namespaced_job("default", _job("local"))
+    await eventually(lambda: "Complete" in _true_conditions(cluster, "local"))
+    assert _job_pods(cluster, "mirrored") == []
+    assert _job_status(cluster, "mirrored") == {}
+
+
+async def test_ttl_after_finished_deletes_the_job_and_its_pods(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job("default", _job("brief", ttlSecondsAfterFinished=0))
+    await eventually(lambda: cluster.get("jobs", "default", "brief") is None)
+    await eventually(lambda: not _job_pods(cluster, "brief"))
+
+
+async def test_complete_status_without_success_criteria_met_is_rejected(
+    batch: client.BatchV1Api,
+) -> None:
+    await batch.create_namespaced_job("default", _job("external", managedBy="multiq.dev/hub"))
+    with pytest.raises(ApiException) as caught:
+        await batch.patch_namespaced_job_status(
+            "external",
+            "default",
+            {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+        )
+    assert caught.value.status == 422
+    done = await batch.patch_namespaced_job_status(
+        "external",
+        "default",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True"},
+                    {"type": "Complete", "status": "True"},
+                ],
+                "succeeded": 1,
+            }
+        },
+    )
+    assert done.status.succeeded == 1
+
+
+async def test_deleting_a_job_in_the_background_collects_its_pods(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job("doomed", parallelism=2, completions=2, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: len(_job_pods(cluster, "doomed")) == 2)
+    await batch.delete_namespaced_job("doomed", "default", propagation_policy="Background")
+    await eventually(lambda: not _job_pods(cluster, "doomed"))
+
+
+async def test_deleting_a_job_without_a_policy_orphans_its_pods(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default", _job("parent", annotations={"kubesim.dev/duration": "60"})
+    )
+    await eventually(lambda: _job_pods(cluster, "parent"))
+    await batch.delete_namespaced_job("parent", "default")
+    await eventually(lambda: cluster.get("jobs", "default", "parent") is None)
+    pods = _job_pods(cluster, "parent")
+    assert len(pods) == 1
+    assert "ownerReferences" not in pods[0]["metadata"]
