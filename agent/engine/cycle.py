@@ -45,6 +45,7 @@ from agent.engine.snapshot import (
     Admission,
     ClusterQueue,
     ClusterQueueName,
+    FlavorResource,
     LocalQueueKey,
     Namespace,
     PodSetAssignment,
@@ -102,6 +103,7 @@ class _Cycle:
         self.failed: dict[tuple[str, int], tuple[tuple[object, ...], PendingReason]] = {}
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
+        self.hopeless: dict[tuple[str, int], list[dict[FlavorResource, int]]] = {}
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
         # One pass over the workloads; every later step walks only the part it needs.
@@ -272,9 +274,29 @@ class _Cycle:
             counts=counts,
         )
         targets = None
-        if a.mode is Mode.PREEMPT:
+        if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
             targets = self.preemptor.find_targets(wl, cq, a.usage, a.needs_preemption)
+            if targets is None and (
+                cq.preemption.within_cluster_queue
+                is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            ):
+                memo = self.hopeless.setdefault((cq.name, wl.priority), [])
+                memo.append(dict(a.usage))
+                del memo[:-4]
         return _Outcome(a, targets, counts)
+
+    def _known_hopeless(self, wl: Workload, cq: ClusterQueue, a: Assignment) -> bool:
+        """Whether a request at least as large already found no victims this cycle.
+
+        Usage and chosen victims only grow within a cycle, so a request that dominates a
+        failed one (same queue and priority, at least as much of every cell) fails too; the
+        memo skips the victim search, the expensive part, and keeps the reason exact.
+        """
+        for failed in self.hopeless.get((cq.name, wl.priority), ()):
+            usage = a.usage
+            if all(usage.get(fr, 0) >= amount for fr, amount in failed.items()):
+                return True
+        return False
 
     def _evaluate_with_partial(self, wl: Workload, cq: ClusterQueue) -> _Outcome:
         full = self._evaluate(wl, cq, None)
@@ -394,6 +416,7 @@ class _Cycle:
         node = self.tree.cqs[cq.name]
         if a.mode is Mode.FIT:
             self.tree.add_usage(node, a.usage)
+            self.preemptor.changed()
             self._admit(wl, cq, out)
             ready = self.snap.config.wait_for_pods_ready
             if ready.enabled and ready.block_admission:
@@ -419,6 +442,7 @@ class _Cycle:
             # Reserve the preemptor's quota for this cycle so nothing else takes what the
             # victims are about to release (the tree is briefly overbooked: conservative).
             self.tree.add_usage(node, a.usage)
+            self.preemptor.changed()
             victims = ", ".join(t.candidate.wl.id for t in out.targets)
             self.pending[wl.id] = PendingReason(
                 PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS,

@@ -22,8 +22,9 @@ the plan leaves this module, not assumed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason
@@ -37,11 +38,13 @@ from agent.engine.snapshot import (
 
 __all__ = ["Candidate", "Preemptor", "fits"]
 
+_KEY = attrgetter("key")
+
 
 class Candidate:
     """An admitted workload as a possible victim, with its usage precomputed once per cycle."""
 
-    __slots__ = ("cq", "evicting", "node", "usage", "wl")
+    __slots__ = ("cq", "evicting", "key", "node", "usage", "wl")
 
     def __init__(
         self,
@@ -55,6 +58,12 @@ class Candidate:
         self.node = node
         self.usage = usage
         self.evicting = wl.evicting
+        # Evicting first, then lower priority, the most recently admitted, id (kueue.md §2.5).
+        self.key = (not wl.evicting, wl.priority, -(wl.admitted_at or 0.0), wl.id)
+
+    def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
+        usage = self.usage
+        return any(fr in usage for fr in frs)
 
     def __repr__(self) -> str:
         return f"Candidate({self.wl.id!r} in {self.cq!r})"
@@ -81,7 +90,7 @@ def fits(
 class Preemptor:
     """Victim search over the admitted workloads of one cycle."""
 
-    __slots__ = ("by_cq", "cq_specs", "taken", "tree")
+    __slots__ = ("borrowing", "by_cq", "cq_specs", "members", "taken", "tree")
 
     def __init__(
         self,
@@ -93,25 +102,49 @@ class Preemptor:
         self.tree = tree
         self.cq_specs = cq_specs
         self.by_cq = by_cq
+        for cands in by_cq.values():
+            cands.sort(key=_KEY)
         self.taken: set[str] = set()
         """Victims already chosen this cycle: nobody else may count on them."""
+        self.members: dict[int, list[QuotaNode]] = {}
+        self.borrowing: dict[tuple[int, tuple[FlavorResource, ...]], set[QuotaNode]] = {}
 
     # candidates -----------------------------------------------------------------------------
 
-    def _cohort_members(self, node: QuotaNode) -> Iterable[QuotaNode]:
+    def _cohort_members(self, node: QuotaNode) -> list[QuotaNode]:
+        """Every cluster queue in the node's cohort tree (cached per root for the cycle)."""
         if node.parent is None:
-            return ()
-        stack = [node.root()]
-        out: list[QuotaNode] = []
-        while stack:
-            n = stack.pop()
-            for child in n.children:
-                if child.is_cq:
-                    if child is not node:
-                        out.append(child)
-                else:
-                    stack.append(child)
-        return out
+            return []
+        root = node.root()
+        members = self.members.get(id(root))
+        if members is None:
+            members = []
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                for child in n.children:
+                    (members if child.is_cq else stack).append(child)
+            self.members[id(root)] = members
+        return members
+
+    def _borrowers(
+        self, node: QuotaNode, needed: tuple[FlavorResource, ...]
+    ) -> set[QuotaNode] | frozenset[QuotaNode]:
+        """Queues of the node's tree borrowing on any needed cell (cached until `changed`)."""
+        key = (id(node.root()), needed)
+        found = self.borrowing.get(key)
+        if found is None:
+            tree = self.tree
+            found = self.borrowing[key] = {
+                m
+                for m in self._cohort_members(node)
+                if any(tree.is_borrowing(m, fr) for fr in needed)
+            }
+        return found
+
+    def changed(self) -> None:
+        """The cycle committed usage (an admission or a reservation): borrowing may differ."""
+        self.borrowing.clear()
 
     def candidates(
         self, wl: Workload, cq: ClusterQueue, frs: set[FlavorResource]
@@ -119,14 +152,18 @@ class Preemptor:
         tree = self.tree
         node = tree.cqs[cq.name]
         policy = cq.preemption
-        out: list[Candidate] = []
+        taken = self.taken
+        needed = tuple(frs)
         prio = wl.priority
+        evicting: list[Candidate] = []
+        others: list[Candidate] = []
+        own: list[Candidate] = []
         within = policy.within_cluster_queue
         for c in self.by_cq.get(cq.name, ()):
-            if c.wl.id in self.taken or not any(fr in c.usage for fr in frs):
+            if c.wl.id in taken or not c.uses(needed):
                 continue
             if c.evicting:
-                out.append(c)
+                evicting.append(c)
                 continue
             if within is PreemptionPolicy.NEVER:
                 continue
@@ -136,32 +173,27 @@ class Preemptor:
                 and within is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
                 and wl.queue_timestamp < c.wl.queue_timestamp
             ):
-                out.append(c)
+                own.append(c)
         reclaim = policy.reclaim_within_cohort
+        borrowers = self._borrowers(node, needed) if reclaim is not PreemptionPolicy.NEVER else ()
         for member in self._cohort_members(node):
-            borrowing = any(tree.is_borrowing(member, fr) for fr in frs)
-            for c in self.by_cq.get(member.name, ()):  # type: ignore[call-overload]
-                if c.wl.id in self.taken or not any(fr in c.usage for fr in frs):
+            if member is node:
+                continue
+            borrowing = member in borrowers
+            for c in self.by_cq.get(ClusterQueueName(member.name), ()):
+                if not (c.evicting or borrowing):
+                    # Only evicting workloads of a queue that is not borrowing count; they
+                    # are sorted first, so the rest of this queue can be skipped.
+                    break
+                if c.wl.id in taken or not c.uses(needed):
                     continue
                 if c.evicting:
-                    out.append(c)
-                    continue
-                if reclaim is PreemptionPolicy.NEVER or not borrowing:
-                    continue
-                if reclaim is PreemptionPolicy.LOWER_PRIORITY and c.wl.priority >= prio:
-                    continue
-                out.append(c)
-        own = cq.name
-        out.sort(
-            key=lambda c: (
-                not c.evicting,
-                c.cq == own,
-                c.wl.priority,
-                -(c.wl.admitted_at or 0.0),
-                c.wl.id,
-            )
-        )
-        return out
+                    evicting.append(c)
+                elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
+                    others.append(c)
+        evicting.sort(key=_KEY)
+        others.sort(key=_KEY)
+        return evicting + others + own
 
     # selection ------------------------------------------------------------------------------
 
