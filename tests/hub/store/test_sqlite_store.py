@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,56 @@ async def test_writes_after_close_are_unavailable(tmp_path: Path) -> None:
     with pytest.raises(Unavailable):
         await store.create("/x/a", {})
     await store.close()  # idempotent
+
+
+async def test_a_failed_commit_fails_its_whole_batch_and_the_store_carries_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from hub.store.sqlite import _Writer
+
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+        await store.create("/f/before", {})
+        real = _Writer._apply_one
+
+        def failing(self: _Writer, op: Any) -> Any:
+            if op.key == "/f/poison":
+                raise sqlite3.OperationalError("disk I/O error")
+            return real(self, op)
+
+        monkeypatch.setattr(_Writer, "_apply_one", failing)
+        results = await asyncio.gather(
+            store.create("/f/a", {}),
+            store.create("/f/poison", {}),
+            store.create("/f/b", {}),
+            return_exceptions=True,
+        )
+        monkeypatch.setattr(_Writer, "_apply_one", real)
+
+        assert all(isinstance(r, Unavailable) for r in results)
+        assert [o.key for o in (await store.list("/f/")).items] == ["/f/before"]
+        after = await store.create("/f/after", {})
+        assert after.revision == 2  # the rolled-back batch consumed no revision
+
+
+async def test_a_long_replay_is_read_in_pages_and_joins_live_writes_without_gaps(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+        for i in range(100):
+            await store.create(f"/p/{i:03d}" if i % 3 else f"/other/{i:03d}", {})
+        watch = store.watch("/p/", since=Revision(0))
+        watch._page = 7  # many pages, some partly filtered out by the prefix
+
+        revisions = []
+        async with watch as events, asyncio.timeout(5):
+            async for event in events:
+                revisions.append(event.revision)
+                if len(revisions) % 10 == 0 and event.revision < 100:
+                    await store.create(f"/p/live-{event.revision}", {})
+                if event.revision >= 100 and len(revisions) == 66 + 6:
+                    break
+
+        expected = [r for r in range(1, 101) if (r - 1) % 3] + list(range(101, 107))
+        assert revisions == expected

@@ -479,3 +479,32 @@ async def test_a_watch_since_a_future_revision_starts_after_it(store: Store) -> 
         got = await take(events, 2)
 
     assert [e.key for e in got] == ["/w/c", "/w/d"]
+
+
+async def test_watchers_joining_mid_stream_see_gapless_sequences(store: Store) -> None:
+    """Each watcher starts at a different point of a running write stream (replay, the switch
+    to live events, or already live) and must see every revision after its start, once."""
+    start = await store.current_revision()
+    total = 300
+    rng = random.Random(11)
+
+    async def write_all() -> None:
+        for i in range(0, total, 10):
+            await asyncio.gather(*(store.create(f"/s/{j:04d}", {}) for j in range(i, i + 10)))
+            await asyncio.sleep(0.003)  # spread the stream over the watchers' arrivals
+
+    async def watcher(since: Revision) -> list[Revision]:
+        async with store.watch("/s/", since=since) as events:
+            return [e.revision for e in await take(events, start + total - since, within=10)]
+
+    writing = asyncio.create_task(write_all())
+    watchers = []
+    for _ in range(8):
+        await asyncio.sleep(0.005)
+        now = await store.current_revision()
+        since = Revision(rng.randint(start, now))
+        watchers.append((since, asyncio.create_task(watcher(since))))
+    await writing
+
+    for since, task in watchers:
+        assert await task == list(range(since + 1, start + total + 1))
