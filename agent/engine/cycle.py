@@ -103,6 +103,7 @@ class _Cycle:
         self.failed: dict[tuple[str, int], tuple[tuple[object, ...], PendingReason]] = {}
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
+        self.nominated: dict[WorkloadId, Admission] = {}
         self.hopeless: dict[tuple[str, int], list[dict[FlavorResource, int]]] = {}
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
@@ -443,6 +444,7 @@ class _Cycle:
             # victims are about to release (the tree is briefly overbooked: conservative).
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
+            self.nominated[wl.id] = self._admission(cq, a)
             victims = ", ".join(t.candidate.wl.id for t in out.targets)
             self.pending[wl.id] = PendingReason(
                 PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS,
@@ -462,15 +464,19 @@ class _Cycle:
             self.failed[(cq.name, wl.shape_hash)] = (wl.shape, reason)
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
-    def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
-        a = out.assignment
-        admission = Admission(
+    @staticmethod
+    def _admission(cq: ClusterQueue, a: Assignment) -> Admission:
+        return Admission(
             cq.name,
             tuple(
                 PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage))
                 for ps in a.pod_sets
             ),
         )
+
+    def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
+        admission = self._admission(cq, out.assignment)
+        a = out.assignment
         self.admitted.append(
             Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
         )
@@ -554,6 +560,7 @@ class _Cycle:
             queue_order=queue_order,
             lq_order=lq_order,
             new_preemptors=frozenset(self.new_preemptors),
+            nominated=self.nominated,
             next_wakeup=self.wakeup,
         )
 

@@ -177,6 +177,8 @@ class CycleResult:
     lq_order: Mapping[LocalQueueKey, tuple[WorkloadId, ...]] = field(default_factory=dict)
     new_preemptors: frozenset[WorkloadId] = frozenset()
     """Workloads that issued preemptions this cycle (sticky until admitted)."""
+    nominated: Mapping[WorkloadId, Admission] = field(default_factory=dict)
+    """Flavor assignment each waiting preemptor reserved, admitted once its victims leave."""
     next_wakeup: float | None = None
     """Earliest future time at which a cycle could decide differently without any event."""
 
