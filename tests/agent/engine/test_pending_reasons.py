@@ -82,7 +82,7 @@ def test_flavors_tried_explain_each_skipped_flavor() -> None:
         workloads=[wl("w").queue("a").request("cpu", "2")],
     )
     reason = reason_of(run(snap), "w")
-    tried = {a.flavor: a.reason for a in reason.flavors_tried}
+    tried = {str(a.flavor): a.reason for a in reason.flavors_tried}
     assert "untolerated taint gpu=true:NoSchedule" in tried["gpu-nodes"]
     assert "more needed" in tried["cpu-nodes"] or "exceeds" in tried["cpu-nodes"]
 
