@@ -283,7 +283,8 @@ class Scheduler(QueueController[tuple[str, str]]):
             for node in self._nodes.values()
             if (reason := self._rejection(pod, requests, node)) is not None
         )
-        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+        # kube-scheduler sorts the formatted "<count> <reason>" strings.
+        detail = ", ".join(sorted(f"{n} {reason}" for reason, n in reasons.items()))
         reasons_text = f"{detail}. " if detail else ""
         message = (
             f"0/{count} nodes are available: {reasons_text}preemption: 0/{count} nodes are "
