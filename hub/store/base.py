@@ -26,6 +26,7 @@ Errors (the hub maps `http_status` to its own Status replies in one place):
                                the outcome is unknown (etcd may have committed it before the
                                reply was lost): re-read before retrying, or retry a create and
                                accept AlreadyExists with the same content as success.
+        └── NotLeader     503  a fenced write from a hub that no longer leads (etcd only)
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "JsonObject",
     "Listing",
     "NotFound",
+    "NotLeader",
     "Revision",
     "Store",
     "StoreError",
@@ -128,6 +130,15 @@ class TooLarge(StoreError):  # noqa: N818
 
 class Unavailable(StoreError):  # noqa: N818
     http_status = 503
+
+
+class NotLeader(Unavailable):
+    """A write fenced by a leadership that has ended: nothing was written. The hub stops its
+    leader-only work; the new leader redoes it from the store."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key}: not written, this hub is no longer the leader")
+        self.key = key
 
 
 # --- values -------------------------------------------------------------------------------

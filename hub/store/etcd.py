@@ -24,6 +24,10 @@ key under the election prefix attached to its lease; the oldest key (lowest crea
 leads; the others wait for the deletion of the key just older than theirs. The leader keeps
 its lease alive and declares leadership lost as soon as it can no longer be sure the lease
 is alive (a refresh said it expired, or refreshes failed until the lease's deadline).
+Noticing takes time, so leader-only writes go through `store.fenced(leadership)`: each
+transaction also compares the leader key's create revision, so a deposed leader's writes fail
+with `NotLeader` however late it notices — the store-level half of "a workload runs in at
+most one cluster at a time" across hub replicas.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import functools
 import json
 import logging
@@ -57,6 +62,7 @@ from hub.store.base import (
     JsonObject,
     Listing,
     NotFound,
+    NotLeader,
     Revision,
     StoredObject,
     StoreError,
@@ -128,6 +134,8 @@ class EtcdStore:
         self._watch_buffer = watch_buffer
         self._watches: set[_EtcdWatch] = set()
         self._closed = False
+        self._fence: tuple[bytes, Revision] | None = None  # leader key and its create revision
+        self._owner = True  # closing a fenced view leaves the shared client open
 
     @classmethod
     async def connect(
@@ -204,9 +212,40 @@ class EtcdStore:
         stub = getattr(self._client.kvstub, method)
         return await stub(request, timeout=self._timeout, metadata=self._client.metadata)
 
-    async def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+    async def _txn(
+        self, compare: list[Any], success: list[Any], failure: list[Any], *, key: str = ""
+    ) -> Any:
+        if self._fence is not None:
+            # Written only while our election key is the one we won with: a deposed leader's
+            # writes fail even if it has not noticed yet (etcd's fencing recipe).
+            fence_key, fence_revision = self._fence
+            compare = [
+                *compare,
+                rpc.Compare(
+                    key=fence_key,
+                    target=rpc.Compare.CREATE,
+                    result=rpc.Compare.EQUAL,
+                    create_revision=fence_revision,
+                ),
+            ]
+            failure = [*failure, rpc.RequestOp(request_range=rpc.RangeRequest(key=fence_key))]
         request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
-        return await self._call(lambda: self._kv("Txn", request))
+        reply = await self._call(lambda: self._kv("Txn", request))
+        if not reply.succeeded and self._fence is not None:
+            kvs = reply.responses[-1].response_range.kvs
+            if not kvs or kvs[0].create_revision != self._fence[1]:
+                raise NotLeader(key)
+        return reply
+
+    def fenced(self, leadership: Leadership) -> EtcdStore:
+        """A view of this store whose writes succeed only while `leadership` holds (else
+        `NotLeader`, nothing written). Reads and watches are unchanged; closing the view does
+        not close this store."""
+        view = copy.copy(self)
+        view._fence = (self._key(leadership.key), leadership.revision)
+        view._owner = False
+        view._watches = set()
+        return view
 
     # -- reads --
 
@@ -267,6 +306,7 @@ class EtcdStore:
             ],
             [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data))],
             [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+            key=key,
         )
         if not reply.succeeded:
             kvs = reply.responses[0].response_range.kvs
@@ -284,6 +324,7 @@ class EtcdStore:
             [self._precondition(k, expected)],
             [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data, prev_kv=True))],
             [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+            key=key,
         )
         if not reply.succeeded:
             raise self._failed(key, expected, reply)
@@ -299,6 +340,7 @@ class EtcdStore:
             [self._precondition(k, expected)],
             [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k, prev_kv=True))],
             [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
+            key=key,
         )
         if not reply.succeeded:
             raise self._failed(key, expected, reply)
@@ -378,7 +420,8 @@ class EtcdStore:
         for watch in tuple(self._watches):
             await watch.stop(Unavailable("store is closed"))
         self._closed = True
-        await self._client.close()
+        if self._owner:
+            await self._client.close()
 
     # -- leases, for EtcdElection --
 
@@ -523,6 +566,7 @@ class Leadership:
     with every new leader, so it can serve as a fencing token."""
 
     candidate: str
+    key: str  # the election key, under the store's root
     revision: Revision
     lease_id: int
     lost: asyncio.Event
@@ -581,7 +625,7 @@ class EtcdElection:
         except BaseException:
             await self._stop(lease_id, lost)
             raise
-        self._leadership = Leadership(candidate, mine, lease_id, lost)
+        self._leadership = Leadership(candidate, key, mine, lease_id, lost)
         return self._leadership
 
     async def _wait_turn(self, k: bytes, mine: Revision, lost: asyncio.Event) -> None:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hub.store.base import Unavailable
+from hub.store.base import (
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    NotLeader,
+    Revision,
+    Unavailable,
+)
 from hub.store.etcd import EtcdElection, EtcdStore
 from hub.store.localetcd import LocalEtcd
 from tests.hub.store.conftest import connect_etcd
@@ -182,3 +189,51 @@ async def test_a_cancelled_campaign_withdraws_its_candidate(
     assert len((await a._candidates())[0]) == 1
     await a.resign()
     assert await a.leader() is None
+
+
+async def test_a_deposed_leaders_fenced_writes_fail_and_write_nothing(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+    a_lead = await a.campaign("hub-a")
+    as_leader = a_store.fenced(a_lead)
+    obj = await as_leader.create("/w/a", {"by": "a"})
+    obj = await as_leader.update("/w/a", {"by": "a", "n": 2}, expected=obj.revision)
+
+    # a is deposed (its lease revoked) but has not noticed yet; b takes over.
+    await b_store._lease_revoke(a_lead.lease_id)
+    b_lead = await asyncio.wait_for(b.campaign("hub-b"), 5)
+
+    with pytest.raises(NotLeader):
+        await as_leader.create("/w/b", {"by": "a"})
+    with pytest.raises(NotLeader):
+        await as_leader.update("/w/a", {"by": "a", "n": 3}, expected=obj.revision)
+    with pytest.raises(NotLeader):
+        await as_leader.delete("/w/a", expected=None)
+    assert [(o.key, o.value) for o in (await a_store.list("/w/")).items] == [
+        ("/w/a", {"by": "a", "n": 2})
+    ]
+    # Reads through the view, and unfenced writes, still work; the new leader's fence holds.
+    assert (await as_leader.get("/w/a")).revision == obj.revision
+    await b_store.fenced(b_lead).update("/w/a", {"by": "b"}, expected=obj.revision)
+    await as_leader.close()  # a view: the shared client stays open
+    assert (await a_store.get("/w/a")).value == {"by": "b"}
+    await b.resign()
+
+
+async def test_fenced_writes_report_ordinary_failures_while_leading(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, _ = two_hubs
+    a = EtcdElection(a_store, "hub", ttl=TTL)
+    view = a_store.fenced(await a.campaign("hub-a"))
+    created = await view.create("/w/a", {})
+
+    with pytest.raises(AlreadyExists):
+        await view.create("/w/a", {})
+    with pytest.raises(Conflict):
+        await view.update("/w/a", {}, expected=Revision(created.revision - 1))
+    with pytest.raises(NotFound):
+        await view.delete("/w/missing", expected=None)
+    await a.resign()
