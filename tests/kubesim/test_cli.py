@@ -61,7 +61,8 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
             raw += line
         summary = json.loads(raw)
         assert [c["name"] for c in summary["clusters"]] == ["kubesim-0", "kubesim-1"]
-        merged = yaml.safe_load(Path(summary["kubeconfig"]).read_text())
+        merged_text = await asyncio.to_thread(Path(summary["kubeconfig"]).read_text)
+        merged = yaml.safe_load(merged_text)
         assert [c["name"] for c in merged["contexts"]] == ["kubesim-0", "kubesim-1"]
         kubectl = Kubectl(Path(summary["kubeconfig"]), directory / "cache")
         nodes = await kubectl("--context", "kubesim-1", "get", "nodes", "-o", "name")
