@@ -188,9 +188,11 @@ class WatchStream(Protocol):
     """`async with store.watch(prefix, since=rev) as events: async for event in events: …`
 
     Yields every write under the prefix with a revision greater than `since`, in revision
-    order, without gaps. Raises `Compacted` (from entering or iterating) when that history is
-    gone or when the watcher fell more than its buffer behind; `Unavailable` when the backend
-    connection is lost or the store is closed. Both end the stream; the caller relists.
+    order, without gaps. Memory is bounded: a consumer that lags more than the store's
+    `watch_buffer` events is served from the store's history again, which is slower but
+    loses nothing. Raises `Compacted` (from entering or iterating) when history it needs is
+    gone; `Unavailable` when the backend connection is lost or the store is closed. Both end
+    the stream; the caller relists.
     """
 
     async def __aenter__(self) -> Self: ...

@@ -15,9 +15,10 @@ Requests are built from etcd's protobuf messages and sent on aetcd's stubs: aetc
 drop the response header (we need its revision), cannot page ranges, and wrap gRPC errors by
 message. Errors are mapped to the store tree in one function, `_translate`, by gRPC status
 code. Watches use aetcd's multiplexed watch stream with `prev_kv` (a DELETED event carries the
-last value); a pump task moves events into a bounded buffer, so a slow consumer gets
-`Compacted` instead of growing aetcd's unbounded queue. Reads that fail as `Unavailable` are
-retried briefly (`_READ_RETRY`); writes are not, since a lost reply may hide a commit.
+last value); a pump task moves events into a bounded buffer; when a slow consumer lets it
+fill, the etcd watch is cancelled (aetcd's own queue is unbounded) and reopened from the last
+queued revision once the consumer catches up. Reads that fail as `Unavailable` are retried
+briefly (`_read_retry`); writes are not, since a lost reply may hide a commit.
 
 Leader election (`EtcdElection`) follows etcd's own concurrency recipe: each candidate puts a
 key under the election prefix attached to its lease; the oldest key (lowest create revision)
@@ -473,16 +474,29 @@ class EtcdStore:
 
 @dataclass(eq=False)
 class _EtcdWatch:
+    """An etcd watch pumped into a bounded buffer. When the consumer falls a full buffer
+    behind, the etcd watch is cancelled and, once the buffer is drained, reopened from the
+    last queued revision: etcd replays its history, and answers `Compacted` only if that
+    history is gone. (Every revision holds one event here: our writes are single-key.)"""
+
     store: EtcdStore
     prefix: str
     since: Revision
+    _position: Revision = field(default_factory=lambda: Revision(0))  # last event queued
     _buffer: collections.deque[Event] = field(default_factory=collections.deque)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _error: StoreError | None = None
+    _suspended: bool = False  # buffer overflowed; reopen once drained
     _watch: Any = None
     _pump_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
+        self._position = self.since
+        await self._open()
+        self.store._watches.add(self)
+        return self
+
+    async def _open(self) -> None:
         store = self.store
         start = store._prefix(self.prefix)
 
@@ -491,16 +505,14 @@ class _EtcdWatch:
             return await store._client.watch(
                 start,
                 range_end=_range_end(start),
-                start_revision=self.since + 1,
+                start_revision=self._position + 1,
                 prev_kv=True,
             )
 
         self._watch = await store._call(open_watch)
-        store._watches.add(self)
         self._pump_task = asyncio.get_running_loop().create_task(
-            self._pump(), name=f"etcd-watch:{self.prefix}"
+            self._pump(self._watch), name=f"etcd-watch:{self.prefix}"
         )
-        return self
 
     async def __aexit__(
         self,
@@ -520,28 +532,40 @@ class _EtcdWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump_task
             self._pump_task = None
+        await self._cancel_watch()
+
+    async def _cancel_watch(self) -> None:
         if self._watch is not None:
             watch, self._watch = self._watch, None
             with contextlib.suppress(Exception):
                 await watch.cancel()
 
-    async def _pump(self) -> None:
+    async def _pump(self, watch: Any) -> None:
+        events = aiter(watch)
         try:
-            async for raw in self._watch:
+            async for raw in events:
                 if len(self._buffer) >= self.store._watch_buffer:
-                    raise Compacted(
-                        f"watch on {self.prefix!r} fell more than {self.store._watch_buffer}"
-                        " events behind; relist",
-                        revision=self._buffer[0].revision,
+                    log.info(
+                        "watch on %r fell behind; will resume from etcd's history", self.prefix
                     )
-                self._buffer.append(self.store._event(raw))
+                    self._suspended = True
+                    break
+                event = self.store._event(raw)
+                self._buffer.append(event)
+                self._position = event.revision
                 self._wake.set()
-            raise Unavailable("etcd ended the watch")
+            else:
+                raise Unavailable("etcd ended the watch")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._error = _translate(exc)
-            self._buffer.clear()
+            self._wake.set()
+        finally:
+            with contextlib.suppress(Exception):
+                await events.aclose()
+        if self._suspended:
+            await self._cancel_watch()
             self._wake.set()
 
     def __aiter__(self) -> Self:
@@ -549,10 +573,14 @@ class _EtcdWatch:
 
     async def __anext__(self) -> Event:
         while True:
-            if self._error is not None:
-                raise self._error
             if self._buffer:
                 return self._buffer.popleft()
+            if self._error is not None:
+                raise self._error
+            if self._suspended and self._watch is None:
+                self._suspended = False
+                await self._open()
+                continue
             self._wake.clear()
             await self._wake.wait()
 

@@ -26,8 +26,9 @@ events; a watch from before the floor gets `Compacted`.
 
 Watches. A watch first replays `changes` page by page (paced by its consumer), then, once it
 has caught up with the last published revision, joins the in-memory fan-out that the writer
-task feeds right after each commit. Each watcher's live buffer is bounded; a watcher that
-falls further behind gets `Compacted` and must relist, as Kubernetes' watch cache does.
+task feeds right after each commit. Each watcher's buffer is bounded: a watcher that falls
+further behind leaves the fan-out and replays `changes` again, so it gets `Compacted` (and
+must relist, like Kubernetes' 410) only when the history it needs has been trimmed.
 
 Ownership. An advisory `flock` on `<path>.lock` keeps a second process (a second hub) from
 opening the same file: the revision counter and the fan-out live in this process.
@@ -384,8 +385,8 @@ class SqliteStore:
     ) -> SqliteStore:
         """Open (creating if needed) the store at `path`.
 
-        `history`: change events kept for resuming watches; `watch_buffer`: events a live
-        watcher may lag behind before it gets `Compacted`; `max_batch`: writes per commit.
+        `history`: change events kept for resuming watches; `watch_buffer`: events queued per
+        live watcher before it falls back to reading history; `max_batch`: writes per commit.
         """
         path = os.fspath(path)
         lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -571,16 +572,20 @@ class SqliteStore:
 
 @dataclass(eq=False)
 class _SqliteWatch:
-    """Replays `changes` after `since`, then follows the live fan-out (see module docstring)."""
+    """Replays `changes` after `since`, then follows the live fan-out (see module docstring).
+
+    Events wait in one bounded deque, replayed or live. A live watcher whose deque is full
+    leaves the fan-out and, once its consumer has drained the deque, goes back to replaying
+    `changes` from its last queued event: a slow consumer costs reads, not memory, and gets
+    `Compacted` only when the history it still needs has been trimmed.
+    """
 
     store: SqliteStore
     prefix: str
     since: Revision
-    _position: Revision = field(
-        default_factory=lambda: Revision(0)
-    )  # every event up to here was replayed or skipped
-    _replay: collections.deque[Event] = field(default_factory=collections.deque)
-    _live: collections.deque[Event] | None = None  # set once joined to the fan-out
+    _position: Revision = field(default_factory=lambda: Revision(0))  # last event queued
+    _pending: collections.deque[Event] = field(default_factory=collections.deque)
+    _joined: bool = False  # in the store's fan-out
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _error: StoreError | None = None
     _page: int = 500
@@ -590,7 +595,7 @@ class _SqliteWatch:
         if self.store._closing:
             raise Unavailable("store is closed")
         if self.since < self.store._floor:
-            raise self._compacted()
+            raise self._compacted(self.since)
         self._join_if_caught_up()
         return self
 
@@ -600,22 +605,20 @@ class _SqliteWatch:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.store._watchers.discard(self)
+        self._leave()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> Event:
         while True:
-            if self._replay:
-                return self._replay.popleft()
+            if self._pending:
+                return self._pending.popleft()
             if self._error is not None:
                 raise self._error
-            if self._live is None:
+            if not self._joined:
                 await self._catch_up()
                 continue
-            if self._live:
-                return self._live.popleft()
             self._wake.clear()
             await self._wake.wait()
 
@@ -623,9 +626,13 @@ class _SqliteWatch:
         # Synchronous, so nothing can be published between the check and joining.
         if self._position < self.store._published:
             return False
-        self._live = collections.deque()
+        self._joined = True
         self.store._watchers.add(self)
         return True
+
+    def _leave(self) -> None:
+        self._joined = False
+        self.store._watchers.discard(self)
 
     async def _catch_up(self) -> None:
         store = self.store
@@ -639,38 +646,33 @@ class _SqliteWatch:
             )
         )
         if after < floor:
-            raise self._compacted()
-        self._replay.extend(events)
+            raise self._compacted(after)
+        self._pending.extend(events)
         self._position = published if complete else events[-1].revision
         self._join_if_caught_up()
 
     def offer(self, event: Event) -> None:
         """Called by the writer task for every committed event under our prefix."""
-        assert self._live is not None
         if event.revision <= self._position:
             return
-        if len(self._live) >= self.store._watch_buffer:
-            self.fail(
-                Compacted(
-                    f"watch on {self.prefix!r} fell more than {self.store._watch_buffer}"
-                    " events behind; relist",
-                    revision=self._live[0].revision,
-                )
+        if len(self._pending) >= self.store._watch_buffer:
+            log.info(
+                "watch on %r fell %d events behind; replaying", self.prefix, len(self._pending)
             )
+            self._leave()  # resume from `changes` after self._position
             return
-        self._live.append(event)
+        self._pending.append(event)
+        self._position = event.revision
         self._wake.set()
 
     def fail(self, error: StoreError) -> None:
-        self.store._watchers.discard(self)
-        if self._live is not None:
-            self._live.clear()
+        self._leave()
         self._error = error
         self._wake.set()
 
-    def _compacted(self) -> Compacted:
+    def _compacted(self, after: Revision) -> Compacted:
         return Compacted(
-            f"watch on {self.prefix!r} since revision {self.since}: history before"
-            f" {self.store._floor + 1} is compacted; relist",
-            revision=self.since,
+            f"watch on {self.prefix!r} needs the events after revision {after}, but history"
+            f" before {self.store._floor + 1} is compacted; relist",
+            revision=after,
         )

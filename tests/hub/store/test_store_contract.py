@@ -396,7 +396,7 @@ async def test_compacting_beyond_the_current_revision_is_refused(store: Store) -
         await store.compact(Revision(now + 10))
 
 
-async def test_a_watcher_that_falls_behind_its_buffer_gets_compacted(
+async def test_a_watcher_that_falls_behind_its_buffer_catches_up_from_history(
     make_store: StoreFactory,
 ) -> None:
     store = await make_store(watch_buffer=10)
@@ -404,10 +404,30 @@ async def test_a_watcher_that_falls_behind_its_buffer_gets_compacted(
     async with store.watch("/w/", since=start) as events:
         await store.create("/w/first", {})
         await take(events, 1)  # now following live writes
-        await asyncio.gather(*(store.create(f"/w/{i}", {}) for i in range(40)))
-        await asyncio.sleep(0.2)  # let the events arrive while nobody reads
+        for round_ in range(3):  # falls behind, catches up, falls behind again
+            await asyncio.gather(*(store.create(f"/w/{round_}-{i}", {}) for i in range(40)))
+            await asyncio.sleep(0.1)  # let the events arrive while nobody reads
+            got = await take(events, 40)
+            assert [e.revision for e in got] == list(
+                range(start + 2 + 40 * round_, start + 42 + 40 * round_)
+            )
+        await store.create("/w/live-again", {})
+        assert [e.key for e in await take(events, 1)] == ["/w/live-again"]
 
-        with pytest.raises(Compacted, match="behind"):
+
+async def test_a_watcher_whose_missed_history_was_compacted_gets_compacted(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(watch_buffer=10)
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        await store.create("/w/first", {})
+        await take(events, 1)
+        await asyncio.gather(*(store.create(f"/w/{i}", {}) for i in range(40)))
+        await asyncio.sleep(0.1)
+        await store.compact(await store.current_revision())
+
+        with pytest.raises(Compacted):
             await take(events, 40)
 
 
