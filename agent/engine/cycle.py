@@ -26,7 +26,12 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from agent.engine.flavors import Assignment, Mode, assign_flavors, describe_shortfalls
+from agent.engine.flavors import (
+    Assignment,
+    Mode,
+    assign_flavors,
+    group_index,
+)
 from agent.engine.gang import largest_admissible, reducible_pod_set
 from agent.engine.ordering import entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
@@ -40,6 +45,7 @@ from agent.engine.result import (
     PendingReason,
     Preemption,
     Unblock,
+    describe_shortfalls,
 )
 from agent.engine.snapshot import (
     Admission,
@@ -51,6 +57,7 @@ from agent.engine.snapshot import (
     PodSetAssignment,
     PreemptionPolicy,
     QueueingStrategy,
+    ResourceName,
     Snapshot,
     StopPolicy,
     Workload,
@@ -104,6 +111,7 @@ class _Cycle:
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
         self.nominated: dict[WorkloadId, Admission] = {}
+        self.group_index: dict[ClusterQueueName, dict[ResourceName, int]] = {}
         self.hopeless: dict[tuple[str, int], list[dict[FlavorResource, int]]] = {}
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
@@ -273,6 +281,7 @@ class _Cycle:
             flavors=self.snap.flavors,
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
+            groups=self._groups(cq),
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -285,6 +294,12 @@ class _Cycle:
                 memo.append(dict(a.usage))
                 del memo[:-4]
         return _Outcome(a, targets, counts)
+
+    def _groups(self, cq: ClusterQueue) -> dict[ResourceName, int]:
+        found = self.group_index.get(cq.name)
+        if found is None:
+            found = self.group_index[cq.name] = group_index(cq)
+        return found
 
     def _known_hopeless(self, wl: Workload, cq: ClusterQueue, a: Assignment) -> bool:
         """Whether a request at least as large already found no victims this cycle.
@@ -494,7 +509,7 @@ class _Cycle:
                 shortfalls,
                 tried,
             )
-        text = describe_shortfalls(list(a.shortfalls))
+        text = describe_shortfalls(a.shortfalls)
         if a.exceeds_max:
             return PendingReason(
                 PendingCode.EXCEEDS_MAX_QUOTA,

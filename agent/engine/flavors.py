@@ -95,10 +95,6 @@ def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
     return None
 
 
-def _group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
-    return {res: i for i, g in enumerate(cq.resource_groups) for res in g.covered_resources}
-
-
 def _can_preempt(cq: ClusterQueue) -> bool:
     p = cq.preemption
     return (
@@ -107,14 +103,30 @@ def _can_preempt(cq: ClusterQueue) -> bool:
     )
 
 
+_RANKS = {
+    FungibilityPreference.BORROWING_OVER_PREEMPTION: {
+        (Mode.FIT, False): 4,
+        (Mode.FIT, True): 3,
+        (Mode.PREEMPT, False): 2,
+        (Mode.PREEMPT, True): 1,
+    },
+    FungibilityPreference.PREEMPTION_OVER_BORROWING: {
+        (Mode.FIT, False): 4,
+        (Mode.PREEMPT, False): 3,
+        (Mode.FIT, True): 2,
+        (Mode.PREEMPT, True): 1,
+    },
+}
+
+
 def _rank(mode: Mode, borrow: bool, preference: FungibilityPreference) -> int:
-    if mode is Mode.FIT and not borrow:
-        return 4
-    if preference is FungibilityPreference.BORROWING_OVER_PREEMPTION:
-        order = {(Mode.FIT, True): 3, (Mode.PREEMPT, False): 2, (Mode.PREEMPT, True): 1}
-    else:
-        order = {(Mode.PREEMPT, False): 3, (Mode.FIT, True): 2, (Mode.PREEMPT, True): 1}
-    return order.get((mode, borrow), 0)
+    """Kueue's preference among candidate flavors: fit > fit-borrowing ≷ preempt > ..."""
+    return _RANKS[preference].get((mode, borrow), 0)
+
+
+def group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
+    """Resource → index of the resource group covering it."""
+    return {res: i for i, g in enumerate(cq.resource_groups) for res in g.covered_resources}
 
 
 def assign_flavors(
@@ -126,13 +138,15 @@ def assign_flavors(
     flavors: Mapping[FlavorName, ResourceFlavor],
     undeclared: UndeclaredResources,
     counts: tuple[int, ...] | None = None,
+    groups: Mapping[ResourceName, int] | None = None,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
 
     `counts` overrides the pod sets' counts (partial admission tries smaller ones).
     """
     out = Assignment()
-    groups = _group_index(cq)
+    if groups is None:
+        groups = group_index(cq)
     covers_pods = PODS in groups
     fungibility = cq.flavor_fungibility
     may_preempt = _can_preempt(cq)
@@ -201,9 +215,7 @@ def assign_flavors(
                         fmode = Mode.NO_FIT
                 if fmode is Mode.NO_FIT:
                     group_shortfalls.extend(shortfalls)
-                    out.attempts.append(
-                        FlavorAttempt(ps.name, fname, _describe(shortfalls) or "no quota")
-                    )
+                    out.attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))
                     continue
                 rank = _rank(fmode, fborrow, fungibility.preference)
                 if best is None or rank > best[0]:
@@ -224,12 +236,14 @@ def assign_flavors(
                     break
                 considered.append(
                     FlavorAttempt(
+                        ps.name, fname, "fits only by borrowing; a later flavor was preferred"
+                    )
+                    if fmode is Mode.FIT
+                    else FlavorAttempt(
                         ps.name,
                         fname,
-                        "fits only by borrowing; a later flavor was preferred"
-                        if fmode is Mode.FIT
-                        else f"needs preemption ({_describe(shortfalls)}); "
-                        "a later flavor was preferred",
+                        "needs preemption ({}); a later flavor was preferred",
+                        tuple(shortfalls),
                     )
                 )
             if best is None:
@@ -254,29 +268,3 @@ def assign_flavors(
                 out.usage[fr] = out.usage.get(fr, 0) + amount
         out.pod_sets.append(psf)
     return out
-
-
-def fmt(milli: int) -> str:
-    """Milli-units as an exact Kubernetes quantity (1500 → "1500m", 3000 → "3")."""
-    if milli % 1000 == 0:
-        return str(milli // 1000)
-    return f"{milli}m"
-
-
-def _describe(shortfalls: list[Shortfall]) -> str:
-    parts = []
-    for s in shortfalls:
-        if s.requested > s.maximum:
-            parts.append(
-                f"{s.resource} in flavor {s.flavor}: request {fmt(s.requested)} exceeds the "
-                f"maximum {fmt(s.maximum)}"
-            )
-        else:
-            parts.append(
-                f"insufficient unused quota for {s.resource} in flavor {s.flavor}, "
-                f"{fmt(s.missing)} more needed"
-            )
-    return "; ".join(parts)
-
-
-describe_shortfalls = _describe

@@ -39,6 +39,8 @@ __all__ = [
     "PreemptionReason",
     "Shortfall",
     "Unblock",
+    "describe_shortfalls",
+    "fmt",
 ]
 
 
@@ -98,13 +100,45 @@ class Shortfall:
         return max(0, self.requested - self.available)
 
 
+def fmt(milli: int) -> str:
+    """Milli-units as an exact Kubernetes quantity (1500 → "1500m", 3000 → "3")."""
+    if milli % 1000 == 0:
+        return str(milli // 1000)
+    return f"{milli}m"
+
+
+def describe_shortfalls(shortfalls: tuple[Shortfall, ...] | list[Shortfall]) -> str:
+    parts = []
+    for s in shortfalls:
+        if s.requested > s.maximum:
+            parts.append(
+                f"{s.resource} in flavor {s.flavor}: request {fmt(s.requested)} exceeds the "
+                f"maximum {fmt(s.maximum)}"
+            )
+        else:
+            parts.append(
+                f"insufficient unused quota for {s.resource} in flavor {s.flavor}, "
+                f"{fmt(s.missing)} more needed"
+            )
+    return "; ".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class FlavorAttempt:
-    """Why a flavor was not chosen for a pod set."""
+    """Why a flavor was not chosen for a pod set: a fixed text, or its quota shortfalls."""
 
     pod_set: str
     flavor: FlavorName
-    reason: str
+    detail: str = ""
+    shortfalls: tuple[Shortfall, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        # Built on demand: most attempts are never read, and a cycle makes many.
+        text = describe_shortfalls(self.shortfalls) if self.shortfalls else ""
+        if self.detail and text:
+            return self.detail.format(text)
+        return text or self.detail or "no quota"
 
 
 @dataclass(frozen=True, slots=True)
