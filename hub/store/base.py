@@ -6,9 +6,11 @@ Every hub object (workloads, queues, clusters, …) lives under a string key suc
 Each store encodes them once (compact UTF-8 JSON) and hands back freshly decoded dicts.
 
 Revisions come from one counter per store that grows by one with every successful write
-(create, update or delete), like etcd's: an object's `revision` is the revision of its last
-write (Kubernetes' resourceVersion), `create_revision` that of its creation. A list answers
-with the store revision it saw, so "list, then watch since that revision" misses nothing.
+(create, update or delete), like etcd's; in etcd, writes outside our root (elections, other
+installations) advance it too, so rely on order, never on gaps. An object's `revision` is the
+revision of its last write (Kubernetes' resourceVersion), `create_revision` that of its
+creation. A list answers with the store revision it saw, so "list, then watch since that
+revision" misses nothing.
 
 Implementations: `hub.store.sqlite.SqliteStore` (embedded default) and
 `hub.store.etcd.EtcdStore` (HA). One contract suite (`tests/hub/store/`) runs against both.
