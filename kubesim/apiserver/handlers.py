@@ -31,11 +31,13 @@ from kubesim.apiserver.validation import FieldValidation, check_fields, decode_b
 from kubesim.apiserver.watch import WatchHub, WatchRequest, WatchStream
 from kubesim.errors import (
     BadRequestError,
+    Cause,
     ConflictError,
     ExpiredError,
     MethodNotAllowedError,
     NotAcceptableError,
     NotFoundError,
+    ServerTimeoutError,
 )
 from kubesim.logs import ContainerLog, LogBook
 from kubesim.objects import JsonObject, labels_of, now, parse_time
@@ -270,6 +272,28 @@ def _key(obj: JsonObject) -> str:
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
+def _check_not_in_future(ctx: ApiContext, requested: str | None) -> None:
+    """A resourceVersion ahead of the store: the watch cache's 504 "Too large" answer."""
+    if not requested:
+        return
+    try:
+        wanted = int(requested)
+    except ValueError as error:
+        raise BadRequestError(f"invalid resource version: {requested!r}") from error
+    if wanted > ctx.store.revision:
+        raise ServerTimeoutError(
+            f"Too large resource version: {wanted}, current: {ctx.store.revision}",
+            causes=(
+                Cause(
+                    "",
+                    "ResourceVersionTooLarge",
+                    f"Too large resource version: {wanted}, current: {ctx.store.revision}",
+                ),
+            ),
+            retry_after_seconds=1,
+        )
+
+
 def _list(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
     _check_acceptable(request)
     query = request.query
@@ -278,6 +302,8 @@ def _list(ctx: ApiContext, request: web.Request, target: Target) -> web.Response
     fields = parse_field_selector(query.get("fieldSelector"), resource)
     bucket = ctx.store.bucket(resource)
     requested_rv = query.get("resourceVersion")
+    if requested_rv != "0":
+        _check_not_in_future(ctx, requested_rv)
     exact = query.get("resourceVersionMatch") == "Exact" and requested_rv
     if exact and int(requested_rv or 0) < bucket.compacted_rv:
         raise ExpiredError("The resourceVersion for the provided list is too old.")
@@ -348,6 +374,7 @@ async def _watch(ctx: ApiContext, request: web.Request, target: Target) -> web.S
     fields_text = query.get("fieldSelector")
     if target.name is not None:
         fields_text = f"metadata.name={target.name}" + (f",{fields_text}" if fields_text else "")
+    _check_not_in_future(ctx, query.get("resourceVersion"))
     timeout = query.get("timeoutSeconds")
     watch_request = WatchRequest(
         resource=resource,

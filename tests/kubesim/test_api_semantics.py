@@ -10,6 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from kubesim.cluster import Cluster
 from kubesim.testing import RunningSimulator
 from tests.kubesim.conftest import manifest
 
@@ -215,3 +216,59 @@ async def test_a_job_with_restart_policy_always_is_422_invalid(batch: client.Bat
     status = _status(caught.value)
     assert status["reason"] == "Invalid"
     assert "spec.template.spec.restartPolicy" in str(status["message"])
+
+
+async def test_a_watch_from_a_future_resource_version_is_504_too_large(
+    simulator: RunningSimulator, cluster: Cluster
+) -> None:
+    url = simulator.urls["sim-0"] + "/api/v1/namespaces/default/configmaps"
+    future = str(cluster.store.revision + 1000)
+    params = {"watch": "1", "resourceVersion": future}
+    async with aiohttp.ClientSession() as session, session.get(url, params=params) as response:
+        body = await response.json()
+    assert response.status == 504
+    assert body["reason"] == "Timeout"
+    assert body["message"].startswith(f"Too large resource version: {future}, current: ")
+    assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+async def test_delete_collection_removes_only_matching_objects(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    for name, team in (("a", "x"), ("b", "x"), ("c", "y")):
+        await core.create_namespaced_config_map(
+            "default", manifest({"metadata": {"name": name, "labels": {"team": team}}})
+        )
+    await core.delete_collection_namespaced_config_map("default", label_selector="team=x")
+    remaining = await core.list_namespaced_config_map("default")
+    assert [cm.metadata.name for cm in remaining.items] == ["c"]
+
+
+async def test_workloads_and_rbac_objects_are_stored_and_served(
+    api_client: client.ApiClient,
+) -> None:
+    apps = client.AppsV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    deployment = manifest(
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                },
+            },
+        }
+    )
+    created = await apps.create_namespaced_deployment("default", deployment)
+    assert created.spec.replicas == 1
+    role = manifest(
+        {
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        }
+    )
+    await rbac.create_namespaced_role("default", role)
+    roles = await rbac.list_namespaced_role("default")
+    assert [r.metadata.name for r in roles.items] == ["reader"]

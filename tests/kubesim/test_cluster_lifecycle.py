@@ -235,6 +235,16 @@ async def test_a_crd_serves_validated_custom_resources(
         _content_type="application/merge-patch+json",  # type: ignore[call-arg]
     )  # fmt: skip
     assert patched["spec"]["size"] == 3
+    headers = {"Content-Type": "application/strategic-merge-patch+json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.patch(
+            cluster.url + "/apis/example.io/v1/namespaces/default/batchruns/r1",
+            data=b'{"spec": {"size": 4}}',
+            headers=headers,
+        ) as response,
+    ):
+        assert response.status == 415  # strategic merge is for built-in types only
     listed = await kubectl("get", "br")
     assert listed.stdout.splitlines()[0].split() == ["NAME", "AGE"]
     assert listed.stdout.splitlines()[1].startswith("r1")

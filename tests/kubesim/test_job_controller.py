@@ -271,3 +271,51 @@ async def test_deleting_a_job_without_a_policy_orphans_its_pods(
     pods = _job_pods(cluster, "parent")
     assert len(pods) == 1
     assert "ownerReferences" not in pods[0]["metadata"]
+
+
+async def test_pod_failure_policy_ignore_does_not_count_against_the_backoff_limit(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    policy = {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [7]}}]}
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "tolerant",
+            backoffLimit=0,
+            podFailurePolicy=policy,
+            annotations={"kubesim.dev/exit-code": "7"},
+        ),
+    )
+    await eventually(lambda: len(_job_pods(cluster, "tolerant")) >= 3)
+    assert "Failed" not in _true_conditions(cluster, "tolerant")
+    assert _job_status(cluster, "tolerant").get("failed", 0) == 0
+    await batch.delete_namespaced_job("tolerant", "default", propagation_policy="Foreground")
+
+
+async def test_simulated_logs_are_produced_at_the_annotated_rate(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    pod = manifest(
+        {
+            "metadata": {
+                "name": "noisy",
+                "annotations": {
+                    "kubesim.dev/log-lines-per-second": "20",
+                    "kubesim.dev/duration": "1",
+                },
+            },
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x"}]},
+        }
+    )
+    await core.create_namespaced_pod("default", pod)
+    await eventually(
+        lambda: (
+            (cluster.get("pods", "default", "noisy") or {}).get("status", {}).get("phase")
+            == "Succeeded"
+        ),
+        within=10,
+    )
+    log = await core.read_namespaced_pod_log("noisy", "default")
+    lines = log.splitlines()
+    assert 10 <= len(lines) <= 25
+    assert lines[0] == "noisy main line 1"

@@ -188,3 +188,41 @@ async def test_create_with_an_unknown_field_is_rejected_by_server_validation(
     result = await kubectl("create", "-f", "-", stdin=bad, check=False)
     assert result.returncode == 1
     assert 'unknown field "spec.containers[0].imagee"' in result.stderr
+
+
+async def test_typed_client_generators_get_the_protobuf_415_kubectl_prints(
+    kubectl: Kubectl,
+) -> None:
+    result = await kubectl("create", "job", "x", "--image=busybox", "--", "true", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: failed to create job: the body of the request was in an unknown format - "
+        "accepted media types include: application/json, application/yaml"
+    )
+    piped = await kubectl("create", "job", "x", "--image=busybox", "--dry-run=client", "-o", "yaml")
+    created = await kubectl("create", "-f", "-", stdin=piped.stdout)
+    assert "job.batch/x created" in created.stdout
+
+
+async def test_get_events_and_describe_show_the_job_history(kubectl: Kubectl) -> None:
+    await kubectl("create", "-f", "-", stdin=JOB)
+    await kubectl("wait", "--for=condition=complete", "job/batch-1", "--timeout=30s")
+    events = await kubectl("get", "events")
+    assert _header(events.stdout) == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert "SuccessfulCreate" in events.stdout
+    described = await kubectl("describe", "job", "batch-1")
+    assert "Pods Statuses:    0 Active (0 Ready) / 2 Succeeded / 0 Failed" in described.stdout
+    assert "Completed" in described.stdout
+
+
+async def test_wait_for_delete_returns_once_the_object_is_gone(
+    kubectl: Kubectl, cluster: Cluster
+) -> None:
+    await kubectl("create", "-f", "-", stdin=CONFIGMAP.format(level=1))
+    waiter = asyncio.create_task(
+        kubectl("wait", "--for=delete", "configmap/settings", "--timeout=30s")
+    )
+    await asyncio.sleep(1.0)
+    cluster.registry.delete(cluster.types.core("configmaps"), "default", "settings")
+    result = await waiter
+    assert "condition met" in result.stdout or "deleted" in result.stdout

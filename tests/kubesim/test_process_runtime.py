@@ -216,3 +216,74 @@ async def test_processes_are_killed_when_the_cluster_stops() -> None:
         assert processes
     await asyncio.sleep(0)
     assert all(p.returncode is not None for p in processes)
+
+
+async def test_log_query_parameters_tail_timestamps_and_previous(
+    process_sim: RunningSimulator, process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    marker = Path(tempfile.mkdtemp()) / "first-run-done"
+    script = (
+        f"if [ -e {marker} ]; then echo run-2-a; echo run-2-b; echo run-2-c; exit 0; fi; "
+        f"touch {marker}; echo run-1; exit 1"
+    )
+    await process_core.create_namespaced_pod(
+        "default", _pod("chatty", script, restartPolicy="OnFailure")
+    )
+    await eventually(lambda: _phase(process_cluster, "chatty") == "Succeeded", within=15)
+    tail = await process_core.read_namespaced_pod_log("chatty", "default", tail_lines=2)
+    assert tail == "run-2-b\nrun-2-c\n"
+    previous = await process_core.read_namespaced_pod_log("chatty", "default", previous=True)
+    assert previous == "run-1\n"
+    stamped = await process_core.read_namespaced_pod_log("chatty", "default", timestamps=True)
+    first = stamped.splitlines()[0]
+    assert first.endswith("Z run-2-a") and first[:4].isdigit()
+    limited = await process_core.read_namespaced_pod_log("chatty", "default", limit_bytes=4)
+    assert limited == "run-"
+
+
+async def test_a_multi_container_pod_needs_a_container_name_for_logs(
+    process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    pod = _pod("duo", "echo a")
+    pod["spec"]["containers"].append(
+        {"name": "side", "image": "x", "command": ["sh", "-c", "echo b"]}
+    )
+    await process_core.create_namespaced_pod("default", pod)
+    await eventually(lambda: _phase(process_cluster, "duo") == "Succeeded")
+    with pytest.raises(client.ApiException) as caught:
+        await process_core.read_namespaced_pod_log("duo", "default")
+    assert caught.value.status == 400
+    assert "a container name must be specified for pod duo, choose one of: [main side]" in str(
+        caught.value.body
+    )
+    assert await process_core.read_namespaced_pod_log("duo", "default", container="side") == "b\n"
+
+
+async def test_init_containers_run_first_and_in_order(
+    process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    directory = Path(tempfile.mkdtemp())
+    pod = _pod("ordered", f"cat {directory}/trace")
+    pod["spec"]["initContainers"] = [
+        {
+            "name": f"init-{i}",
+            "image": "x",
+            "command": ["sh", "-c", f"echo init-{i} >> {directory}/trace"],
+        }
+        for i in range(2)
+    ]
+    await process_core.create_namespaced_pod("default", pod)
+    await eventually(lambda: _phase(process_cluster, "ordered") == "Succeeded")
+    log = await process_core.read_namespaced_pod_log("ordered", "default", container="main")
+    assert log == "init-0\ninit-1\n"
+
+
+async def test_a_pod_annotation_picks_the_process_runtime_in_a_simulated_cluster(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    assert cluster.config.runtime == "simulated"
+    pod = _pod("real", "echo from-a-process")
+    pod["metadata"]["annotations"] = {"kubesim.dev/runtime": "process"}
+    await core.create_namespaced_pod("default", pod)
+    await eventually(lambda: _phase(cluster, "real") == "Succeeded")
+    assert await core.read_namespaced_pod_log("real", "default") == "from-a-process\n"
