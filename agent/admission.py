@@ -1,0 +1,516 @@
+"""The engine shell: holds the offered workloads, builds the engine snapshot, runs
+`agent.engine.cycle.schedule`, and applies its decisions — admit (assume quota, materialise,
+report Admitted), preempt or evict (delete the Jobs, report Evicted), keep pending (report the
+structured reason) or reject (an offer that can never be admitted here).
+
+Everything that changes the held workloads happens in one task (`run`), in order: hub
+messages (offers, withdrawals, config) are queued by the hub session and handled here, then
+one admission cycle and one status pass run over the result, so no two handlers ever race.
+Materialisation runs in its own tasks (it does I/O); they re-check that the workload is
+still held, at the same generation, before reporting.
+
+Fencing by generation: an offer, withdraw or cancel naming an older generation than the one
+held is ignored (an older offer is rejected as StaleGeneration); a newer offer replaces the
+held one after its Jobs are deleted; a redelivered offer (same generation) only re-sends the
+latest report.
+
+Quota is released when a workload finishes (its status gets Finished, so the snapshot
+leaves it out), is evicted, withdrawn or cancelled. Finished workloads stay held (and listed
+in Hello) for `finished_ttl` seconds, then are forgotten; their Jobs stay in the cluster
+(for `kubectl logs` and the user's own ttlSecondsAfterFinished).
+
+Called by: agent.app (constructs it, feeds `submit`, runs `run`); agent.capacity reads
+`snapshot()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol
+
+from agent.engine.cycle import schedule
+from agent.engine.from_api import build_snapshot
+from agent.engine.result import CycleResult, PendingCode, PendingReason, Unblock
+from agent.engine.snapshot import Admission as EngineAdmission
+from agent.engine.snapshot import Snapshot
+from agent.errors import K8sClientError, K8sError, MaterializeError
+from agent.inventory import Inventory
+from agent.materialize import Materializer, plan_jobs
+from agent.state import Held, StateStore
+from agent.status import observe, report_changed
+from api.meta import Condition
+from api.quantity import Quantity
+from api.v1alpha1.messages import (
+    Cancel,
+    ConfigSync,
+    DispatchOffer,
+    HeldWorkload,
+    OfferRejected,
+    RejectReason,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.workload import Admission, PodSetAssignment, WorkloadStatus
+
+__all__ = ["AdmissionShell", "HubMessage", "Reporter"]
+
+log = logging.getLogger(__name__)
+
+HubMessage = ConfigSync | DispatchOffer | Withdraw | Cancel
+
+_NEVER_HERE = frozenset(
+    {
+        PendingCode.LOCAL_QUEUE_NOT_FOUND,
+        PendingCode.CLUSTER_QUEUE_NOT_FOUND,
+    }
+)
+_REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
+
+
+class Reporter(Protocol):
+    def report(self, payload: WorkloadStatusReport | OfferRejected) -> None: ...
+
+
+def _now_dt(now: float) -> datetime:
+    return datetime.fromtimestamp(now, UTC)
+
+
+def _condition_reason(text: str) -> str:
+    cleaned = _REASON_CHARS.sub("", text) or "Unknown"
+    return cleaned if cleaned[0].isalpha() else "R" + cleaned
+
+
+def api_admission(adm: EngineAdmission) -> Admission:
+    return Admission(
+        cluster_queue=adm.cluster_queue,
+        pod_set_assignments=[
+            PodSetAssignment(
+                name=ps.name,
+                flavors={str(r): str(f) for r, f in ps.flavors.items()},
+                resource_usage={r: Quantity.from_milli(v) for r, v in ps.usage.items()},
+                count=ps.count,
+            )
+            for ps in adm.pod_sets
+        ],
+    )
+
+
+def rejection(reason: PendingReason) -> RejectReason | None:
+    """The rejection a pending reason amounts to, or None when waiting may help."""
+    if reason.code in _NEVER_HERE:
+        return RejectReason.NO_SUCH_QUEUE
+    if reason.unblock is Unblock.QUOTA_CHANGED:
+        return RejectReason.INADMISSIBLE
+    return None
+
+
+class AdmissionShell:
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        materializer: Materializer,
+        inventory: Inventory,
+        reporter: Reporter,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[], None] | None = None,
+        cycle_min_interval: float = 0.05,
+        finished_ttl: float = 3600.0,
+    ) -> None:
+        self.store = store
+        self.materializer = materializer
+        self.inventory = inventory
+        self.reporter = reporter
+        self.clock = clock
+        self.on_change = on_change
+        self.cycle_min_interval = cycle_min_interval
+        self.finished_ttl = finished_ttl
+        self.config: ConfigSync | None = None
+        self.held: dict[str, Held] = {}
+        self.preempting: set[str] = set()
+        self.last_reports: dict[str, WorkloadStatusReport] = {}
+        self.finished_at: dict[str, float] = {}
+        self.cycles = 0
+        self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # state -----------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Restore the last config and the held workloads from the state directory."""
+        self.config = self.store.load_config()
+        for held in self.store.load_all():
+            self.held[held.key] = held
+            if held.finished:
+                self.finished_at[held.key] = self.clock()
+        log.info(
+            "restored config revision %s and %d held workloads",
+            self.config.revision if self.config else None,
+            len(self.held),
+        )
+
+    def held_summary(self) -> list[HeldWorkload]:
+        return [
+            HeldWorkload(workload=h.key, generation=h.generation, phase=h.phase)
+            for h in sorted(self.held.values(), key=lambda h: h.key)
+        ]
+
+    def flavors(self) -> list[str]:
+        return (
+            [] if self.config is None else [f.metadata.name for f in self.config.resource_flavors]
+        )
+
+    def snapshot(self) -> Snapshot:
+        cfg = self.config or ConfigSync(revision=0)
+        return build_snapshot(
+            flavors=cfg.resource_flavors,
+            cluster_queues=cfg.cluster_queues,
+            local_queues=cfg.local_queues,
+            cohorts=cfg.cohorts,
+            priority_classes=cfg.workload_priority_classes,
+            workloads=[h.offer.workload for h in self.held.values()],
+            preempting=self.preempting,
+        )
+
+    # input -----------------------------------------------------------------------------------
+
+    def submit(self, message: HubMessage) -> None:
+        """Queue a hub message for the loop (called by the hub session's reader)."""
+        self._inbox.put_nowait(message)
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Something in the cluster changed: run a pass soon."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
+        next_wakeup: float | None = None
+        while True:
+            timeout = None if next_wakeup is None else max(0.0, next_wakeup - self.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            await self.step()
+            next_wakeup = self._next_wakeup
+            await asyncio.sleep(self.cycle_min_interval)
+
+    async def step(self) -> None:
+        while not self._inbox.empty():
+            await self.handle(self._inbox.get_nowait())
+        await self.cycle()
+        await self.observe()
+
+    async def handle(self, message: HubMessage) -> None:
+        if isinstance(message, ConfigSync):
+            self.config = message
+            self.store.save_config(message)
+        elif isinstance(message, DispatchOffer):
+            await self._offer(message)
+        else:
+            await self._withdraw(message)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # reporting -------------------------------------------------------------------------------
+
+    def _report(self, held: Held, phase: WorkloadPhase, **fields: object) -> WorkloadStatusReport:
+        status = held.offer.workload.status
+        report = WorkloadStatusReport.model_validate(
+            {
+                "workload": held.key,
+                "generation": held.generation,
+                "phase": phase,
+                "observed_at": _now_dt(self.clock()),
+                "admission": status.admission if status else None,
+                **fields,
+            }
+        )
+        self.last_reports[held.key] = report
+        self.reporter.report(report)
+        return report
+
+    def _reject(self, key: str, generation: int, reason: RejectReason, message: str) -> None:
+        log.info("rejecting %s (generation %d): %s: %s", key, generation, reason, message)
+        self.reporter.report(
+            OfferRejected(workload=key, generation=generation, reason=reason, message=message)
+        )
+
+    # hub messages ----------------------------------------------------------------------------
+
+    async def _offer(self, offer: DispatchOffer) -> None:
+        meta = offer.workload.metadata
+        key = f"{meta.namespace or 'default'}/{meta.name}"
+        current = self.held.get(key)
+        if current is not None:
+            if current.generation > offer.generation:
+                self._reject(
+                    key,
+                    offer.generation,
+                    RejectReason.STALE_GENERATION,
+                    f"generation {current.generation} is held",
+                )
+                return
+            if current.generation == offer.generation:
+                last = self.last_reports.get(key)
+                if last is not None:
+                    self.reporter.report(last)
+                return
+            await self._stop(current)
+        now = self.clock()
+        workload = offer.workload.model_copy(deep=True)
+        workload.status = None
+        if workload.metadata.creation_timestamp is None:
+            workload.metadata.creation_timestamp = _now_dt(now)
+        if not workload.metadata.uid:
+            workload.metadata.uid = f"{key}@{offer.generation}"
+        held = Held(
+            offer=offer.model_copy(update={"workload": workload}),
+            phase=WorkloadPhase.PENDING,
+            offered_at=now,
+        )
+        self.held[key] = held
+        self.store.save(held)
+
+    async def _withdraw(self, message: Withdraw | Cancel) -> None:
+        key = message.workload
+        held = self.held.get(key)
+        if held is not None and held.generation > message.generation:
+            log.info(
+                "ignoring %s of %s generation %d: generation %d is held",
+                message.type,
+                key,
+                message.generation,
+                held.generation,
+            )
+            return
+        namespace, name = key.split("/", 1)
+        await self.materializer.delete_all(namespace, name)
+        if held is not None:
+            self._forget(held)
+        report = WorkloadStatusReport(
+            workload=key,
+            generation=message.generation,
+            phase=WorkloadPhase.WITHDRAWN,
+            observed_at=_now_dt(self.clock()),
+            conditions=[
+                Condition(
+                    type="Evicted",
+                    status="True",
+                    reason=_condition_reason(message.reason or message.type),
+                    message=message.message or f"{message.type} by the hub",
+                    last_transition_time=_now_dt(self.clock()),
+                )
+            ],
+        )
+        self.reporter.report(report)
+
+    def _forget(self, held: Held) -> None:
+        self.held.pop(held.key, None)
+        self.preempting.discard(held.key)
+        self.last_reports.pop(held.key, None)
+        self.finished_at.pop(held.key, None)
+        self.store.forget(held.key)
+
+    async def _stop(self, held: Held) -> None:
+        namespace, name = held.key.split("/", 1)
+        await self.materializer.delete_all(namespace, name)
+        self._forget(held)
+
+    # the cycle -------------------------------------------------------------------------------
+
+    _next_wakeup: float | None = None
+
+    async def cycle(self) -> CycleResult:
+        now = self.clock()
+        result = schedule(self.snapshot(), now)
+        self.cycles += 1
+        self._next_wakeup = result.next_wakeup
+        for victim in result.preempted:
+            await self._evict(victim.victim, "Preempted", victim.message)
+        for ev in result.evicted:
+            await self._evict(ev.workload, ev.reason.value, ev.message)
+        for adm in result.admitted:
+            self._admit(adm.workload, adm.admission, now)
+        self.preempting = (self.preempting | set(result.new_preemptors)) - {
+            a.workload for a in result.admitted
+        }
+        for wid, reason in result.pending.items():
+            held = self.held.get(wid)
+            if held is None or held.phase is not WorkloadPhase.PENDING:
+                continue
+            rejected = rejection(reason)
+            if rejected is not None:
+                self._reject(held.key, held.generation, rejected, reason.message)
+                self._forget(held)
+                continue
+            last = self.last_reports.get(wid)
+            if (
+                last is None
+                or last.pending_reason != reason.code.value
+                or last.pending_message != reason.message
+            ):
+                self._report(
+                    held,
+                    WorkloadPhase.PENDING,
+                    pending_reason=reason.code.value,
+                    pending_message=reason.message,
+                )
+        if result.admitted or result.preempted or result.evicted:
+            self._changed()
+        return result
+
+    def _admit(self, key: str, admission: EngineAdmission, now: float) -> None:
+        held = self.held[key]
+        workload = held.offer.workload
+        # Assume first: the quota is ours from now on, then materialise.
+        workload.status = WorkloadStatus(
+            admission=api_admission(admission),
+            conditions=[
+                Condition(
+                    type="QuotaReserved",
+                    status="True",
+                    reason="QuotaReserved",
+                    message=f"Quota reserved in ClusterQueue {admission.cluster_queue}",
+                    last_transition_time=_now_dt(now),
+                )
+            ],
+        )
+        held.phase = WorkloadPhase.ADMITTED
+        held.job_names = []
+        self.store.save(held)
+        task = asyncio.create_task(self._materialize(held), name=f"materialize {key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _still_held(self, held: Held) -> bool:
+        current = self.held.get(held.key)
+        return current is held
+
+    async def _materialize(self, held: Held) -> None:
+        offer = held.offer
+        status = offer.workload.status
+        assert status is not None and status.admission is not None
+        flavors = {
+            f.metadata.name: f for f in (self.config.resource_flavors if self.config else [])
+        }
+        delay = 0.5
+        while self._still_held(held):
+            try:
+                jobs = plan_jobs(
+                    offer.workload, offer.generation, offer.source, status.admission, flavors
+                )
+                held.job_names = [str(j["metadata"]["name"]) for j in jobs]
+                await self.materializer.ensure(jobs)
+                break
+            except (MaterializeError, K8sClientError) as exc:
+                if not self._still_held(held):
+                    return
+                log.error("cannot materialise %s: %s", held.key, exc)
+                self._forget(held)
+                self._reject(held.key, held.generation, RejectReason.INVALID, str(exc))
+                self._wake.set()
+                return
+            except K8sError as exc:  # transient, retries exhausted: keep trying
+                log.warning("materialising %s: %s; retrying in %.1fs", held.key, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        if not self._still_held(held):
+            namespace, name = held.key.split("/", 1)
+            await self.materializer.delete_all(namespace, name, offer.workload.metadata.uid)
+            return
+        self.store.save(held)
+        self._report(held, WorkloadPhase.ADMITTED)
+        self._wake.set()
+
+    async def _evict(self, key: str, reason: str, message: str) -> None:
+        held = self.held.get(key)
+        if held is None:
+            return
+        log.info("evicting %s: %s: %s", key, reason, message)
+        await self._stop(held)
+        now = _now_dt(self.clock())
+        self.reporter.report(
+            WorkloadStatusReport(
+                workload=key,
+                generation=held.generation,
+                phase=WorkloadPhase.EVICTED,
+                observed_at=now,
+                conditions=[
+                    Condition(
+                        type="Evicted",
+                        status="True",
+                        reason=_condition_reason(reason),
+                        message=message,
+                        last_transition_time=now,
+                    )
+                ],
+            )
+        )
+
+    # status pass -----------------------------------------------------------------------------
+
+    async def observe(self) -> None:
+        now = self.clock()
+        for held in list(self.held.values()):
+            if held.finished:
+                if now - self.finished_at.get(held.key, now) > self.finished_ttl:
+                    self._forget(held)
+                continue
+            if held.phase is WorkloadPhase.PENDING or not held.job_names:
+                continue
+            namespace, name = held.key.split("/", 1)
+            obs = observe(
+                uid=held.offer.workload.metadata.uid or "",
+                generation=held.generation,
+                job_names=held.job_names,
+                jobs=self.inventory.workload_jobs(namespace, name),
+                pods=self.inventory.workload_pods(namespace, name),
+            )
+            last = self.last_reports.get(held.key)
+            if obs.phase is WorkloadPhase.ADMITTED and held.phase is not WorkloadPhase.ADMITTED:
+                continue  # the mirror lags behind: never go backwards
+            if not report_changed(last, obs):
+                continue
+            phase_changed = obs.phase is not held.phase
+            held.phase = obs.phase
+            conditions = []
+            if obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+                conditions.append(
+                    Condition(
+                        type="Finished",
+                        status="True",
+                        reason=obs.phase.value,
+                        message=obs.message or f"the workload {obs.phase.value.lower()}",
+                        last_transition_time=_now_dt(now),
+                    )
+                )
+                status = held.offer.workload.status or WorkloadStatus()
+                status.conditions = [*status.conditions, *conditions]
+                held.offer.workload.status = status
+                self.finished_at[held.key] = now
+                self._changed()
+                self._wake.set()  # its quota is free: admit who waits
+            self._report(
+                held, obs.phase, pods=obs.pods, exits=list(obs.exits), conditions=conditions
+            )
+            if phase_changed:
+                self.store.save(held)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

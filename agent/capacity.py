@@ -1,0 +1,79 @@
+"""Capacity reports: per (cluster queue, flavor, resource) nominal quota, usage and headroom
+— what a new workload could still get there, borrowing included — computed from the engine's
+quota tree over the current snapshot, plus the node summary from the inventory.
+
+`capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then at most
+once per `debounce` after a change and at least once per `heartbeat`.
+
+Called by: agent.app (the capacity loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from agent.engine.quota import QuotaTree
+from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
+from api.quantity import Quantity
+from api.v1alpha1.messages import CapacityReport, NodeSummary, QueueCapacity
+
+__all__ = ["CapacityPacer", "capacity_report"]
+
+
+def capacity_report(
+    *,
+    cluster: str,
+    snapshot: Snapshot,
+    nodes: NodeSummary,
+    observed_at: datetime,
+    config_revision: int | None,
+) -> CapacityReport:
+    tree = QuotaTree.from_snapshot(snapshot)
+    cells: list[QueueCapacity] = []
+    for name in sorted(snapshot.cluster_queues):
+        cq = snapshot.cluster_queues[name]
+        node = tree.cqs[name]
+        for group in cq.resource_groups:
+            for fq in group.flavors:
+                for res in sorted(fq.resources):
+                    fr = (FlavorName(fq.flavor), ResourceName(res))
+                    headroom = 0 if name in tree.disabled else QuotaTree.available(node, fr)
+                    cells.append(
+                        QueueCapacity(
+                            cluster_queue=name,
+                            flavor=fq.flavor,
+                            resource=res,
+                            nominal=Quantity.from_milli(node.nominal.get(fr, 0)),
+                            usage=Quantity.from_milli(node.usage.get(fr, 0)),
+                            headroom=Quantity.from_milli(max(0, headroom)),
+                        )
+                    )
+    return CapacityReport(
+        cluster=cluster,
+        observed_at=observed_at,
+        config_revision=config_revision,
+        queues=cells,
+        nodes=nodes,
+    )
+
+
+class CapacityPacer:
+    """Wake-ups for the capacity loop: `changed()` on any change; `wait()` returns when a
+    report is due (debounced change, or heartbeat)."""
+
+    def __init__(self, *, debounce: float, heartbeat: float) -> None:
+        self.debounce = debounce
+        self.heartbeat = heartbeat
+        self._changed = asyncio.Event()
+
+    def changed(self) -> None:
+        self._changed.set()
+
+    async def wait(self) -> None:
+        try:
+            await asyncio.wait_for(self._changed.wait(), self.heartbeat)
+        except TimeoutError:
+            return
+        await asyncio.sleep(self.debounce)
+        self._changed.clear()

@@ -1,0 +1,319 @@
+"""The agent's session with the hub: two WebSocket lanes, sequence numbers and acks, an
+outbox that survives disconnects, and reconnection with capped exponential backoff.
+
+Lanes (both dialled with `Authorization: Bearer <token>` and `?cluster=<name>`):
+  control  GET {hub}/agent/v1/session — every message except log traffic;
+  logs     GET {hub}/agent/v1/logs    — LogOpen/LogClose in, LogData out, so a saturated log
+                                        stream can never delay a control message.
+
+Each lane numbers the messages it sends from 1 per connection (`seq`) and acknowledges the
+highest `seq` it received (`ack`, piggy-backed on every envelope). A bare `Ack` goes out when
+input has been unacknowledged for `ack_delay` with nothing else to send; it carries the
+lane's last used `seq` without consuming a new one. Envelopes whose `seq` is not above the
+highest received are duplicates and dropped (their `ack` is still read).
+
+On every connect Hello goes first (built by the `hello` callback), then `on_connect` runs
+(the agent sends its capacity), then the outbox is flushed: status reports and rejections
+produced while disconnected (latest per workload, bounded) and every one sent but not yet
+acknowledged. Redelivery is harmless (reports are idempotent: latest phase per workload and
+generation).
+
+Called by: agent.app (runs `HubSession.run`, sends through it); agent.logs (`send_log`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from agent import retry
+from agent.errors import HubRefusedError, HubUnreachableError
+from agent.settings import AgentSettings
+from api.v1alpha1.messages import (
+    Ack,
+    Envelope,
+    Hello,
+    LogClose,
+    LogData,
+    LogOpen,
+    MessageInvalidError,
+    OfferRejected,
+    Payload,
+    WorkloadStatusReport,
+)
+
+__all__ = ["CONTROL_PATH", "LOGS_PATH", "HubSession", "Lane", "Outbox"]
+
+log = logging.getLogger(__name__)
+
+CONTROL_PATH = "/agent/v1/session"
+LOGS_PATH = "/agent/v1/logs"
+
+OutboxPayload = WorkloadStatusReport | OfferRejected
+
+
+class Lane:
+    """One WebSocket with its sequence and acknowledgement bookkeeping."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, name: str) -> None:
+        self.ws = ws
+        self.name = name
+        self.seq = 0
+        """Our last used sequence number."""
+        self.received = 0
+        """The peer's highest sequence number received."""
+        self.ack_sent = 0
+        """The highest peer sequence number we acknowledged."""
+        self.peer_acked = 0
+        """Our highest sequence number the peer acknowledged."""
+        self._lock = asyncio.Lock()
+        self.acked = asyncio.Condition()
+
+    async def send(self, payload: Payload) -> int:
+        async with self._lock:
+            if isinstance(payload, Ack):
+                env = Envelope.wrap(payload, seq=self.seq, ack=self.received)
+            else:
+                self.seq += 1
+                env = Envelope.wrap(payload, seq=self.seq, ack=self.received or None)
+            try:
+                await self.ws.send_str(env.to_json())
+            except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+                raise HubUnreachableError(f"{self.name} lane: send failed: {exc}") from exc
+            self.ack_sent = max(self.ack_sent, self.received)
+            return env.seq
+
+    def accept(self, env: Envelope) -> bool:
+        """Record an incoming envelope; False when it is a duplicate (or a bare Ack)."""
+        if env.ack is not None and env.ack > self.peer_acked:
+            self.peer_acked = env.ack
+        if isinstance(env.payload, Ack) or env.seq <= self.received:
+            return False
+        self.received = env.seq
+        return True
+
+    async def ack_loop(self, delay: float) -> None:
+        while True:
+            await asyncio.sleep(delay)
+            if self.received > self.ack_sent:
+                await self.send(Ack())
+
+
+@dataclass(slots=True)
+class _Entry:
+    payload: OutboxPayload
+    sent_seq: int | None = None
+
+
+class Outbox:
+    """Latest report per workload, kept until the hub acknowledges it; bounded (oldest go)."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._limit = limit
+        self.dropped = 0
+
+    @staticmethod
+    def _key(payload: OutboxPayload) -> str:
+        return payload.workload
+
+    def put(self, payload: OutboxPayload) -> None:
+        key = self._key(payload)
+        self._entries.pop(key, None)
+        self._entries[key] = _Entry(payload)
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+            self.dropped += 1
+
+    def unsent(self) -> list[OutboxPayload]:
+        return [e.payload for e in self._entries.values() if e.sent_seq is None]
+
+    def mark_sent(self, payload: OutboxPayload, seq: int) -> None:
+        entry = self._entries.get(self._key(payload))
+        if entry is not None and entry.payload is payload:
+            entry.sent_seq = seq
+
+    def acknowledge(self, upto: int) -> None:
+        for key in [
+            k for k, e in self._entries.items() if e.sent_seq is not None and e.sent_seq <= upto
+        ]:
+            del self._entries[key]
+
+    def reset(self) -> None:
+        """A new connection: everything not acknowledged is sent again."""
+        for entry in self._entries.values():
+            entry.sent_seq = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+MessageHandler = Callable[[Payload], Awaitable[None]]
+
+
+class HubSession:
+    """Keeps both lanes connected; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        hello: Callable[[], Hello],
+        on_connect: Callable[[], Awaitable[None]],
+        on_message: MessageHandler,
+        on_log_message: Callable[[LogOpen | LogClose], Awaitable[None]],
+        on_disconnect: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._hello = hello
+        self._on_connect = on_connect
+        self._on_message = on_message
+        self._on_log_message = on_log_message
+        self._on_disconnect = on_disconnect
+        self.outbox = Outbox()
+        self.control: Lane | None = None
+        self.logs: Lane | None = None
+        self.connected = asyncio.Event()
+        self.connections = 0
+        self._wake_outbox = asyncio.Event()
+
+    # sending ---------------------------------------------------------------------------------
+
+    async def send(self, payload: Payload) -> None:
+        """Send on the control lane now; raises HubUnreachableError when not connected."""
+        lane = self.control
+        if lane is None or not self.connected.is_set():
+            raise HubUnreachableError("not connected")
+        await lane.send(payload)
+
+    def report(self, payload: OutboxPayload) -> None:
+        """Queue a status report or rejection; delivered now or after the next Hello."""
+        self.outbox.put(payload)
+        self._wake_outbox.set()
+
+    async def send_log(self, payload: LogData) -> None:
+        lane = self.logs
+        if lane is None or not self.connected.is_set():
+            raise HubUnreachableError("not connected")
+        await lane.send(payload)
+
+    # the connection loop ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, serve until a lane breaks, reconnect — until cancelled."""
+        timings = self.settings.timings
+        async with aiohttp.ClientSession() as http:
+            while True:
+                policy = retry.hub_reconnect(
+                    initial=timings.reconnect_initial, maximum=timings.reconnect_max
+                )
+                control, logs = await retry.call(policy, lambda: self._connect(http))
+                try:
+                    await self._serve(control, logs)
+                except HubUnreachableError as exc:
+                    log.warning("hub session lost: %s", exc)
+                finally:
+                    self.connected.clear()
+                    self.control = self.logs = None
+                    for ws in (control, logs):
+                        with contextlib.suppress(Exception):
+                            await ws.close()
+                    if self._on_disconnect is not None:
+                        await self._on_disconnect()
+                await asyncio.sleep(timings.reconnect_initial)
+
+    async def _dial(
+        self, http: aiohttp.ClientSession, path: str
+    ) -> aiohttp.ClientWebSocketResponse:
+        try:
+            return await http.ws_connect(
+                self.settings.hub + path,
+                headers={"Authorization": f"Bearer {self.settings.token}"},
+                params={"cluster": self.settings.cluster},
+                heartbeat=self.settings.timings.heartbeat,
+                max_msg_size=64 * 1024 * 1024,
+            )
+        except aiohttp.WSServerHandshakeError as exc:
+            if exc.status in (401, 403):
+                # A wrong token is an operator error, but the hub may be mid-rotation: keep
+                # trying (with backoff) and say so loudly.
+                log.error("hub refused the session (%s): check --token and --cluster", exc.status)
+                raise HubUnreachableError(f"refused: {exc.status}") from HubRefusedError(
+                    str(exc), status=exc.status
+                )
+            raise HubUnreachableError(f"{path}: handshake failed: {exc.status}") from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise HubUnreachableError(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+    async def _connect(
+        self, http: aiohttp.ClientSession
+    ) -> tuple[aiohttp.ClientWebSocketResponse, aiohttp.ClientWebSocketResponse]:
+        control = await self._dial(http, CONTROL_PATH)
+        try:
+            logs = await self._dial(http, LOGS_PATH)
+        except HubUnreachableError:
+            await control.close()
+            raise
+        return control, logs
+
+    async def _serve(
+        self, control_ws: aiohttp.ClientWebSocketResponse, logs_ws: aiohttp.ClientWebSocketResponse
+    ) -> None:
+        control = Lane(control_ws, "control")
+        logs = Lane(logs_ws, "logs")
+        self.control, self.logs = control, logs
+        self.connections += 1
+        # Hello is the first control message: nobody else may send before it is out.
+        await control.send(self._hello())
+        self.connected.set()
+        await self._on_connect()
+        self.outbox.reset()
+        self._wake_outbox.set()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._read(control, logs=False))
+            tasks.create_task(self._read(logs, logs=True))
+            tasks.create_task(control.ack_loop(self.settings.timings.ack_delay))
+            tasks.create_task(logs.ack_loop(self.settings.timings.ack_delay))
+            tasks.create_task(self._flush_outbox(control))
+
+    async def _flush_outbox(self, lane: Lane) -> None:
+        while True:
+            await self._wake_outbox.wait()
+            self._wake_outbox.clear()
+            for payload in self.outbox.unsent():
+                seq = await lane.send(payload)
+                self.outbox.mark_sent(payload, seq)
+
+    async def _read(self, lane: Lane, *, logs: bool) -> None:
+        async for msg in lane.ws:
+            if msg.type is not aiohttp.WSMsgType.TEXT:
+                if msg.type is aiohttp.WSMsgType.ERROR:
+                    break
+                continue
+            try:
+                env = Envelope.decode(msg.data)
+            except MessageInvalidError as exc:
+                log.error("%s lane: invalid message from the hub: %s", lane.name, exc)
+                continue
+            fresh = lane.accept(env)
+            if lane is self.control:
+                self.outbox.acknowledge(lane.peer_acked)
+            if not fresh:
+                continue
+            payload = env.payload
+            if logs:
+                if isinstance(payload, LogOpen | LogClose):
+                    await self._on_log_message(payload)
+                else:
+                    log.error("logs lane: unexpected %s", env.type)
+            elif isinstance(payload, LogOpen | LogClose):
+                log.error("control lane: %s belongs on the logs lane; ignored", env.type)
+            else:
+                await self._on_message(payload)
+        raise HubUnreachableError(f"{lane.name} lane closed by the hub")

@@ -1,0 +1,165 @@
+"""The agent's live picture of its cluster: mirrors of nodes, pods and jobs (list + watch,
+relist on 410), and the node summary the Hello and capacity reports carry.
+
+Pods and jobs are mirrored cluster-wide (node free capacity needs every pod's requests);
+`workload_jobs` / `workload_pods` select the ones MultiQ made, by the labels materialisation
+puts on them.
+
+Called by: agent.app (runs the mirrors, wakes the loop on change), agent.status,
+agent.capacity, agent.logs, agent.materialize (adoption).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from agent.k8s.client import JsonObject, Kube, Resource
+from agent.k8s.watching import Mirror
+from api.k8s.pod import ResourceList
+from api.quantity import Quantity
+from api.v1alpha1.messages import InventorySummary, NodeSummary
+
+__all__ = ["Inventory", "Labels"]
+
+
+class Labels:
+    """The labels MultiQ puts on every object it creates for a workload."""
+
+    NAMESPACE = "multiq.dev/workload-namespace"
+    NAME = "multiq.dev/workload-name"
+    UID = "multiq.dev/workload-uid"
+    GENERATION = "multiq.dev/dispatch-generation"
+    MANAGED = "multiq.dev/managed-by"
+    MANAGED_VALUE = "multiq-agent"
+
+
+def _ready(node: JsonObject) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _add(total: dict[str, Quantity], resources: dict[str, str]) -> None:
+    for name, raw in resources.items():
+        try:
+            q = Quantity.parse(raw)
+        except ValueError:
+            continue
+        total[name] = total.get(name, Quantity(0)) + q
+
+
+def _pod_requests(pod: JsonObject) -> dict[str, Quantity]:
+    spec = pod.get("spec") or {}
+    total: dict[str, Quantity] = {}
+    for c in spec.get("containers") or []:
+        _add(total, ((c.get("resources") or {}).get("requests") or {}))
+    init: dict[str, Quantity] = {}
+    for c in spec.get("initContainers") or []:
+        one: dict[str, Quantity] = {}
+        _add(one, ((c.get("resources") or {}).get("requests") or {}))
+        for k, v in one.items():
+            if k not in init or v > init[k]:
+                init[k] = v
+    for k, v in init.items():
+        if k not in total or v > total[k]:
+            total[k] = v
+    total["pods"] = Quantity(1)
+    return total
+
+
+class Inventory:
+    """Mirrors of nodes, pods and jobs; `on_change` is called after every change."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        on_change: Callable[[Resource], None] | None = None,
+        watch_timeout: int = 300,
+        retry_delay: float = 1.0,
+    ) -> None:
+        def mirror(resource: Resource) -> Mirror:
+            return Mirror(
+                kube,
+                resource,
+                on_change=on_change,
+                timeout_seconds=watch_timeout,
+                retry_delay=retry_delay,
+            )
+
+        self.kube = kube
+        self.nodes = mirror(Resource.NODES)
+        self.pods = mirror(Resource.PODS)
+        self.jobs = mirror(Resource.JOBS)
+        self.kubernetes_version: str | None = None
+
+    @property
+    def mirrors(self) -> tuple[Mirror, Mirror, Mirror]:
+        return (self.nodes, self.pods, self.jobs)
+
+    async def wait_listed(self) -> None:
+        await asyncio.gather(*(m.listed.wait() for m in self.mirrors))
+
+    # selections ------------------------------------------------------------------------------
+
+    def workload_jobs(self, namespace: str, name: str) -> list[JsonObject]:
+        return [j for j in self.jobs.objects.values() if _belongs(j, namespace, name)]
+
+    def workload_pods(self, namespace: str, name: str) -> list[JsonObject]:
+        return [p for p in self.pods.objects.values() if _belongs(p, namespace, name)]
+
+    def managed_jobs(self) -> list[JsonObject]:
+        return [
+            j
+            for j in self.jobs.objects.values()
+            if Labels.UID in ((j.get("metadata") or {}).get("labels") or {})
+        ]
+
+    # summaries -------------------------------------------------------------------------------
+
+    def node_summary(self) -> NodeSummary:
+        allocatable: dict[str, Quantity] = {}
+        used: dict[str, Quantity] = {}
+        total = ready = schedulable = 0
+        usable: set[str] = set()
+        for node in self.nodes.objects.values():
+            total += 1
+            is_ready = _ready(node)
+            ready += is_ready
+            if is_ready and not (node.get("spec") or {}).get("unschedulable"):
+                schedulable += 1
+                usable.add(str((node.get("metadata") or {}).get("name")))
+                _add(allocatable, ((node.get("status") or {}).get("allocatable") or {}))
+        for pod in self.pods.objects.values():
+            spec = pod.get("spec") or {}
+            phase = (pod.get("status") or {}).get("phase")
+            if spec.get("nodeName") in usable and phase not in ("Succeeded", "Failed"):
+                for k, v in _pod_requests(pod).items():
+                    used[k] = used.get(k, Quantity(0)) + v
+        free: ResourceList = {
+            k: max(v - used.get(k, Quantity(0)), Quantity(0)) for k, v in allocatable.items()
+        }
+        return NodeSummary(
+            total=total,
+            ready=ready,
+            schedulable=schedulable,
+            allocatable=dict(allocatable),
+            free=free,
+        )
+
+    def summary(self, flavors: list[str]) -> InventorySummary:
+        nodes = self.node_summary()
+        return InventorySummary(
+            kubernetes_version=self.kubernetes_version,
+            nodes=nodes.total,
+            ready_nodes=nodes.ready,
+            allocatable=nodes.allocatable,
+            flavors=flavors,
+        )
+
+
+def _belongs(obj: JsonObject, namespace: str, name: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(Labels.NAMESPACE) == namespace and labels.get(Labels.NAME) == name)

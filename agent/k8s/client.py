@@ -1,0 +1,356 @@
+"""The only kubernetes_asyncio importer: a small typed facade over the calls the agent makes.
+
+Objects travel as plain JSON dicts (`JsonObject`), exactly as the API server sends them: the
+agent builds Jobs from the user's wire form and reads only a few status fields, so the
+generated models would add cost and no safety. Every call goes through
+`_preload_content=False`, so this module sees the raw response and maps a non-2xx status to
+the `agent.errors` tree in one place (`errors.k8s_error`); transport errors become
+`K8sConnectionError`. Reads and writes are retried on transient errors only
+(`agent.retry.k8s_transient`); watches and log streams are not retried here — their callers
+(`watching`, `logs`) resume them.
+
+Called by: agent.app (opens it), agent.k8s.watching, agent.inventory, agent.materialize,
+agent.status, agent.logs. Tests talk to kubesim through it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from agent import retry
+from agent.errors import K8sConnectionError, K8sError, k8s_error
+
+__all__ = [
+    "JsonObject",
+    "Kube",
+    "KubeClient",
+    "ObjectList",
+    "Resource",
+    "WatchEvent",
+    "open_client",
+]
+
+JsonObject = dict[str, Any]
+
+
+class Resource(enum.StrEnum):
+    """The kinds the agent reads or writes."""
+
+    NODES = "nodes"
+    PODS = "pods"
+    JOBS = "jobs"
+    NAMESPACES = "namespaces"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    items: list[JsonObject]
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK
+    object: JsonObject
+
+
+class Kube(Protocol):
+    """What the agent needs from a cluster (kubesim or real, through `KubeClient`)."""
+
+    async def list(
+        self, resource: Resource, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> ObjectList: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[WatchEvent]: ...
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JsonObject: ...
+
+    async def create(
+        self, resource: Resource, namespace: str | None, body: JsonObject
+    ) -> JsonObject: ...
+
+    async def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
+    ) -> None: ...
+
+    def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        since_seconds: int | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool = True,
+    ) -> AsyncIterator[str]: ...
+
+    async def server_version(self) -> str: ...
+
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+class KubeClient:
+    """`Kube` over kubernetes_asyncio's generated APIs, raw JSON in and out."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+        self._core = k8s.CoreV1Api(api_client)
+        self._batch = k8s.BatchV1Api(api_client)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    # plumbing --------------------------------------------------------------------------------
+
+    async def _raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a generated method for its raw aiohttp response; map every failure."""
+        try:
+            response = await fn(*args, _preload_content=False, **kwargs)
+        except K8sError:
+            raise
+        except _TRANSPORT_ERRORS as exc:
+            raise K8sConnectionError(f"{type(exc).__name__}: {exc}") from exc
+        if not 200 <= response.status <= 299:
+            try:
+                body = await response.read()
+            except _TRANSPORT_ERRORS:
+                body = b""
+            finally:
+                response.release()
+            raise k8s_error(response.status, body, dict(response.headers))
+        return response
+
+    async def _json(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async def once() -> Any:
+            response = await self._raw(fn, *args, **kwargs)
+            try:
+                data = await response.read()
+            except _TRANSPORT_ERRORS as exc:
+                raise K8sConnectionError(f"{type(exc).__name__}: {exc}") from exc
+            finally:
+                response.release()
+            return json.loads(data) if data else {}
+
+        return await retry.call(retry.k8s_transient(name), once)
+
+    def _list_fn(
+        self, resource: Resource, namespace: str | None
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        match resource:
+            case Resource.NODES:
+                return self._core.list_node, ()
+            case Resource.NAMESPACES:
+                return self._core.list_namespace, ()
+            case Resource.PODS:
+                if namespace is None:
+                    return self._core.list_pod_for_all_namespaces, ()
+                return self._core.list_namespaced_pod, (namespace,)
+            case Resource.JOBS:
+                if namespace is None:
+                    return self._batch.list_job_for_all_namespaces, ()
+                return self._batch.list_namespaced_job, (namespace,)
+        raise AssertionError(resource)
+
+    # reads -----------------------------------------------------------------------------------
+
+    async def list(
+        self, resource: Resource, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> ObjectList:
+        fn, args = self._list_fn(resource, namespace)
+        kwargs: dict[str, Any] = {}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        body = await self._json(f"list {resource}", fn, *args, **kwargs)
+        meta = body.get("metadata") or {}
+        return ObjectList(list(body.get("items") or []), str(meta.get("resourceVersion", "")))
+
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[WatchEvent]:
+        """One watch request from `resource_version`; ends when the server ends it.
+
+        An ERROR event raises its mapped error (K8sGoneError for 410: the caller relists)."""
+        fn, args = self._list_fn(resource, None)
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": timeout_seconds,
+        }
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        response = await self._raw(fn, *args, **kwargs)
+        try:
+            while True:
+                try:
+                    line = await response.content.readline()
+                except _TRANSPORT_ERRORS as exc:
+                    raise K8sConnectionError(f"watch {resource}: {exc}") from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind = str(event.get("type", ""))
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = int(obj.get("code") or 500)
+                    raise k8s_error(code, json.dumps(obj), {})
+                yield WatchEvent(kind, obj)
+        finally:
+            response.release()
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JsonObject:
+        match resource:
+            case Resource.NODES:
+                return dict(await self._json("get node", self._core.read_node, name))
+            case Resource.NAMESPACES:
+                return dict(await self._json("get namespace", self._core.read_namespace, name))
+            case Resource.PODS:
+                return dict(
+                    await self._json("get pod", self._core.read_namespaced_pod, name, namespace)
+                )
+            case Resource.JOBS:
+                return dict(
+                    await self._json("get job", self._batch.read_namespaced_job, name, namespace)
+                )
+        raise AssertionError(resource)
+
+    async def server_version(self) -> str:
+        # VersionApi.get_code asks for `/version/`; `/version` is the path every server serves.
+        body = await self._json(
+            "version",
+            self._api.call_api,
+            "/version",
+            "GET",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        return str(body.get("gitVersion", ""))
+
+    # writes ----------------------------------------------------------------------------------
+
+    async def create(
+        self, resource: Resource, namespace: str | None, body: JsonObject
+    ) -> JsonObject:
+        match resource:
+            case Resource.NAMESPACES:
+                return dict(await self._json("create namespace", self._core.create_namespace, body))
+            case Resource.JOBS:
+                return dict(
+                    await self._json(
+                        "create job", self._batch.create_namespaced_job, namespace, body
+                    )
+                )
+            case Resource.PODS:
+                return dict(
+                    await self._json(
+                        "create pod", self._core.create_namespaced_pod, namespace, body
+                    )
+                )
+        raise AssertionError(resource)
+
+    async def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
+    ) -> None:
+        """Delete with background propagation (a Job's pods go too); `uid` is a precondition."""
+        body: JsonObject = {"propagationPolicy": "Background"}
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        match resource:
+            case Resource.JOBS:
+                await self._json(
+                    "delete job", self._batch.delete_namespaced_job, name, namespace, body=body
+                )
+            case Resource.PODS:
+                await self._json(
+                    "delete pod", self._core.delete_namespaced_pod, name, namespace, body=body
+                )
+            case _:
+                raise AssertionError(resource)
+
+    # logs ------------------------------------------------------------------------------------
+
+    async def pod_log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        since_seconds: int | None = None,
+        tail_lines: int | None = None,
+        timestamps: bool = True,
+    ) -> AsyncIterator[str]:
+        """The pod's log lines (without the newline); with `follow`, until the container ends."""
+        kwargs: dict[str, Any] = {"follow": follow, "timestamps": timestamps}
+        if container is not None:
+            kwargs["container"] = container
+        if since_seconds is not None:
+            kwargs["since_seconds"] = since_seconds
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        response = await self._raw(self._core.read_namespaced_pod_log, name, namespace, **kwargs)
+        try:
+            while True:
+                try:
+                    line = await response.content.readline()
+                except _TRANSPORT_ERRORS as exc:
+                    raise K8sConnectionError(f"log {namespace}/{name}: {exc}") from exc
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace").rstrip("\n")
+        finally:
+            response.release()
+
+
+async def _api_client(kubeconfig: Path | None, context: str | None) -> Any:
+    if kubeconfig is not None:
+        return await k8s_config.new_client_from_config(config_file=str(kubeconfig), context=context)
+    try:
+        configuration = k8s.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return k8s.ApiClient(configuration)
+    except k8s_config.ConfigException:
+        return await k8s_config.new_client_from_config(context=context)
+
+
+@asynccontextmanager
+async def open_client(
+    kubeconfig: Path | None = None, context: str | None = None
+) -> AsyncIterator[KubeClient]:
+    """A connected `KubeClient`, closed on exit."""
+    kube = KubeClient(await _api_client(kubeconfig, context))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+def labels_selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

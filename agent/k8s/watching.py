@@ -1,0 +1,125 @@
+"""Watch streams that never die: list, then watch from the list's resourceVersion, resume in
+place when a watch request ends, relist on 410 Gone or any other failure (kopf's shape).
+
+`watch_objects` yields `Relisted(items)` after every (re)list — the consumer replaces what it
+knew, which also forgets objects deleted while the stream was down — and `WatchEvent`s in
+between. `Mirror` keeps a resource's objects by `namespace/name` from such a stream and calls
+`on_change` after every change, so the agent can react without polling.
+
+Called by: agent.inventory (nodes, pods, jobs mirrors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from agent.errors import K8sError, K8sGoneError
+from agent.k8s.client import JsonObject, Kube, Resource, WatchEvent
+
+__all__ = ["Mirror", "Relisted", "object_key", "watch_objects"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Relisted:
+    """Every object there is, as of `resource_version` (the stream restarted)."""
+
+    items: list[JsonObject]
+    resource_version: str
+
+
+def object_key(obj: JsonObject) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+async def watch_objects(
+    kube: Kube,
+    resource: Resource,
+    *,
+    label_selector: str | None = None,
+    timeout_seconds: int = 300,
+    retry_delay: float = 1.0,
+    iterations: int | None = None,  # None: forever; tests bound the loop
+) -> AsyncIterator[Relisted | WatchEvent]:
+    """List then watch `resource` forever; see the module docstring."""
+    done = 0
+    while iterations is None or done < iterations:
+        done += 1
+        try:
+            listed = await kube.list(resource, label_selector=label_selector)
+        except K8sError as exc:
+            log.warning("list %s failed: %s; retrying in %.1fs", resource, exc, retry_delay)
+            await asyncio.sleep(retry_delay)
+            continue
+        yield Relisted(listed.items, listed.resource_version)
+        rv = listed.resource_version
+        try:
+            while True:
+                async for event in kube.watch(
+                    resource,
+                    resource_version=rv,
+                    label_selector=label_selector,
+                    timeout_seconds=timeout_seconds,
+                ):
+                    new_rv = (event.object.get("metadata") or {}).get("resourceVersion")
+                    if new_rv:
+                        rv = str(new_rv)
+                    if event.type != "BOOKMARK":
+                        yield event
+                # The server ended the request (timeout, dropped): resume in place.
+        except K8sGoneError:
+            log.info("watch %s: resourceVersion %s expired (410); relisting", resource, rv)
+        except K8sError as exc:
+            log.warning("watch %s failed: %s; relisting in %.1fs", resource, exc, retry_delay)
+            await asyncio.sleep(retry_delay)
+        except ValueError as exc:  # a frame that is not JSON
+            log.warning("watch %s: bad frame (%s); relisting", resource, exc)
+
+
+class Mirror:
+    """The objects of one resource by `namespace/name`, kept current by `run()`."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        on_change: Callable[[Resource], None] | None = None,
+        timeout_seconds: int = 300,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.label_selector = label_selector
+        self.objects: dict[str, JsonObject] = {}
+        self.listed = asyncio.Event()
+        self.relists = 0
+        self._on_change = on_change
+        self._timeout = timeout_seconds
+        self._retry = retry_delay
+
+    async def run(self) -> None:
+        async for item in watch_objects(
+            self.kube,
+            self.resource,
+            label_selector=self.label_selector,
+            timeout_seconds=self._timeout,
+            retry_delay=self._retry,
+        ):
+            if isinstance(item, Relisted):
+                self.objects = {object_key(o): o for o in item.items}
+                self.relists += 1
+                self.listed.set()
+            elif item.type == "DELETED":
+                self.objects.pop(object_key(item.object), None)
+            else:
+                self.objects[object_key(item.object)] = item.object
+            if self._on_change is not None:
+                self._on_change(self.resource)

@@ -1,0 +1,353 @@
+"""Turning an admitted workload into Kubernetes objects in its tenant namespace — exactly once.
+
+What is created (`plan_jobs`, pure):
+- a batch/v1 Job source: that Job, under its own name (a generateName-only source gets a name
+  derived from the workload uid, so the name is deterministic);
+- a JobSet source (jobset.x-k8s.io/v1alpha2 or multiq.dev/v1alpha1): no JobSet object — member
+  clusters need no JobSet controller — but what its controller would create: one batch/v1
+  Job per replicated-job replica, named `<jobset>-<replicatedJob>-<index>`, with the
+  JobSet's labels (`jobset.sigs.k8s.io/jobset-name`, `replicatedjob-name`, `job-index`,
+  `replicatedjob-replicas`) on the Job and its pods, and the pods' `subdomain` set to the
+  JobSet's (DNS hostnames; the headless Service is not created);
+- no source (a Workload submitted directly): one Indexed Job per pod set, `<workload>-<podset>`.
+
+Every Job and pod template gets the workload's identity labels (`inventory.Labels`), the
+assigned flavor's nodeLabels merged into nodeSelector and its tolerations appended; a
+partially admitted pod set runs with the admitted count as parallelism (and completions, when
+they were equal). Jobs are created unsuspended; Kueue's queue-name label is dropped so a Kueue
+on the member cluster does not manage them too; server-owned metadata and the selector are
+stripped.
+
+`Materializer.ensure` creates the namespace when missing and each planned Job unless one of
+that name exists: an existing Job with the same workload uid and generation is adopted (after
+an agent restart, or a redelivered offer); one of an older generation of the same workload is
+deleted first; anything else is a conflict (`MaterializeError`). Names are deterministic, so
+creating twice is impossible.
+
+Called by: agent.admission (on admission, and to stop: `delete_all`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.errors import K8sAlreadyExistsError, K8sNotFoundError, MaterializeError
+from agent.inventory import Labels
+from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
+from api.v1alpha1.queues import ResourceFlavor
+from api.v1alpha1.workload import Admission, Workload
+
+__all__ = ["Materializer", "identity_labels", "plan_jobs"]
+
+JOBSET_KINDS = {("jobset.x-k8s.io/v1alpha2", "JobSet"), ("multiq.dev/v1alpha1", "JobSet")}
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+REPLICATED_JOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+_SERVER_META = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "ownerReferences",
+    "deletionTimestamp",
+    "finalizers",
+)
+_CONTROLLER_LABELS = (
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+)
+_DROPPED_LABELS = ("kueue.x-k8s.io/queue-name",)
+
+
+def identity_labels(workload: Workload, generation: int) -> dict[str, str]:
+    meta = workload.metadata
+    return {
+        Labels.NAMESPACE: meta.namespace or "default",
+        Labels.NAME: meta.name,
+        Labels.UID: meta.uid or "",
+        Labels.GENERATION: str(generation),
+        Labels.MANAGED: Labels.MANAGED_VALUE,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Injection:
+    node_selector: Mapping[str, str]
+    tolerations: Sequence[JsonObject]
+    count: int | None
+    """Admitted pod count when partial, else None."""
+
+
+def _injections(
+    workload: Workload, admission: Admission, flavors: Mapping[str, ResourceFlavor]
+) -> dict[str, _Injection]:
+    out: dict[str, _Injection] = {}
+    for psa in admission.pod_set_assignments:
+        selector: dict[str, str] = {}
+        tolerations: list[JsonObject] = []
+        for flavor_name in dict.fromkeys(psa.flavors.values()):
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                raise MaterializeError(f"flavor {flavor_name!r} is not in the configuration")
+            selector.update(flavor.spec.node_labels)
+            tolerations += [
+                t.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+                for t in flavor.spec.tolerations
+            ]
+        pod_set = workload.pod_set(psa.name)
+        partial = (
+            psa.count
+            if pod_set is not None and psa.count is not None and psa.count < pod_set.count
+            else None
+        )
+        out[psa.name] = _Injection(selector, tolerations, partial)
+    return out
+
+
+def _inject_pod_template(template: JsonObject, labels: Mapping[str, str], inj: _Injection) -> None:
+    meta = template.setdefault("metadata", {})
+    tlabels = meta.setdefault("labels", {})
+    for key in _CONTROLLER_LABELS + _DROPPED_LABELS:
+        tlabels.pop(key, None)
+    tlabels.update(labels)
+    spec = template.setdefault("spec", {})
+    if inj.node_selector:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **inj.node_selector}
+    if inj.tolerations:
+        existing = list(spec.get("tolerations") or [])
+        spec["tolerations"] = existing + [t for t in inj.tolerations if t not in existing]
+
+
+def _clean_meta(meta: JsonObject, namespace: str, labels: Mapping[str, str]) -> JsonObject:
+    out = {k: v for k, v in meta.items() if k not in _SERVER_META}
+    out["namespace"] = namespace
+    olabels = dict(out.get("labels") or {})
+    for key in _DROPPED_LABELS:
+        olabels.pop(key, None)
+    olabels.update(labels)
+    out["labels"] = olabels
+    return out
+
+
+def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> JsonObject:
+    spec = copy.deepcopy(spec)
+    if not spec.get("manualSelector"):
+        spec.pop("selector", None)
+    spec["suspend"] = False
+    if inj.count is not None:
+        before = spec.get("parallelism", 1)
+        spec["parallelism"] = inj.count
+        if spec.get("completions") == before and spec.get("completionMode") != "Indexed":
+            spec["completions"] = inj.count
+    _inject_pod_template(spec.setdefault("template", {}), labels, inj)
+    return spec
+
+
+def _default_name(workload: Workload, prefix: str) -> str:
+    digest = hashlib.sha256((workload.metadata.uid or workload.metadata.name).encode()).hexdigest()
+    return f"{prefix}{digest[:5]}"
+
+
+def plan_jobs(
+    workload: Workload,
+    generation: int,
+    source: Mapping[str, Any] | None,
+    admission: Admission,
+    flavors: Mapping[str, ResourceFlavor],
+) -> list[JsonObject]:
+    """The batch/v1 Jobs that run the admitted workload (pure; see the module docstring)."""
+    namespace = workload.metadata.namespace or "default"
+    labels = identity_labels(workload, generation)
+    injections = _injections(workload, admission, flavors)
+    if source is None:
+        return _jobs_for_pod_sets(workload, namespace, labels, injections)
+    kind = (str(source.get("apiVersion", "")), str(source.get("kind", "")))
+    if kind == ("batch/v1", "Job"):
+        inj = injections.get("main") or next(iter(injections.values()), _Injection({}, [], None))
+        meta = _clean_meta(dict(source.get("metadata") or {}), namespace, labels)
+        if not meta.get("name"):
+            meta["name"] = _default_name(workload, str(meta.pop("generateName", "job-")))
+        meta.pop("generateName", None)
+        return [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": meta,
+                "spec": _job_spec(dict(source.get("spec") or {}), labels, inj),
+            }
+        ]
+    if kind in JOBSET_KINDS:
+        return _jobs_for_jobset(workload, namespace, source, labels, injections)
+    raise MaterializeError(f"cannot run a {kind[1]} ({kind[0]}): only batch/v1 Job and JobSet")
+
+
+def _jobs_for_jobset(
+    workload: Workload,
+    namespace: str,
+    source: Mapping[str, Any],
+    labels: Mapping[str, str],
+    injections: Mapping[str, _Injection],
+) -> list[JsonObject]:
+    meta = dict(source.get("metadata") or {})
+    name = str(meta.get("name") or _default_name(workload, str(meta.get("generateName", "js-"))))
+    spec = dict(source.get("spec") or {})
+    network = dict(spec.get("network") or {})
+    hostnames = network.get("enableDNSHostnames", True)
+    subdomain = network.get("subdomain") or name
+    jobs = []
+    for rj in spec.get("replicatedJobs") or []:
+        rj_name = str(rj["name"])
+        replicas = int(rj.get("replicas", 1))
+        inj = injections.get(rj_name, _Injection({}, [], None))
+        if inj.count is not None:
+            raise MaterializeError(f"replicated job {rj_name!r}: JobSets admit all or nothing")
+        template = dict(rj.get("template") or {})
+        for index in range(replicas):
+            job_labels = {
+                **labels,
+                JOBSET_NAME: name,
+                REPLICATED_JOB_NAME: rj_name,
+                JOB_INDEX: str(index),
+                REPLICATED_JOB_REPLICAS: str(replicas),
+            }
+            job_meta = _clean_meta(dict(template.get("metadata") or {}), namespace, job_labels)
+            job_meta["name"] = f"{name}-{rj_name}-{index}"
+            job_meta["annotations"] = {
+                **(meta.get("annotations") or {}),
+                **(job_meta.get("annotations") or {}),
+            }
+            job_spec = _job_spec(dict(template.get("spec") or {}), job_labels, inj)
+            job_spec.setdefault("completionMode", "Indexed")
+            pod_spec = job_spec["template"].setdefault("spec", {})
+            pod_spec.setdefault("restartPolicy", "OnFailure")
+            if hostnames:
+                pod_spec.setdefault("subdomain", subdomain)
+            jobs.append(
+                {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": job_spec}
+            )
+    return jobs
+
+
+def _jobs_for_pod_sets(
+    workload: Workload,
+    namespace: str,
+    labels: Mapping[str, str],
+    injections: Mapping[str, _Injection],
+) -> list[JsonObject]:
+    jobs = []
+    for ps in workload.spec.pod_sets:
+        inj = injections.get(ps.name, _Injection({}, [], None))
+        count = inj.count if inj.count is not None else ps.count
+        template = ps.template.to_wire()
+        template.setdefault("spec", {}).setdefault("restartPolicy", "Never")
+        spec: JsonObject = {
+            "completionMode": "Indexed",
+            "completions": count,
+            "parallelism": count,
+            "template": template,
+        }
+        _inject_pod_template(template, labels, _Injection(inj.node_selector, inj.tolerations, None))
+        jobs.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": f"{workload.metadata.name}-{ps.name}"[:63].rstrip("-."),
+                    "namespace": namespace,
+                    "labels": dict(labels),
+                },
+                "spec": spec,
+            }
+        )
+    return jobs
+
+
+class Materializer:
+    """Creates and deletes a workload's Jobs; see the module docstring."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._namespaces: set[str] = set()
+
+    async def ensure_namespace(self, namespace: str) -> None:
+        if namespace in self._namespaces:
+            return
+        try:
+            await self.kube.get(Resource.NAMESPACES, None, namespace)
+        except K8sNotFoundError:
+            with contextlib.suppress(K8sAlreadyExistsError):
+                await self.kube.create(
+                    Resource.NAMESPACES,
+                    None,
+                    {
+                        "metadata": {
+                            "name": namespace,
+                            "labels": {Labels.MANAGED: Labels.MANAGED_VALUE},
+                        }
+                    },
+                )
+        self._namespaces.add(namespace)
+
+    async def ensure(self, jobs: Sequence[JsonObject]) -> list[JsonObject]:
+        """Create (or adopt) every Job in `jobs`; returns them as they are in the cluster."""
+        out = []
+        for job in jobs:
+            meta = job["metadata"]
+            namespace = str(meta["namespace"])
+            await self.ensure_namespace(namespace)
+            out.append(await self._ensure_job(namespace, job))
+        return out
+
+    async def _ensure_job(self, namespace: str, job: JsonObject) -> JsonObject:
+        want = job["metadata"]["labels"]
+        name = str(job["metadata"]["name"])
+        for _ in range(3):
+            try:
+                return await self.kube.create(Resource.JOBS, namespace, job)
+            except K8sAlreadyExistsError:
+                pass
+            try:
+                existing = await self.kube.get(Resource.JOBS, namespace, name)
+            except K8sNotFoundError:
+                continue  # deleted meanwhile: create again
+            have = (existing.get("metadata") or {}).get("labels") or {}
+            if have.get(Labels.UID) != want[Labels.UID]:
+                raise MaterializeError(
+                    f"job {namespace}/{name} exists and belongs to another workload"
+                )
+            if have.get(Labels.GENERATION) == want[Labels.GENERATION]:
+                return existing  # adopt
+            if int(have.get(Labels.GENERATION) or 0) > int(want[Labels.GENERATION]):
+                raise MaterializeError(f"job {namespace}/{name} belongs to a newer dispatch")
+            # An older dispatch of the same workload: it is stale, remove it first.
+            uid = (existing.get("metadata") or {}).get("uid")
+            with contextlib.suppress(K8sNotFoundError):
+                await self.kube.delete(Resource.JOBS, namespace, name, uid=uid)
+            raise MaterializeError(f"job {namespace}/{name} of an older dispatch is being deleted")
+        raise MaterializeError(f"job {namespace}/{name} could not be created")
+
+    async def delete_all(self, namespace: str, name: str, uid: str | None = None) -> int:
+        """Delete every Job made for workload namespace/name (any generation); returns how many."""
+        selector = {Labels.NAMESPACE: namespace, Labels.NAME: name}
+        if uid:
+            selector[Labels.UID] = uid
+        jobs = await self.kube.list(Resource.JOBS, label_selector=labels_selector(selector))
+        deleted = 0
+        for job in jobs.items:
+            meta = job.get("metadata") or {}
+            try:
+                await self.kube.delete(Resource.JOBS, meta.get("namespace"), str(meta.get("name")))
+                deleted += 1
+            except K8sNotFoundError:
+                pass
+        return deleted

@@ -1,0 +1,108 @@
+"""Agent settings: command-line flags (and MULTIQ_AGENT_* environment variables) validated
+into one frozen pydantic model, with the timings grouped so tests can shorten them.
+
+Called by: agent.main (parses argv), agent.app (reads every field), tests (construct directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["AgentSettings", "Timings", "parse_args"]
+
+AGENT_VERSION = "0.1.0"
+
+
+class Timings(BaseModel):
+    """Every delay the agent's loops use, in seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reconnect_initial: float = 0.5
+    """First delay before reconnecting to the hub (doubles, with jitter)."""
+    reconnect_max: float = 30.0
+    """Cap of the reconnect delay."""
+    heartbeat: float = 5.0
+    """WebSocket ping interval on both lanes."""
+    ack_delay: float = 1.0
+    """Send a bare Ack after this long with unacknowledged input and nothing else to send."""
+    capacity_debounce: float = 1.0
+    """At most one capacity report this often after a change."""
+    capacity_heartbeat: float = 10.0
+    """At least one capacity report this often."""
+    watch_timeout: int = 300
+    """Server-side timeout of one watch request; the watch is then resumed."""
+    watch_retry: float = 1.0
+    """Pause before re-listing after a watch failed."""
+    log_batch_interval: float = 0.1
+    """How long a log batch may wait to fill before it is sent."""
+    cycle_min_interval: float = 0.05
+    """At most one admission cycle this often (events within it are coalesced)."""
+
+
+class AgentSettings(BaseModel):
+    """Everything `multiq-agent` needs to run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: str = Field(min_length=1)
+    """This member cluster's name, as registered at the hub."""
+    hub: str = Field(min_length=1)
+    """The hub's base URL (http[s]://host:port); the lanes are /agent/v1/session and /logs."""
+    token: str = Field(min_length=1, repr=False)
+    """Bearer token for the session (from --token or --token-file)."""
+    kubeconfig: Path | None = None
+    """None: in-cluster config, then ~/.kube/config."""
+    context: str | None = None
+    state_dir: Path
+    """Where the last config and the held workloads are persisted."""
+    timings: Timings = Field(default_factory=Timings)
+    log_buffer_lines: int = Field(default=10_000, ge=1)
+    """Bound of each log stream's buffer; the oldest lines are dropped past it."""
+    log_batch_lines: int = Field(default=500, ge=1)
+
+    @model_validator(mode="after")
+    def _hub_is_http(self) -> AgentSettings:
+        if not self.hub.startswith(("http://", "https://")):
+            raise ValueError("hub must be an http:// or https:// URL")
+        return self
+
+
+def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(
+        prog="multiq-agent", description="MultiQ member-cluster agent: dials the hub."
+    )
+    parser.add_argument("--kubeconfig", default=env("KUBECONFIG"))
+    parser.add_argument("--context", default=env("MULTIQ_AGENT_CONTEXT"))
+    parser.add_argument("--hub", default=env("MULTIQ_AGENT_HUB"), help="hub base URL")
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument("--token", default=env("MULTIQ_AGENT_TOKEN"))
+    token.add_argument("--token-file", default=env("MULTIQ_AGENT_TOKEN_FILE"))
+    parser.add_argument("--cluster", default=env("MULTIQ_AGENT_CLUSTER"), help="cluster name")
+    parser.add_argument(
+        "--state-dir", default=env("MULTIQ_AGENT_STATE_DIR", ".multiq-agent"), type=Path
+    )
+    parser.add_argument("--log-level", default=env("MULTIQ_AGENT_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    tok = args.token
+    if args.token_file:
+        tok = Path(args.token_file).read_text().strip()
+    missing = [
+        n for n, v in (("--hub", args.hub), ("--cluster", args.cluster), ("--token", tok)) if not v
+    ]
+    if missing:
+        parser.error("missing " + ", ".join(missing))
+    return AgentSettings(
+        cluster=args.cluster,
+        hub=args.hub.rstrip("/"),
+        token=tok,
+        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+        context=args.context,
+        state_dir=args.state_dir,
+    )

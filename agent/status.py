@@ -1,0 +1,118 @@
+"""What a held workload's Jobs and pods say about it: phase, pod counts and container exits.
+
+`observe` is pure over the mirrored objects: Failed when any of the workload's Jobs has a
+Failed condition, Succeeded when every Job it made is Complete, Running once a pod runs,
+otherwise Admitted. `report_changed` decides whether a new report is worth sending (phase,
+pod counts or exits changed), so the cadence is one report per observable transition,
+coalesced to at most one per admission-loop pass.
+
+Called by: agent.admission (after every inventory change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.inventory import Labels
+from agent.k8s.client import JsonObject
+from api.v1alpha1.messages import ContainerExit, PodCounts, WorkloadPhase, WorkloadStatusReport
+
+__all__ = ["MAX_EXITS", "Observation", "observe", "report_changed"]
+
+MAX_EXITS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    phase: WorkloadPhase
+    pods: PodCounts
+    exits: tuple[ContainerExit, ...]
+    message: str = ""
+
+
+def _condition(job: JsonObject, kind: str) -> JsonObject | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def _ours(obj: JsonObject, uid: str, generation: int) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(Labels.UID) == uid and labels.get(Labels.GENERATION) == str(generation))
+
+
+def _pod_ready(pod: JsonObject) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _exits(pods: Sequence[JsonObject]) -> tuple[ContainerExit, ...]:
+    out: list[ContainerExit] = []
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name"))):
+        name = str((pod.get("metadata") or {}).get("name"))
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (cs.get("state") or {}).get("terminated")
+            if terminated is None:
+                continue
+            out.append(
+                ContainerExit(
+                    pod=name,
+                    container=str(cs.get("name")),
+                    exit_code=int(terminated.get("exitCode", 0)),
+                    reason=str(terminated.get("reason") or ""),
+                    message=str(terminated.get("message") or "")[:256],
+                )
+            )
+    return tuple(out[:MAX_EXITS])
+
+
+def observe(
+    *,
+    uid: str,
+    generation: int,
+    job_names: Sequence[str],
+    jobs: Sequence[JsonObject],
+    pods: Sequence[JsonObject],
+) -> Observation:
+    """The workload's state from its Jobs and pods (those labelled with uid and generation)."""
+    jobs = [j for j in jobs if _ours(j, uid, generation)]
+    pods = [p for p in pods if _ours(p, uid, generation)]
+    counts = PodCounts()
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Running":
+            counts.running += 1
+            counts.ready += _pod_ready(pod)
+        elif phase == "Succeeded":
+            counts.succeeded += 1
+        elif phase == "Failed":
+            counts.failed += 1
+        else:
+            counts.pending += 1
+    exits = _exits(pods)
+    for job in jobs:
+        failed = _condition(job, "Failed")
+        if failed is not None:
+            meta = job.get("metadata") or {}
+            message = (
+                f"job {meta.get('name')}: {failed.get('reason', '')} {failed.get('message', '')}"
+            )
+            return Observation(WorkloadPhase.FAILED, counts, exits, message.strip())
+    complete = {
+        str((j.get("metadata") or {}).get("name")) for j in jobs if _condition(j, "Complete")
+    }
+    if job_names and complete >= set(job_names):
+        return Observation(WorkloadPhase.SUCCEEDED, counts, exits)
+    if counts.running or counts.succeeded or counts.failed:
+        return Observation(WorkloadPhase.RUNNING, counts, exits)
+    return Observation(WorkloadPhase.ADMITTED, counts, exits)
+
+
+def report_changed(last: WorkloadStatusReport | None, obs: Observation) -> bool:
+    if last is None:
+        return True
+    return (last.phase, last.pods, tuple(last.exits)) != (obs.phase, obs.pods, obs.exits)

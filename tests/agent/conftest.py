@@ -1,0 +1,343 @@
+"""Fixtures for the agent's component tests: a real kubesim cluster (process runtime), the
+agent's own kubernetes_asyncio facade on it, and `FakeHub` — an in-test hub peer speaking the
+session protocol (two WebSocket lanes of `Envelope` JSON) — so the agent runs unchanged while
+the real hub is being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import WSMsgType, web
+
+from agent.app import Agent
+from agent.k8s.client import KubeClient, open_client
+from agent.settings import AgentSettings, Timings
+from api.k8s.batch import Job
+from api.v1alpha1.conversions import workload_from_job
+from api.v1alpha1.messages import (
+    Ack,
+    ConfigSync,
+    DispatchOffer,
+    Envelope,
+    Payload,
+)
+from api.v1alpha1.queues import ClusterQueue, LocalQueue, ResourceFlavor
+from api.v1alpha1.workload import Workload
+from kubesim.cluster import ClusterConfig
+from kubesim.testing import RunningSimulator, running
+
+TOKEN = "s3cret"
+CLUSTER = "sim-0"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # kubernetes_asyncio's generated code uses asyncio helpers deprecated in newer Pythons;
+    # nothing we can change from here (same ignore as tests/kubesim).
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kubernetes_asyncio.*")
+
+
+async def eventually(check: Callable[[], Any], *, within: float = 10.0) -> Any:
+    """Poll `check` (sync or async) until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {within}s")
+        await asyncio.sleep(0.05)
+
+
+class HubLane:
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+        self.seq = 0
+        self.received = 0
+
+    async def send(self, payload: Payload) -> None:
+        self.seq += 1
+        await self.ws.send_str(
+            Envelope.wrap(payload, seq=self.seq, ack=self.received or None).to_json()
+        )
+
+
+class FakeHub:
+    """The hub's side of the session, recording everything the agent sends."""
+
+    def __init__(self, config: ConfigSync | None) -> None:
+        self.config = config
+        self.control: HubLane | None = None
+        self.logs: HubLane | None = None
+        self.envelopes: list[Envelope] = []
+        self.log_envelopes: list[Envelope] = []
+        self.connects = 0
+        self.refuse = False
+        self.on_hello: Callable[[HubLane], Any] | None = None
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._sockets: set[web.WebSocketResponse] = set()
+
+    @property
+    def payloads(self) -> list[Payload]:
+        return [e.payload for e in self.envelopes if not isinstance(e.payload, Ack)]
+
+    def of_type(self, kind: type[Any]) -> list[Any]:
+        return [p for p in self.payloads if isinstance(p, kind)]
+
+    def log_payloads(self) -> list[Any]:
+        return [e.payload for e in self.log_envelopes if not isinstance(e.payload, Ack)]
+
+    async def _lane(self, request: web.Request, *, logs: bool) -> web.WebSocketResponse:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}" or self.refuse:
+            raise web.HTTPUnauthorized()
+        assert request.query.get("cluster") == CLUSTER
+        ws = web.WebSocketResponse(heartbeat=5)
+        await ws.prepare(request)
+        self._sockets.add(ws)
+        lane = HubLane(ws)
+        if logs:
+            self.logs = lane
+        else:
+            self.control = lane
+            self.connects += 1
+        try:
+            async for msg in ws:
+                if msg.type is not WSMsgType.TEXT:
+                    continue
+                env = Envelope.decode(msg.data)
+                if not isinstance(env.payload, Ack):
+                    assert env.seq == lane.received + 1, "seq must count from 1 without gaps"
+                    lane.received = env.seq
+                (self.log_envelopes if logs else self.envelopes).append(env)
+                if not logs and env.type == "Hello":
+                    if self.config is not None:
+                        await lane.send(self.config)
+                    if self.on_hello is not None:
+                        result = self.on_hello(lane)
+                        if asyncio.iscoroutine(result):
+                            await result
+        finally:
+            self._sockets.discard(ws)
+        return ws
+
+    async def start(self) -> None:
+        app = web.Application()
+
+        async def control(request: web.Request) -> web.WebSocketResponse:
+            return await self._lane(request, logs=False)
+
+        async def logs(request: web.Request) -> web.WebSocketResponse:
+            return await self._lane(request, logs=True)
+
+        app.router.add_get("/agent/v1/session", control)
+        app.router.add_get("/agent/v1/logs", logs)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def drop(self) -> None:
+        """Close every agent connection (the agent must reconnect)."""
+        for ws in list(self._sockets):
+            await ws.close()
+
+    async def stop(self) -> None:
+        await self.drop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def offer(self, offer: DispatchOffer) -> None:
+        assert self.control is not None
+        await self.control.send(offer)
+
+    async def wait_for(self, predicate: Callable[[Payload], bool], *, within: float = 10.0) -> Any:
+        return await eventually(
+            lambda: next((p for p in self.payloads if predicate(p)), None), within=within
+        )
+
+
+def flavor(name: str = "default") -> ResourceFlavor:
+    return ResourceFlavor.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeLabels": {"type": "kubesim"},
+                "tolerations": [{"key": "multiq.dev/test", "operator": "Exists"}],
+            },
+        }
+    )
+
+
+def cluster_queue(name: str = "cq", cpu: str = "2") -> ClusterQueue:
+    return ClusterQueue.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+
+
+def local_queue(name: str = "lq", namespace: str = "team-a", cq: str = "cq") -> LocalQueue:
+    return LocalQueue.model_validate(
+        {"metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cq}}
+    )
+
+
+def config(revision: int = 1, cpu: str = "2") -> ConfigSync:
+    return ConfigSync(
+        revision=revision,
+        resource_flavors=[flavor()],
+        cluster_queues=[cluster_queue(cpu=cpu)],
+        local_queues=[local_queue()],
+    )
+
+
+def job_source(
+    name: str,
+    *,
+    script: str = "echo hello; sleep 0.2",
+    pods: int = 1,
+    cpu: str = "500m",
+    queue: str = "lq",
+    namespace: str = "team-a",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"multiq.dev/queue-name": queue},
+        },
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "command": ["sh", "-c", script],
+                            "resources": {"requests": {"cpu": cpu}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def offer_for(
+    source: dict[str, Any], *, generation: int = 1, uid: str | None = None
+) -> DispatchOffer:
+    workload: Workload = workload_from_job(Job.model_validate(source))
+    workload.metadata.uid = uid or f"uid-{source['metadata']['name']}"
+    return DispatchOffer(workload=workload, generation=generation, source=source)
+
+
+def fast_timings() -> Timings:
+    return Timings(
+        reconnect_initial=0.05,
+        reconnect_max=0.5,
+        heartbeat=5.0,
+        ack_delay=0.2,
+        capacity_debounce=0.1,
+        capacity_heartbeat=2.0,
+        watch_timeout=30,
+        watch_retry=0.1,
+        log_batch_interval=0.05,
+        cycle_min_interval=0.01,
+    )
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[RunningSimulator]:
+    template = ClusterConfig(bookmark_interval=0.5)
+    async with running(clusters=1, nodes=2, runtime="process", template=template) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+async def kube(sim: RunningSimulator) -> AsyncIterator[KubeClient]:
+    async with open_client(sim.kubeconfigs[CLUSTER]) as client:
+        yield client
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[FakeHub]:
+    fake = FakeHub(config())
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+class AgentRunner:
+    """Starts and stops `Agent`s on one kube client and state directory."""
+
+    def __init__(self, kube: KubeClient, hub: FakeHub, state_dir: Path) -> None:
+        self.kube = kube
+        self.hub = hub
+        self.state_dir = state_dir
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def settings(self) -> AgentSettings:
+        return AgentSettings(
+            cluster=CLUSTER,
+            hub=self.hub.url,
+            token=TOKEN,
+            state_dir=self.state_dir,
+            timings=fast_timings(),
+            log_buffer_lines=200,
+            log_batch_lines=50,
+        )
+
+    async def start(self) -> Agent:
+        agent = Agent(self.settings(), self.kube)
+        self.tasks.append(asyncio.create_task(agent.run()))
+        await eventually(lambda: agent.ready.is_set() or self.tasks[-1].done())
+        if self.tasks[-1].done():
+            self.tasks[-1].result()
+        return agent
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.tasks.clear()
+
+
+@pytest.fixture
+async def agents(kube: KubeClient, hub: FakeHub, tmp_path: Path) -> AsyncIterator[AgentRunner]:
+    runner = AgentRunner(kube, hub, tmp_path / "state")
+    try:
+        yield runner
+    finally:
+        await runner.stop()

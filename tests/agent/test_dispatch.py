@@ -1,0 +1,86 @@
+"""An offer's path through the agent on a real kubesim cluster: admitted, materialised with
+the flavor injected, run, reported; rejected or kept pending when it must be."""
+
+from __future__ import annotations
+
+from agent.k8s.client import KubeClient, Resource
+from api.v1alpha1.messages import (
+    CapacityReport,
+    Hello,
+    OfferRejected,
+    RejectReason,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
+
+
+def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
+    return lambda p: (
+        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
+    )
+
+
+async def test_an_offer_is_admitted_run_and_reported_until_it_succeeds(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert hello.cluster == "sim-0" and hello.inventory.nodes == 2
+    await hub.wait_for(lambda p: isinstance(p, CapacityReport))
+
+    offer = offer_for(job_source("hello", pods=2))
+    await hub.offer(offer)
+    key = f"team-a/{offer.workload.metadata.name}"
+
+    admitted = await hub.wait_for(status(WorkloadPhase.ADMITTED, offer.workload.metadata.name))
+    assert admitted.workload == key and admitted.generation == 1
+    assert admitted.admission.cluster_queue == "cq"
+    assert admitted.admission.pod_set_assignments[0].flavors == {"cpu": "default"}
+
+    job = await kube.get(Resource.JOBS, "team-a", "hello")
+    labels = job["metadata"]["labels"]
+    assert labels["multiq.dev/workload-uid"] == "uid-hello"
+    assert labels["multiq.dev/dispatch-generation"] == "1"
+    pod_spec = job["spec"]["template"]["spec"]
+    assert pod_spec["nodeSelector"] == {"type": "kubesim"}
+    assert {"key": "multiq.dev/test", "operator": "Exists"} in pod_spec["tolerations"]
+
+    await hub.wait_for(status(WorkloadPhase.RUNNING, offer.workload.metadata.name))
+    done = await hub.wait_for(
+        status(WorkloadPhase.SUCCEEDED, offer.workload.metadata.name), within=20
+    )
+    assert done.pods.succeeded == 2
+    assert {(e.container, e.exit_code, e.reason) for e in done.exits} == {("main", 0, "Completed")}
+    assert len(done.exits) == 2
+
+
+async def test_an_offer_for_a_queue_this_cluster_lacks_is_rejected(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("lost", queue="nope"))
+    await hub.offer(offer)
+    rejected = await hub.wait_for(lambda p: isinstance(p, OfferRejected))
+    assert rejected.reason is RejectReason.NO_SUCH_QUEUE
+    assert rejected.generation == 1
+    assert rejected.message
+
+
+async def test_an_offer_that_must_wait_is_pending_with_a_reason_until_quota_frees(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    first = offer_for(job_source("first", cpu="1500m", script="sleep 0.8"))
+    second = offer_for(job_source("second", cpu="1"))
+    await hub.offer(first)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "first"))
+    await hub.offer(second)
+    pending = await hub.wait_for(status(WorkloadPhase.PENDING, "second"))
+    assert pending.pending_reason == "WaitingForQuota"
+    assert pending.pending_message
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "first"), within=20)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "second"))
+    await eventually(lambda: kube.get(Resource.JOBS, "team-a", "second"))
