@@ -90,7 +90,7 @@ def fits(
 class Preemptor:
     """Victim search over the admitted workloads of one cycle."""
 
-    __slots__ = ("borrowing", "by_cq", "cq_specs", "members", "taken", "tree")
+    __slots__ = ("borrowing", "by_cq", "cq_specs", "evicting_cqs", "members", "taken", "tree")
 
     def __init__(
         self,
@@ -104,6 +104,7 @@ class Preemptor:
         self.by_cq = by_cq
         for cands in by_cq.values():
             cands.sort(key=_KEY)
+        self.evicting_cqs = {name for name, cands in by_cq.items() if cands and cands[0].evicting}
         self.taken: set[str] = set()
         """Victims already chosen this cycle: nobody else may count on them."""
         self.members: dict[int, list[QuotaNode]] = {}
@@ -176,11 +177,15 @@ class Preemptor:
                 own.append(c)
         reclaim = policy.reclaim_within_cohort
         borrowers = self._borrowers(node, needed) if reclaim is not PreemptionPolicy.NEVER else ()
-        for member in self._cohort_members(node):
-            if member is node:
-                continue
+        # Only borrowing queues and queues with workloads already being evicted can offer
+        # victims; the rest of a large cohort is never looked at.
+        members = set(borrowers)
+        if self.evicting_cqs:
+            members.update(m for m in self._cohort_members(node) if m.name in self.evicting_cqs)
+        members.discard(node)
+        for member in members:
             borrowing = member in borrowers
-            for c in self.by_cq.get(ClusterQueueName(member.name), ()):
+            for c in self.by_cq.get(member.name, ()):  # type: ignore[call-overload]
                 if not (c.evicting or borrowing):
                     # Only evicting workloads of a queue that is not borrowing count; they
                     # are sorted first, so the rest of this queue can be skipped.
@@ -249,6 +254,15 @@ class Preemptor:
         threshold: int | None,
     ) -> list[Candidate] | None:
         tree = self.tree
+        # Removing victims raises availability by at most what they use: if even all of
+        # them together are not enough, skip the simulation.
+        for fr, amount in request.items():
+            if amount > tree.available(node, fr) + sum(c.usage.get(fr, 0) for c in cands):
+                return None
+            if not borrowing:
+                own = sum(c.usage.get(fr, 0) for c in cands if c.node is node)
+                if node.usage.get(fr, 0) - own + amount > node.subtree.get(fr, 0):
+                    return None
         targets: list[Candidate] = []
         ok = False
         for c in cands:
