@@ -468,7 +468,8 @@ class _Cycle:
                 shortfalls=tuple(a.shortfalls),
                 flavors_tried=tuple(a.attempts),
             )
-            return True
+            # StrictFIFO: nothing younger passes a head that is still waiting for room.
+            return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
         reason = self._failure(wl, cq, out)
         self.pending[wl.id] = reason
         if a.mode is Mode.NO_FIT or (

@@ -119,3 +119,33 @@ def test_stop_policies_hold_admission() -> None:
     assert admitted_ids(result) == ids("c")
     assert reason_of(result, "a").code is PendingCode.CLUSTER_QUEUE_STOPPED
     assert reason_of(result, "b").code is PendingCode.LOCAL_QUEUE_STOPPED
+
+
+@pytest.mark.parametrize(
+    ("strict", "code"),
+    [
+        pytest.param(
+            False,
+            PendingCode.NO_PREEMPTION_CANDIDATES,
+            id="BestEffortFIFO evaluates behind a preempting head, which has reserved its quota",
+        ),
+        pytest.param(
+            True,
+            PendingCode.BLOCKED_BY_HEAD,
+            id="StrictFIFO holds everything behind a head waiting for its victims",
+        ),
+    ],
+)
+def test_a_head_waiting_for_its_victims(strict: bool, code: PendingCode) -> None:
+    q = cq("q").quota("cpu", nominal="4").preemption(within="LowerPriority")
+    if strict:
+        q = q.strict_fifo()
+    workloads = [
+        wl("victim").request("cpu", "3").priority(0).admitted("q"),
+        wl("head").queue("q").request("cpu", "4").priority(5).created(1),
+        wl("small").queue("q").request("cpu", "1").priority(5).created(2),
+    ]
+    result = run(snapshot(cqs=[q], workloads=workloads))
+    assert [p.victim for p in result.preempted] == ["default/victim"]
+    assert admitted_ids(result) == []
+    assert reason_of(result, "small").code is code
