@@ -75,6 +75,8 @@ class Shape:
     classes: tuple[WorkloadClass, ...]
     nominal_cpu: int = 20
     borrowing_cpu: int = 100
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.LOWER_PRIORITY
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.ANY
 
 
 def build_config(
@@ -92,8 +94,8 @@ def build_config(
     quota = ResourceQuota(shape.nominal_cpu * 1000, shape.borrowing_cpu * 1000)
     group = ResourceGroup((CPU,), (FlavorQuotas(DEFAULT, {CPU: quota}),))
     preemption = PreemptionConfig(
-        within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
-        reclaim_within_cohort=PreemptionPolicy.ANY,
+        within_cluster_queue=shape.within_cluster_queue,
+        reclaim_within_cohort=shape.reclaim_within_cohort,
     )
     for c in range(shape.cohorts):
         cohort = CohortName(f"cohort-{c}")

@@ -125,7 +125,7 @@ class _Cycle:
 
     def _load_admitted(self) -> None:
         tree = self.tree
-        by_cq: dict[ClusterQueueName, list[Candidate]] = {}
+        by_cq: dict[str, list[Candidate]] = {}
         for wl in self.running:
             adm = wl.admission
             assert adm is not None

@@ -97,7 +97,7 @@ class Preemptor:
         *,
         tree: QuotaTree,
         cq_specs: Mapping[ClusterQueueName, ClusterQueue],
-        by_cq: Mapping[ClusterQueueName, list[Candidate]],
+        by_cq: Mapping[str, list[Candidate]],
     ) -> None:
         self.tree = tree
         self.cq_specs = cq_specs
@@ -185,7 +185,7 @@ class Preemptor:
         members.discard(node)
         for member in members:
             borrowing = member in borrowers
-            for c in self.by_cq.get(member.name, ()):  # type: ignore[call-overload]
+            for c in self.by_cq.get(member.name, ()):
                 if not (c.evicting or borrowing):
                     # Only evicting workloads of a queue that is not borrowing count; they
                     # are sorted first, so the rest of this queue can be skipped.

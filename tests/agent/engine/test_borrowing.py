@@ -89,9 +89,9 @@ CASES = [
 
 @pytest.mark.parametrize(("cqs", "workloads", "expected"), CASES)
 def test_borrowing_scenarios(
-    cqs: list[object], workloads: list[object], expected: list[str]
+    cqs: list[CQBuilder], workloads: list[WorkloadBuilder], expected: list[str]
 ) -> None:
-    result = run(snapshot(cqs=cqs, workloads=workloads))  # type: ignore[arg-type]
+    result = run(snapshot(cqs=cqs, workloads=workloads))
     assert admitted_ids(result) == ids(*expected)
 
 

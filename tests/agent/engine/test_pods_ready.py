@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agent.engine.apply import apply_result
@@ -11,8 +13,8 @@ from agent.engine.snapshot import EngineConfig, WaitForPodsReady
 from tests.builders import admitted_ids, cq, ids, lq, reason_of, run, snapshot, wl
 
 
-def config(**kw: object) -> EngineConfig:
-    return EngineConfig(wait_for_pods_ready=WaitForPodsReady(enabled=True, **kw))  # type: ignore[arg-type]
+def config(**kw: Any) -> EngineConfig:
+    return EngineConfig(wait_for_pods_ready=WaitForPodsReady(enabled=True, **kw))
 
 
 @pytest.mark.parametrize(
