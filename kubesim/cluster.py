@@ -55,7 +55,7 @@ class ClusterConfig:
     profile: NodeProfile = field(default_factory=NodeProfile)
     bookmark_interval: float = 5.0
     """Seconds between watch BOOKMARK events (real servers: about a minute)."""
-    history_limit: int = 5000
+    history_limit: int = 10000
     """Watch history kept per resource type; older resourceVersions get 410 Expired."""
     lease_interval: float = 10.0
     """Seconds between node Lease renewals (kubelet default 10 s)."""

@@ -151,7 +151,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         "pods",
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "log", "binding"}),
+        subresources=frozenset({"status", "log", "binding", "eviction"}),
         extra_field_selectors=_POD_FIELDS,
         model="V1Pod",
     ),

@@ -43,6 +43,7 @@ _SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "log": ["get"],
     "binding": ["create"],
+    "eviction": ["create"],
     "finalize": ["update"],
 }
 
@@ -91,7 +92,9 @@ def api_resource_list(types: ResourceRegistry, group: str, version: str) -> dict
     for resource in resources:
         entries.append(_resource_entry(resource))
         for sub in sorted(resource.subresources):
-            sub_kind = {"log": "Pod", "binding": "Binding"}.get(sub, resource.kind)
+            sub_kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction"}.get(
+                sub, resource.kind
+            )
             entries.append(
                 {
                     "name": f"{resource.plural}/{sub}",

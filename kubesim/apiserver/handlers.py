@@ -214,6 +214,12 @@ async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> we
                 "the server does not allow this method on the requested resource"
             )
         return await _logs(ctx, request, target)
+    if target.subresource == "eviction":
+        if method != "POST":
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await _evict(ctx, request, target)
     if target.subresource == "binding":
         if method != "POST":
             raise MethodNotAllowedError(
@@ -523,10 +529,13 @@ async def _patch(ctx: ApiContext, request: web.Request, target: Target) -> web.R
 
 
 async def _delete_options(request: web.Request) -> DeleteOptions:
+    """DeleteOptions from the body and query. Typed clients (kubectl drain) send a protobuf
+    body, which kubesim cannot decode: it is ignored and the defaults apply."""
     raw = await request.read()
     body: Any = None
-    if raw.strip():
-        body, _ = decode_body(raw, request.headers.get("Content-Type", "application/json"))
+    content_type = request.headers.get("Content-Type", "")
+    if raw.strip() and "protobuf" not in content_type:
+        body, _ = decode_body(raw, content_type or "application/json")
         if not isinstance(body, dict):
             raise BadRequestError("DeleteOptions must be a JSON object")
     options = DeleteOptions.from_body(body, dict(request.query))
@@ -589,6 +598,31 @@ async def _bind(ctx: ApiContext, request: web.Request, target: Target) -> web.Re
             group="",
         )
     bind_pod(ctx.registry, pod, node)
+    return json_response(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+        status=201,
+    )
+
+
+async def _evict(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
+    """policy/v1 Eviction: a graceful delete (kubesim has no PodDisruptionBudgets to honour).
+
+    `kubectl drain` posts the Eviction as protobuf; everything kubesim needs is in the URL, so
+    a protobuf body is accepted here (and only here) and its delete options are not read.
+    """
+    assert target.name is not None
+    content_type = request.headers.get("Content-Type", "")
+    raw = await request.read()
+    body: Any = None
+    if "protobuf" not in content_type and raw.strip():
+        body, _ = decode_body(raw, content_type)
+    options = body.get("deleteOptions") if isinstance(body, dict) else None
+    ctx.registry.delete(
+        target.resource,
+        target.namespace or "",
+        target.name,
+        DeleteOptions.from_body(options, {}),
+    )
     return json_response(
         {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
         status=201,

@@ -253,6 +253,10 @@ class ProcessRuntime:
         run.processes[name] = process
         state.state, state.reason = "running", ""
         self._publish(run)
+        image = container.get("image", "")
+        self._event(run, "Pulled", f'Container image "{image}" already present on machine')
+        self._event(run, "Created", f"Created container: {name}")
+        self._event(run, "Started", f"Started container {name}")
         killer = asyncio.get_running_loop().create_task(self._kill_on_termination(run, process))
         try:
             assert process.stdout is not None
@@ -277,10 +281,19 @@ class ProcessRuntime:
             finish()
         return 128
 
+    def _event(self, run: _ProcessPod, reason: str, message: str) -> None:
+        pod = self._pod(run)
+        if pod is not None:
+            self.registry.record_event(
+                pod, type_="Normal", reason=reason, message=message, component="kubelet"
+            )
+
     async def _kill_on_termination(
         self, run: _ProcessPod, process: asyncio.subprocess.Process
     ) -> None:
         await run.terminating.wait()
+        if process.returncode is None:
+            self._event(run, "Killing", "Stopping container")
         # Like a container runtime: SIGTERM to the main process only, SIGKILL to all of it.
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -23,12 +23,6 @@ from kubesim.cluster import Cluster, ClusterConfig
 from kubesim.testing import RunningSimulator, running
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # kubernetes_asyncio's generated ApiClient still calls asyncio.iscoroutinefunction-style
-    # helpers deprecated in 3.14; nothing we can change from here.
-    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kubernetes_asyncio.*")
-
-
 @dataclass(frozen=True)
 class KubectlResult:
     returncode: int

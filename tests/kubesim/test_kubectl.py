@@ -226,3 +226,18 @@ async def test_wait_for_delete_returns_once_the_object_is_gone(
     cluster.registry.delete(cluster.types.core("configmaps"), "default", "settings")
     result = await waiter
     assert "condition met" in result.stdout or "deleted" in result.stdout
+
+
+async def test_drain_evicts_pods_and_cordons_the_node(kubectl: Kubectl, cluster: Cluster) -> None:
+    await kubectl("create", "-f", "-", stdin=POD.replace("spec:", "spec:\n  nodeName: node-1"))
+    await eventually(
+        lambda: (
+            (cluster.get("pods", "default", "web") or {}).get("status", {}).get("phase")
+            == "Running"
+        )
+    )
+    result = await kubectl("drain", "node-1", "--force", "--timeout=30s")
+    assert "node/node-1 drained" in result.stdout
+    assert cluster.get("pods", "default", "web") is None
+    node = cluster.get("nodes", "", "node-1")
+    assert node is not None and node["spec"]["unschedulable"] is True
