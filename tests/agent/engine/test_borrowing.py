@@ -7,6 +7,7 @@ import pytest
 from agent.engine.result import PendingCode
 from tests.builders import (
     CQBuilder,
+    WorkloadBuilder,
     admitted_ids,
     cq,
     ids,
