@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from agent.engine.apply import apply_result
 from agent.engine.result import PendingCode, PreemptionReason
 from tests.builders import (
     CQBuilder,
@@ -180,3 +183,38 @@ def test_two_preemptors_in_one_cycle_never_share_a_victim() -> None:
     result = run(snapshot(cqs=cqs, workloads=workloads))
     assert [(p.victim, p.preemptor) for p in result.preempted] == [("default/v", "default/p1")]
     assert reason_of(result, "p2").code is PendingCode.NO_PREEMPTION_CANDIDATES
+
+
+def test_over_cycles_a_preemptor_gets_the_quota_its_victims_release() -> None:
+    cqs = [cq("q").quota("cpu", nominal="4").preemption(within="LowerPriority")]
+    snap = snapshot(
+        cqs=cqs,
+        workloads=[
+            wl("victim").request("cpu", "4").priority(0).admitted("q"),
+            wl("p").queue("q").request("cpu", "4").priority(5).created(1),
+        ],
+    )
+    first = run(snap, now=1)
+    assert preempted_ids(first) == ids("victim")
+    snap = apply_result(snap, first)
+    # The victim is requeued; a younger low-priority workload arrives meanwhile.
+    wls = dict(snap.workloads)
+    late = wl("late").queue("q").request("cpu", "1").priority(9).created(2).build()
+    wls[late.id] = late
+    snap = dataclasses.replace(snap, workloads=wls)
+    second = run(snap, now=2)
+    assert admitted_ids(second) == ids("p")
+    assert reason_of(second, "late").code is PendingCode.NO_PREEMPTION_CANDIDATES
+
+
+def test_workloads_already_being_evicted_are_counted_on_first() -> None:
+    cqs = [cq("q").quota("cpu", nominal="4").preemption(within="LowerPriority")]
+    workloads = [
+        wl("leaving").request("cpu", "2").priority(50).admitted("q").set(evicting=True),
+        wl("low").request("cpu", "2").priority(0).admitted("q"),
+        wl("p").queue("q").request("cpu", "2").priority(10),
+    ]
+    result = run(snapshot(cqs=cqs, workloads=workloads))
+    # The evicting workload frees enough: no new victim, the preemptor just waits.
+    assert preempted_ids(result) == []
+    assert reason_of(result, "p").code is PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS

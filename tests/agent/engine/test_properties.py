@@ -183,3 +183,19 @@ def test_add_then_remove_usage_is_exact_at_every_level() -> None:
         assert [{k: v for k, v in d.items() if v} for d in before] == [
             {k: v for k, v in d.items() if v} for d in after
         ]
+
+
+@PROPS
+@given(scenarios())
+def test_every_workload_gets_exactly_one_decision_and_pending_ones_a_position(
+    snap: Snapshot,
+) -> None:
+    result = schedule(snap, 1.0)
+    admitted = {a.workload for a in result.admitted}
+    assert admitted.isdisjoint(result.pending)
+    assert admitted | set(result.pending) == set(snap.workloads)
+    positioned = {w for order in result.queue_order.values() for w in order}
+    assert positioned <= set(result.pending)
+    for wid in result.pending:
+        if snap.workloads[wid].active and snap.workloads[wid].local_queue in snap.local_queues:
+            assert wid in positioned
