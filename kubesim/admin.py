@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from kubesim.apiserver.context import json_response
 from kubesim.apiserver.faults import ADMIN_PREFIX, SUPPORTED_CODES
-from kubesim.apiserver.handlers import json_response
 from kubesim.errors import BadRequestError, NotFoundError
 
 if TYPE_CHECKING:

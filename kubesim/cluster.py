@@ -20,8 +20,8 @@ from aiohttp import web
 
 from kubesim.admin import add_admin_routes
 from kubesim.apiserver.app import build_app
+from kubesim.apiserver.context import ApiContext
 from kubesim.apiserver.faults import FaultInjector
-from kubesim.apiserver.handlers import ApiContext
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.apiserver.store import Store
 from kubesim.controllers.crds import CrdController

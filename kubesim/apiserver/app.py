@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kubesim.apiserver import discovery
+from kubesim.apiserver.context import API_CONTEXT, ApiContext, json_response
 from kubesim.apiserver.faults import FAULTS, FaultInjector, fault_middleware
-from kubesim.apiserver.handlers import API_CONTEXT, ApiContext, handle_api, json_response
+from kubesim.apiserver.handlers import handle_api
 from kubesim.errors import InternalError, KubeSimError, NotFoundError, status_body
 
 __all__ = ["build_app", "error_middleware"]

@@ -1,6 +1,6 @@
 """REST verbs for every served resource: path parsing, list/watch, get, create, update,
-patch, delete, deletecollection, and the pods/log, pods/binding, status and finalize
-subresources.
+patch, delete, deletecollection, and the status and finalize subresources (the pod log,
+binding and eviction subresources are in `kubesim.apiserver.pods`).
 
 One catch-all aiohttp handler (`handle_api`) parses `/api/...` and `/apis/...` paths
 (including the legacy `/watch/` prefix), answers discovery for the short ones, and dispatches
@@ -13,22 +13,27 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
-from kubesim.apiserver import discovery
+from kubesim.apiserver import discovery, pods
+from kubesim.apiserver.context import (
+    API_CONTEXT,
+    ApiContext,
+    Target,
+    go_bool,
+    json_response,
+    warning_header,
+)
 from kubesim.apiserver.patch import apply_patch
-from kubesim.apiserver.registry import DeleteOptions, ObjectRegistry
+from kubesim.apiserver.registry import DeleteOptions
 from kubesim.apiserver.selectors import parse_field_selector, parse_label_selector
-from kubesim.apiserver.store import Store
 from kubesim.apiserver.tables import render_table
 from kubesim.apiserver.validation import FieldValidation, check_fields, decode_body
-from kubesim.apiserver.watch import WatchHub, WatchRequest, WatchStream
+from kubesim.apiserver.watch import WatchRequest, WatchStream
 from kubesim.errors import (
     BadRequestError,
     Cause,
@@ -39,70 +44,15 @@ from kubesim.errors import (
     NotFoundError,
     ServerTimeoutError,
 )
-from kubesim.logs import ContainerLog, LogBook
-from kubesim.objects import JsonObject, labels_of, now, parse_time
-from kubesim.resources import ResourceRegistry, ResourceType
+from kubesim.objects import JsonObject, labels_of
+from kubesim.resources import ResourceRegistry
 
-__all__ = ["API_CONTEXT", "ApiContext", "go_bool", "handle_api", "json_response"]
-
-# Validates a custom resource against its CRD schema; returns (pruned object, warnings).
-CustomValidator = Callable[[JsonObject, str], tuple[JsonObject, list[str]]]
-
-
-@dataclass(eq=False)
-class ApiContext:
-    """Everything the handlers of one simulated cluster need."""
-
-    cluster_name: str
-    types: ResourceRegistry
-    store: Store
-    registry: ObjectRegistry
-    logs: LogBook
-    watches: WatchHub = field(default_factory=WatchHub)
-    bookmark_interval: float = 5.0
-    server_address: str = "127.0.0.1:0"
-    custom_validators: dict[tuple[str, str], CustomValidator] = field(default_factory=dict)
-
-
-API_CONTEXT = web.AppKey("kubesim_api_context", ApiContext)
+__all__ = ["handle_api"]
 
 _COMPACTED_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. You can "
     "start a new list without the continue parameter."
 )
-
-
-def go_bool(value: str | None) -> bool:
-    """apimachinery's query bool: absent, "0" and "false" (any case) are false; else true."""
-    return value is not None and value.lower() not in ("0", "false")
-
-
-def json_response(
-    body: Any, *, status: int = 200, warnings: list[str] | None = None
-) -> web.Response:
-    response = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
-    for warning in warnings or []:
-        response.headers.add("Warning", f'299 - "{warning}"')
-    return response
-
-
-def _warning_header(text: str) -> str:
-    return text.replace('"', '\\"')
-
-
-@dataclass(frozen=True)
-class Target:
-    """A parsed resource URL."""
-
-    resource: ResourceType
-    namespace: str | None
-    name: str | None
-    subresource: str | None
-    watch_prefix: bool
 
 
 def _parse_target(types: ResourceRegistry, group: str, version: str, rest: list[str]) -> Target:
@@ -213,19 +163,19 @@ async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> we
             raise MethodNotAllowedError(
                 "the server does not allow this method on the requested resource"
             )
-        return await _logs(ctx, request, target)
+        return await pods.logs(ctx, request, target)
     if target.subresource == "eviction":
         if method != "POST":
             raise MethodNotAllowedError(
                 "the server does not allow this method on the requested resource"
             )
-        return await _evict(ctx, request, target)
+        return await pods.evict(ctx, request, target)
     if target.subresource == "binding":
         if method != "POST":
             raise MethodNotAllowedError(
                 "the server does not allow this method on the requested resource"
             )
-        return await _bind(ctx, request, target)
+        return await pods.bind(ctx, request, target)
     if method == "GET":
         return _get(ctx, request, target)
     if method == "PUT":
@@ -470,7 +420,7 @@ async def _create(ctx: ApiContext, request: web.Request, target: Target) -> web.
         namespace=target.namespace or "",
         dry_run=_dry_run(request.query),
     )
-    return json_response(created, status=201, warnings=[_warning_header(w) for w in warnings])
+    return json_response(created, status=201, warnings=[warning_header(w) for w in warnings])
 
 
 async def _update(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
@@ -497,7 +447,7 @@ async def _update(ctx: ApiContext, request: web.Request, target: Target) -> web.
         subresource=target.subresource,
         dry_run=_dry_run(request.query),
     )
-    return json_response(updated, warnings=[_warning_header(w) for w in warnings])
+    return json_response(updated, warnings=[warning_header(w) for w in warnings])
 
 
 async def _patch(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
@@ -525,7 +475,7 @@ async def _patch(ctx: ApiContext, request: web.Request, target: Target) -> web.R
         subresource=target.subresource,
         dry_run=_dry_run(request.query),
     )
-    return json_response(updated, warnings=[_warning_header(w) for w in warnings])
+    return json_response(updated, warnings=[warning_header(w) for w in warnings])
 
 
 async def _delete_options(request: web.Request) -> DeleteOptions:
@@ -580,162 +530,3 @@ async def _delete_collection(ctx: ApiContext, request: web.Request, target: Targ
             "items": deleted,
         }
     )
-
-
-async def _bind(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
-    assert target.name is not None
-    body, _ = decode_body(await request.read(), request.headers.get("Content-Type", ""))
-    node = (body or {}).get("target", {}).get("name") if isinstance(body, dict) else None
-    if not node:
-        raise BadRequestError("binding target name is required")
-    namespace = target.namespace or ""
-    pod = ctx.registry.get(target.resource, namespace, target.name)
-    if pod.get("spec", {}).get("nodeName"):
-        raise ConflictError(
-            f'pod {target.name} is already assigned to node "{pod["spec"]["nodeName"]}"',
-            name=target.name,
-            kind="pods",
-            group="",
-        )
-    bind_pod(ctx.registry, pod, node)
-    return json_response(
-        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-        status=201,
-    )
-
-
-async def _evict(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
-    """policy/v1 Eviction: a graceful delete (kubesim has no PodDisruptionBudgets to honour).
-
-    `kubectl drain` posts the Eviction as protobuf; everything kubesim needs is in the URL, so
-    a protobuf body is accepted here (and only here) and its delete options are not read.
-    """
-    assert target.name is not None
-    content_type = request.headers.get("Content-Type", "")
-    raw = await request.read()
-    body: Any = None
-    if "protobuf" not in content_type and raw.strip():
-        body, _ = decode_body(raw, content_type)
-    options = body.get("deleteOptions") if isinstance(body, dict) else None
-    ctx.registry.delete(
-        target.resource,
-        target.namespace or "",
-        target.name,
-        DeleteOptions.from_body(options, {}),
-    )
-    return json_response(
-        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-        status=201,
-    )
-
-
-def bind_pod(registry: ObjectRegistry, pod: JsonObject, node: str) -> JsonObject | None:
-    """Set spec.nodeName and PodScheduled=True (the scheduler and the binding subresource)."""
-    stamp = now().strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    def bind(new: JsonObject) -> None:
-        new["spec"]["nodeName"] = node
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": stamp,
-            }
-        )
-        status["conditions"] = conditions
-
-    meta = pod["metadata"]
-    return registry.mutate(registry.pods, meta["namespace"], meta["name"], bind)
-
-
-# -- logs -------------------------------------------------------------------------------------
-
-
-def _choose_container(pod: JsonObject, requested: str | None) -> str:
-    spec = pod.get("spec", {})
-    names = [c["name"] for c in spec.get("containers") or []]
-    init_names = [c["name"] for c in spec.get("initContainers") or []]
-    name = pod["metadata"]["name"]
-    if requested:
-        if requested not in names and requested not in init_names:
-            raise BadRequestError(f"container {requested} is not valid for pod {name}")
-        return requested
-    default = (pod["metadata"].get("annotations") or {}).get(
-        "kubectl.kubernetes.io/default-container"
-    )
-    if default in names:
-        return str(default)
-    if len(names) == 1:
-        return str(names[0])
-    raise BadRequestError(
-        f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
-        + (f" or one of the init containers: [{' '.join(init_names)}]" if init_names else "")
-    )
-
-
-def _log_start(log: ContainerLog, query: Mapping[str, str]) -> int:
-    start = log.dropped
-    lines = log.lines
-    if query.get("sinceSeconds") or query.get("sinceTime"):
-        if query.get("sinceSeconds"):
-            cutoff = now() - dt.timedelta(seconds=int(query["sinceSeconds"]))
-        else:
-            cutoff = parse_time(query["sinceTime"])
-        skip = next((i for i, line in enumerate(lines) if line.at >= cutoff), len(lines))
-        start = log.dropped + skip
-    if query.get("tailLines") is not None:
-        tail = int(query["tailLines"])
-        start = max(start, log.dropped + len(lines) - tail)
-    return start
-
-
-async def _logs(ctx: ApiContext, request: web.Request, target: Target) -> web.StreamResponse:
-    assert target.name is not None
-    query = request.query
-    pod = ctx.registry.get(target.resource, target.namespace or "", target.name)
-    container = _choose_container(pod, query.get("container"))
-    log = ctx.logs.get(pod["metadata"]["uid"], container)
-    if go_bool(query.get("previous")):
-        if log is None or log.previous is None:
-            raise BadRequestError(
-                f'previous terminated container "{container}" in pod "{target.name}" not found'
-            )
-        log = log.previous
-    if log is None:
-        raise BadRequestError(
-            f'container "{container}" in pod "{target.name}" is waiting to start: ContainerCreating'
-        )
-    follow = go_bool(query.get("follow"))
-    timestamps = go_bool(query.get("timestamps"))
-    limit_bytes = int(query["limitBytes"]) if query.get("limitBytes") else None
-    response = web.StreamResponse(status=200)
-    response.content_type = "text/plain"
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    sent = 0
-    start = _log_start(log, query)
-    try:
-        if follow:
-            source = log.follow(start)
-            async for line in source:
-                data = line.stamped() if timestamps else line.text
-                if limit_bytes is not None and sent + len(data) > limit_bytes:
-                    await response.write(data[: limit_bytes - sent])
-                    break
-                sent += len(data)
-                await response.write(data)
-        else:
-            offset = max(0, start - log.dropped)
-            chunk = b"".join(
-                (line.stamped() if timestamps else line.text) for line in log.lines[offset:]
-            )
-            if limit_bytes is not None:
-                chunk = chunk[:limit_bytes]
-            await response.write(chunk)
-        await response.write_eof()
-    except (ConnectionResetError, ConnectionError):
-        pass
-    return response

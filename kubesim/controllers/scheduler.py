@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from api.quantity import QuantityError, parse_quantity
-from kubesim.apiserver.handlers import bind_pod
+from kubesim.apiserver.pods import bind_pod
 from kubesim.apiserver.store import EventType, StoreEvent
 from kubesim.controllers.base import QueueController
 from kubesim.objects import JsonObject, labels_of, rfc3339
