@@ -282,6 +282,9 @@ class _Cycle:
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
             groups=self._groups(cq),
+            oracle=lambda request, needs: (
+                self.preemptor.find_targets(wl, cq, request, needs) is not None
+            ),
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -519,7 +522,7 @@ class _Cycle:
                 shortfalls,
                 tried,
             )
-        if a.mode is Mode.PREEMPT:
+        if a.mode is Mode.PREEMPT or a.no_candidates:
             return PendingReason(
                 PendingCode.NO_PREEMPTION_CANDIDATES,
                 f"{text}; no workload may be preempted for it under {cq.name}'s policy",

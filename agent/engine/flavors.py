@@ -16,7 +16,7 @@ request in a flavor is checked together with the first's.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from agent.engine.quota import QuotaNode, QuotaTree
@@ -70,6 +70,8 @@ class Assignment:
     """Some cell cannot fit even if nothing else ran."""
     no_flavor: bool = False
     """Some pod set had no flavor whose labels/taints match (or an undeclared resource)."""
+    no_candidates: bool = False
+    """Some flavor needed preemption but had no workload that may be preempted."""
 
 
 def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
@@ -139,10 +141,13 @@ def assign_flavors(
     undeclared: UndeclaredResources,
     counts: tuple[int, ...] | None = None,
     groups: Mapping[ResourceName, int] | None = None,
+    oracle: Callable[[dict[FlavorResource, int], set[FlavorResource]], bool] | None = None,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
 
     `counts` overrides the pod sets' counts (partial admission tries smaller ones).
+    `oracle(request, needs)` says whether preemption could make room for `request`; it is
+    asked only when a resource group offers other flavors to fall back on.
     """
     out = Assignment()
     if groups is None:
@@ -213,6 +218,32 @@ def assign_flavors(
                             fborrow = True
                     else:
                         fmode = Mode.NO_FIT
+                if (
+                    fmode is Mode.PREEMPT
+                    and oracle is not None
+                    and len(cq.resource_groups[gi].flavors) > 1
+                    and not oracle(
+                        {
+                            (fname, r): per_pod[r] * count + out.usage.get((fname, r), 0)
+                            for r in resources
+                        },
+                        needs,
+                    )
+                ):
+                    # Kueue's preemption oracle: a flavor where no workload may be preempted
+                    # is no better than one without room, so a later flavor can win.
+                    fmode = Mode.NO_FIT
+                    out.no_candidates = True
+                    out.attempts.append(
+                        FlavorAttempt(
+                            ps.name,
+                            fname,
+                            "needs preemption ({}) but no workload may be preempted",
+                            tuple(shortfalls),
+                        )
+                    )
+                    group_shortfalls.extend(shortfalls)
+                    continue
                 if fmode is Mode.NO_FIT:
                     group_shortfalls.extend(shortfalls)
                     out.attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.engine.result import PendingCode
-from agent.engine.snapshot import EngineConfig, UndeclaredResources
+from agent.engine.snapshot import EngineConfig, UndeclaredResources, WorkloadId
 from tests.builders import (
     CQBuilder,
     FlavorBuilder,
@@ -274,3 +274,21 @@ def test_resource_groups_assign_flavors_independently() -> None:
         "memory": "cpu-a",
         "nvidia.com/gpu": "h100",
     }
+
+
+def test_a_flavor_without_preemption_candidates_yields_to_one_with_them() -> None:
+    q = (
+        cq("q")
+        .quota("cpu", "f1", nominal="4")
+        .quota("cpu", "f2", nominal="4")
+        .preemption(within="LowerPriority")
+    )
+    workloads = [
+        wl("high-in-f1").request("cpu", "4").priority(100).admitted("q", "f1"),
+        wl("low-in-f2").request("cpu", "4").priority(0).admitted("q", "f2"),
+        wl("w").queue("q").request("cpu", "4").priority(10),
+    ]
+    result = run(snapshot(cqs=[q], workloads=workloads))
+    assert [p.victim for p in result.preempted] == ["default/low-in-f2"]
+    nominated = result.nominated[WorkloadId("default/w")]
+    assert dict(nominated.pod_sets[0].flavors) == {"cpu": "f2"}
