@@ -272,3 +272,70 @@ async def test_workloads_and_rbac_objects_are_stored_and_served(
     await rbac.create_namespaced_role("default", role)
     roles = await rbac.list_namespaced_role("default")
     assert [r.metadata.name for r in roles.items] == ["reader"]
+
+
+async def test_duplicate_fields_are_rejected_under_strict_field_validation(
+    simulator: RunningSimulator,
+) -> None:
+    url = simulator.urls["sim-0"] + "/api/v1/namespaces/default/configmaps"
+    body = b'{"metadata": {"name": "dup", "name": "dup2"}}'
+    headers = {"Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            url, params={"fieldValidation": "Strict"}, data=body, headers=headers
+        ) as response,
+    ):
+        status = await response.json()
+    assert response.status == 400
+    assert 'duplicate field "name"' in status["message"]
+
+
+async def test_the_binding_subresource_assigns_a_node(
+    simulator: RunningSimulator, cluster: Cluster
+) -> None:
+    pods = cluster.types.core("pods")
+    cluster.registry.create(
+        pods,
+        {
+            "metadata": {"name": "manual"},
+            "spec": {"schedulerName": "my-scheduler", "containers": [{"name": "m", "image": "x"}]},
+        },
+        namespace="default",
+    )
+    url = simulator.urls["sim-0"] + "/api/v1/namespaces/default/pods/manual/binding"
+    binding = {"metadata": {"name": "manual"}, "target": {"kind": "Node", "name": "node-2"}}
+    async with aiohttp.ClientSession() as session, session.post(url, json=binding) as response:
+        assert response.status == 201
+        async with session.post(url, json=binding) as again:
+            assert again.status == 409
+    assert (cluster.get("pods", "default", "manual") or {})["spec"]["nodeName"] == "node-2"
+
+
+async def test_an_exact_list_at_a_compacted_resource_version_is_410(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    listed = await core.list_namespaced_config_map("default")
+    await core.create_namespaced_config_map("default", manifest({"metadata": {"name": "n"}}))
+    cluster.store.compact()
+    with pytest.raises(ApiException) as caught:
+        await core.list_namespaced_config_map(
+            "default",
+            resource_version=listed.metadata.resource_version,
+            resource_version_match="Exact",
+        )
+    assert caught.value.status == 410
+    assert (
+        _status(caught.value)["message"] == "The resourceVersion for the provided list is too old."
+    )
+
+
+@pytest.mark.parametrize(("code", "reason"), [(500, "InternalError"), (504, "Timeout")])
+async def test_injected_server_errors_carry_their_status_reason(
+    core: client.CoreV1Api, cluster: Cluster, code: int, reason: str
+) -> None:
+    cluster.faults.fail_next(1, code)
+    with pytest.raises(ApiException) as caught:
+        await core.list_namespace()
+    assert caught.value.status == code
+    assert _status(caught.value)["reason"] == reason

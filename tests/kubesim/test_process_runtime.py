@@ -287,3 +287,14 @@ async def test_a_pod_annotation_picks_the_process_runtime_in_a_simulated_cluster
     await core.create_namespaced_pod("default", pod)
     await eventually(lambda: _phase(cluster, "real") == "Succeeded")
     assert await core.read_namespaced_pod_log("real", "default") == "from-a-process\n"
+
+
+async def test_the_working_directory_is_honoured_when_it_exists(
+    process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    directory = tempfile.mkdtemp(prefix="kubesim-wd-")
+    pod = _pod("pwd", "pwd")
+    pod["spec"]["containers"][0]["workingDir"] = directory
+    await process_core.create_namespaced_pod("default", pod)
+    await eventually(lambda: _phase(process_cluster, "pwd") == "Succeeded")
+    assert await process_core.read_namespaced_pod_log("pwd", "default") == f"{directory}\n"
