@@ -131,16 +131,32 @@ class Preemptor:
     def _borrowers(
         self, node: QuotaNode, needed: tuple[FlavorResource, ...]
     ) -> set[QuotaNode] | frozenset[QuotaNode]:
-        """Queues of the node's tree borrowing on any needed cell (cached until `changed`)."""
-        key = (id(node.root()), needed)
+        """Queues the node may reclaim from: borrowing on a needed cell (cached until `changed`).
+
+        With hierarchical cohorts the queue's whole subtree below the common ancestor must be
+        borrowing too: a queue borrowing from a sibling inside a sub-cohort that stays within
+        its own quota takes nothing from the preemptor's side of the tree.
+        """
+        key = (id(node), needed)
         found = self.borrowing.get(key)
         if found is None:
             tree = self.tree
-            found = self.borrowing[key] = {
-                m
-                for m in self._cohort_members(node)
-                if any(tree.is_borrowing(m, fr) for fr in needed)
-            }
+            ancestors: set[int] = set()
+            n: QuotaNode | None = node.parent
+            while n is not None:
+                ancestors.add(id(n))
+                n = n.parent
+            found = set()
+            for m in self._cohort_members(node):
+                if not any(tree.is_borrowing(m, fr) for fr in needed):
+                    continue
+                # Climb to the child of the lowest common ancestor on m's side.
+                top = m
+                while top.parent is not None and id(top.parent) not in ancestors:
+                    top = top.parent
+                if top is m or any(tree.is_borrowing(top, fr) for fr in needed):
+                    found.add(m)
+            self.borrowing[key] = found
         return found
 
     def changed(self) -> None:

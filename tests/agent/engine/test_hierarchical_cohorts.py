@@ -166,3 +166,41 @@ def test_a_parent_that_is_not_an_object_is_an_implicit_empty_cohort() -> None:
         workloads=[wl("w").queue("b").request("cpu", "6")],
     )
     assert admitted_ids(run(snap)) == ids("w")
+
+
+def test_reclaim_reaches_only_subtrees_that_borrow_from_the_preemptors_side() -> None:
+    # org-a (cq-a1 0 + cq-a2 4 CPU) lends within itself: cq-a1 borrows 4 from cq-a2, but
+    # org-a as a whole stays within its 4 CPU. cq-b (4 CPU, full with its own work) may
+    # preempt while borrowing, yet nothing in org-a is borrowed from cq-b's side.
+    cohorts = [cohort("root"), cohort("org-a").parent("root"), cohort("org-b").parent("root")]
+    cqs = [
+        cq("cq-a1").cohort("org-a").quota("cpu", nominal="0"),
+        cq("cq-a2").cohort("org-a").quota("cpu", nominal="4"),
+        cq("cq-b")
+        .cohort("org-b")
+        .quota("cpu", nominal="4")
+        .preemption(reclaim="Any", borrow_within="LowerPriority"),
+    ]
+    workloads = [
+        wl("a1-run").request("cpu", "4").priority(0).admitted("cq-a1"),
+        wl("b-run").request("cpu", "4").priority(10).admitted("cq-b"),
+        wl("b-new").queue("cq-b").request("cpu", "1").priority(10),
+    ]
+    result = run(snapshot(cohorts=cohorts, cqs=cqs, workloads=workloads))
+    assert result.preempted == ()
+    assert reason_of(result, "b-new").code is PendingCode.NO_PREEMPTION_CANDIDATES
+
+
+def test_reclaim_reaches_a_queue_whose_subtree_borrows_from_the_preemptors_side() -> None:
+    cohorts = [cohort("root"), cohort("org-a").parent("root"), cohort("org-b").parent("root")]
+    cqs = [
+        cq("cq-a1").cohort("org-a").quota("cpu", nominal="0"),
+        cq("cq-a2").cohort("org-a").quota("cpu", nominal="4"),
+        cq("cq-b").cohort("org-b").quota("cpu", nominal="4").preemption(reclaim="Any"),
+    ]
+    workloads = [
+        wl("a1-run").request("cpu", "6").admitted("cq-a1"),
+        wl("b-new").queue("cq-b").request("cpu", "4").priority(10),
+    ]
+    result = run(snapshot(cohorts=cohorts, cqs=cqs, workloads=workloads))
+    assert [p.victim for p in result.preempted] == ["default/a1-run"]
