@@ -170,6 +170,13 @@ class _Cycle:
                 f"cluster queue {cq.name} is stopped ({cq.stop_policy})",
                 Unblock.USER_ACTION,
             )
+        problem = _misconfiguration(cq)
+        if problem is not None:
+            return PendingReason(
+                PendingCode.MISCONFIGURED,
+                f"cluster queue {cq.name} is misconfigured: {problem}",
+                Unblock.QUOTA_CHANGED,
+            )
         missing = sorted(
             {
                 fq.flavor
@@ -582,6 +589,29 @@ class _Cycle:
             nominated=self.nominated,
             next_wakeup=self.wakeup,
         )
+
+
+def _misconfiguration(cq: ClusterQueue) -> str | None:
+    """Resource-group rules the api validates too; checked again so a bad snapshot cannot
+    produce a wrong admission."""
+    seen_res: set[str] = set()
+    seen_flavors: set[str] = set()
+    for g in cq.resource_groups:
+        covered = set(g.covered_resources)
+        if covered & seen_res:
+            return f"resource(s) {', '.join(sorted(covered & seen_res))} in two resource groups"
+        seen_res |= covered
+        for fq in g.flavors:
+            if fq.flavor in seen_flavors:
+                return f"flavor {fq.flavor} in two resource groups"
+            seen_flavors.add(fq.flavor)
+            if set(fq.resources) != covered:
+                return f"flavor {fq.flavor} must list exactly the covered resources"
+            if cq.cohort is None and any(
+                q.borrowing_limit is not None for q in fq.resources.values()
+            ):
+                return "borrowingLimit requires a cohort"
+    return None
 
 
 _INACTIVE = PendingReason(

@@ -127,3 +127,22 @@ def test_an_unused_flavor_object_does_not_matter() -> None:
     )
     assert ResourceFlavor(FlavorName("spare")) in snap.flavors.values()
     assert [a.workload for a in run(snap).admitted] == ["default/w"]
+
+
+def test_a_misconfigured_queue_admits_nothing_and_says_why() -> None:
+    from agent.engine.snapshot import FlavorQuotas, ResourceGroup, ResourceQuota
+
+    q = cq("a").quota("cpu", nominal="4").build()
+    bad = dataclasses.replace(
+        q,
+        resource_groups=(
+            ResourceGroup(
+                (ResourceName("cpu"), ResourceName("memory")),
+                (FlavorQuotas(FlavorName("default"), {ResourceName("cpu"): ResourceQuota(4000)}),),
+            ),
+        ),
+    )
+    snap = snapshot(cqs=[bad], workloads=[wl("w").queue("a").request("cpu", "1")])
+    reason = reason_of(run(snap), "w")
+    assert reason.code is PendingCode.MISCONFIGURED
+    assert "exactly the covered resources" in reason.message
