@@ -41,6 +41,8 @@ class ResourceType:
     # kubernetes_asyncio model class used to reject unknown fields; None = schemaless.
     model: str | None = None
     verbs: tuple[str, ...] = _COMMON_VERBS
+    # CRD additionalPrinterColumns: (name, type, jsonPath, priority, description).
+    printer_columns: tuple[tuple[str, str, str, int, str], ...] = ()
 
     @property
     def api_version(self) -> str:

@@ -9,6 +9,7 @@ without one get NAME/AGE. Called by the list, get and watch handlers.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from kubesim.objects import JsonObject, age, human_duration, now, parse_time
 from kubesim.resources import ResourceType
 
-__all__ = ["Column", "TablePrinter", "printer_for", "render_table"]
+__all__ = ["Column", "TablePrinter", "json_path", "printer_for", "render_table"]
 
 
 @dataclass(frozen=True)
@@ -503,7 +504,66 @@ _PRINTERS: dict[tuple[str, str], TablePrinter] = {
 _DEFAULT_PRINTER = TablePrinter((_NAME, _AGE), _default_row)
 
 
+_PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\?\(@\.([\w.-]+)==[\"']([^\"']*)[\"']\)\]")
+
+
+def json_path(obj: Any, path: str) -> Any:
+    """The subset of kubectl JSONPath CRD printer columns use: `.a.b`, `[0]`, `[?(@.k=="v")]`."""
+    current: list[Any] = [obj]
+    for match in _PATH_STEP.finditer(path.strip().lstrip("{").rstrip("}")):
+        key, index, filter_key, filter_value = match.groups()
+        following: list[Any] = []
+        for value in current:
+            if key is not None and isinstance(value, dict) and key in value:
+                following.append(value[key])
+            elif index is not None and isinstance(value, list) and int(index) < len(value):
+                following.append(value[int(index)])
+            elif filter_key is not None and isinstance(value, list):
+                following += [
+                    item
+                    for item in value
+                    if isinstance(item, dict) and str(item.get(filter_key)) == filter_value
+                ]
+        current = following
+    if not current:
+        return None
+    return current[0] if len(current) == 1 else ",".join(str(v) for v in current)
+
+
+def _custom_printer(resource: ResourceType) -> TablePrinter:
+    columns = [_NAME] + [
+        Column(name, description, priority=priority, type=kind)
+        for name, kind, _, priority, description in resource.printer_columns
+    ]
+
+    def row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+        cells: list[Any] = [obj["metadata"]["name"]]
+        for _, kind, path, _, _ in resource.printer_columns:
+            value = json_path(obj, path)
+            if kind == "date" and isinstance(value, str):
+                value = age(value, at=at)
+            cells.append(value)
+        return cells
+
+    # "date" columns are rendered as ages, so they are declared as strings to kubectl.
+    return TablePrinter(
+        tuple(
+            Column(
+                c.name,
+                c.description,
+                c.priority,
+                "string" if c.type == "date" else c.type,
+                c.format,
+            )
+            for c in columns
+        ),
+        row,
+    )
+
+
 def printer_for(resource: ResourceType) -> TablePrinter:
+    if resource.printer_columns:
+        return _custom_printer(resource)
     return _PRINTERS.get((resource.group, resource.plural), _DEFAULT_PRINTER)
 
 

@@ -225,6 +225,16 @@ class CrdController(QueueController[str]):
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
                 subresources=frozenset({"status"} if "status" in subresources else ()),
+                printer_columns=tuple(
+                    (
+                        str(column.get("name", "")),
+                        str(column.get("type", "string")),
+                        str(column.get("jsonPath", "")),
+                        int(column.get("priority", 0)),
+                        str(column.get("description", "")),
+                    )
+                    for column in version.get("additionalPrinterColumns") or []
+                ),
             )
             self.cluster.types.add(resource)
             served.append(resource)

@@ -165,6 +165,10 @@ CRD = {
                 "served": True,
                 "storage": True,
                 "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
                 "schema": {
                     "openAPIV3Schema": {
                         "type": "object",
@@ -246,8 +250,19 @@ async def test_a_crd_serves_validated_custom_resources(
     ):
         assert response.status == 415  # strategic merge is for built-in types only
     listed = await kubectl("get", "br")
-    assert listed.stdout.splitlines()[0].split() == ["NAME", "AGE"]
-    assert listed.stdout.splitlines()[1].startswith("r1")
+    assert listed.stdout.splitlines()[0].split() == ["NAME", "SIZE", "AGE"]
+    assert listed.stdout.splitlines()[1].split()[:2] == ["r1", "3"]
+    manifest_yaml = (
+        "apiVersion: example.io/v1\nkind: BatchRun\nmetadata: {name: r3}\nspec: {size: %d}\n"
+    )
+    first = await kubectl("apply", "-f", "-", stdin=manifest_yaml % 1)
+    assert "batchrun.example.io/r3 created" in first.stdout
+    second = await kubectl("apply", "-f", "-", stdin=manifest_yaml % 5)
+    assert "batchrun.example.io/r3 configured" in second.stdout
+    stored = cluster.store.get(
+        cluster.types.lookup("example.io", "v1", "batchruns"), "default", "r3"
+    )  # type: ignore[arg-type]
+    assert stored is not None and stored["spec"]["size"] == 5
 
 
 async def test_several_clusters_run_side_by_side_with_a_merged_kubeconfig() -> None:
