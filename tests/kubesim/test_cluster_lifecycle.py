@@ -259,9 +259,9 @@ async def test_a_crd_serves_validated_custom_resources(
     assert "batchrun.example.io/r3 created" in first.stdout
     second = await kubectl("apply", "-f", "-", stdin=manifest_yaml % 5)
     assert "batchrun.example.io/r3 configured" in second.stdout
-    stored = cluster.store.get(
-        cluster.types.lookup("example.io", "v1", "batchruns"), "default", "r3"
-    )  # type: ignore[arg-type]
+    batchruns = cluster.types.lookup("example.io", "v1", "batchruns")
+    assert batchruns is not None
+    stored = cluster.store.get(batchruns, "default", "r3")
     assert stored is not None and stored["spec"]["size"] == 5
 
 
