@@ -155,6 +155,8 @@ def assign_flavors(
     covers_pods = PODS in groups
     fungibility = cq.flavor_fungibility
     may_preempt = _can_preempt(cq)
+    may_borrow_preempt = cq.preemption.borrow_within_cohort.policy is not PreemptionPolicy.NEVER
+    deep = node.parent is not None and node.parent.parent is not None
     for idx, ps in enumerate(wl.pod_sets):
         count = ps.count if counts is None else counts[idx]
         per_pod = dict(ps.requests)
@@ -210,7 +212,14 @@ def assign_flavors(
                         continue
                     potential = tree.potential_available(node, fr)
                     shortfalls.append(Shortfall(fname, res, val, avail, potential))
-                    if val <= potential and may_preempt:
+                    # Kueue: a workload may preempt for a cell if its request fits the
+                    # queue's nominal quota, or it may preempt while borrowing
+                    # (borrowWithinCohort), or a deeper cohort tree may hold the room.
+                    if (
+                        val <= potential
+                        and may_preempt
+                        and (val <= node.subtree.get(fr, 0) or may_borrow_preempt or deep)
+                    ):
                         fmode = min(fmode, Mode.PREEMPT)
                         needs.add(fr)
                         # As Kueue: preempting borrows if the request alone exceeds nominal.

@@ -218,3 +218,26 @@ def test_workloads_already_being_evicted_are_counted_on_first() -> None:
     # The evicting workload frees enough: no new victim, the preemptor just waits.
     assert preempted_ids(result) == []
     assert reason_of(result, "p").code is PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS
+
+
+def test_a_request_above_nominal_preempts_only_with_borrow_within_cohort() -> None:
+    # Kueue: a workload is eligible to preempt when its request fits the nominal quota or
+    # borrowWithinCohort is enabled.
+    def cqs(borrow_within: str) -> list[CQBuilder]:
+        return [
+            cq("q")
+            .cohort("c")
+            .quota("cpu", nominal="4")
+            .preemption(within="LowerPriority", reclaim="Any", borrow_within=borrow_within),
+            cq("idle").cohort("c").quota("cpu", nominal="4"),
+        ]
+
+    workloads = [
+        wl("low").request("cpu", "4").priority(0).admitted("q"),
+        wl("big").queue("q").request("cpu", "6").priority(10),
+    ]
+    never = run(snapshot(cqs=cqs("Never"), workloads=workloads))
+    assert never.preempted == ()
+    assert reason_of(never, "big").code is PendingCode.WAITING_FOR_QUOTA
+    allowed = run(snapshot(cqs=cqs("LowerPriority"), workloads=workloads))
+    assert preempted_ids(allowed) == ids("low")
