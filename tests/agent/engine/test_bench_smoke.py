@@ -1,0 +1,39 @@
+"""The replay benchmark's simulator on a tiny shape: every workload runs, quota holds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from bench.engine_common import Shape, Simulation, WorkloadClass
+from tests.agent.engine.test_properties import assert_within_quota, scenarios
+
+
+def test_a_tiny_replay_admits_everything_within_quota() -> None:
+    classes = (
+        WorkloadClass("small", 20, 0.1, 0.2, 50, 1),
+        WorkloadClass("large", 4, 0.5, 0.4, 200, 4),
+    )
+    sim = Simulation(Shape(cohorts=1, queues_per_cohort=2, classes=classes, nominal_cpu=4))
+    sim.run()
+    report = sim.report(0.0)
+    assert report["never_admitted"] == 0
+    assert sim.workloads == {}
+    usage = report["cq_usage_of_nominal"]
+    assert isinstance(usage, dict)
+    assert usage["max"] <= 2.0  # a queue may borrow the other's idle quota, never more
+    assert_within_quota(sim.snapshot)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_many_more_random_trees_keep_within_quota(snap: object) -> None:
+    from agent.engine.apply import apply_result
+    from agent.engine.cycle import schedule
+    from agent.engine.snapshot import Snapshot
+
+    assert isinstance(snap, Snapshot)
+    for now in (1.0, 2.0, 3.0):
+        snap = apply_result(snap, schedule(snap, now))
+        assert_within_quota(snap)
