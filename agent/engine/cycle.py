@@ -18,8 +18,16 @@ clock. The cycle is a list of numbered steps, each a named helper:
 
 Within a cycle usage only grows (admissions and reservations add; preemption simulation
 restores), so a workload shape that failed in a cluster queue fails again for the rest of
-the cycle: failures are memoised per (cluster queue, shape, priority), which keeps a cycle
-over tens of thousands of identical pending workloads linear.
+the cycle: failures are memoised per (cluster queue, shape, priority), and a victim search
+that found nothing spares the search for any larger request of the same queue and priority.
+This keeps a cycle over tens of thousands of pending workloads near linear. The memo is a
+per-cycle verdict, like Kueue evaluating each head once per cycle: an admission later in
+the same cycle can make another queue borrow and so offer new victims; the workload sees
+them in the next cycle (every event runs one).
+
+A workload that must preempt reserves its quota for the rest of the cycle while its victims
+still hold theirs (the tree is briefly overbooked), so nothing admitted later in the cycle
+can take what the victims release, and no two preemptors count on the same victim.
 """
 
 from __future__ import annotations
