@@ -292,3 +292,45 @@ def test_a_flavor_without_preemption_candidates_yields_to_one_with_them() -> Non
     assert [p.victim for p in result.preempted] == ["default/low-in-f2"]
     nominated = result.nominated[WorkloadId("default/w")]
     assert dict(nominated.pod_sets[0].flavors) == {"cpu": "f2"}
+
+
+@pytest.mark.parametrize(
+    ("preference", "flavor_chosen", "preempts"),
+    [
+        pytest.param(
+            "BorrowingOverPreemption", "f1", False, id="by default borrowing beats preempting"
+        ),
+        pytest.param(
+            "PreemptionOverBorrowing",
+            "f2",
+            True,
+            id="PreemptionOverBorrowing preempts in its nominal quota rather than borrow",
+        ),
+    ],
+)
+def test_fungibility_preference(preference: str, flavor_chosen: str, preempts: bool) -> None:
+    q = (
+        cq("q")
+        .cohort("c")
+        .quota("cpu", "f1", nominal="2")
+        .quota("cpu", "f2", nominal="4")
+        .preemption(within="LowerPriority")
+        .fungibility(
+            when_can_borrow="TryNextFlavor", when_can_preempt="TryNextFlavor", preference=preference
+        )
+    )
+    lender = (
+        cq("lender").cohort("c").quota("cpu", "f1", nominal="4").quota("cpu", "f2", nominal="0")
+    )
+    workloads = [
+        wl("low").request("cpu", "4").priority(0).admitted("q", "f2"),
+        wl("w").queue("q").request("cpu", "3").priority(10),
+    ]
+    result = run(snapshot(cqs=[q, lender], workloads=workloads))
+    if preempts:
+        assert [p.victim for p in result.preempted] == ["default/low"]
+        nominated = result.nominated[WorkloadId("default/w")]
+        assert dict(nominated.pod_sets[0].flavors) == {"cpu": flavor_chosen}
+    else:
+        assert result.preempted == ()
+        assert flavors_of(result, "w") == {"cpu": flavor_chosen}
