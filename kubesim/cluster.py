@@ -63,6 +63,8 @@ class ClusterConfig:
     """Emit core/v1 Events (scheduling, job pods); scale runs may turn them off."""
     job_pod_duration: float = 0.0
     """Simulated runtime: seconds a Job-owned pod runs when it carries no duration annotation."""
+    job_backoff_seconds: float = 0.0
+    """Base delay before a Job replaces a failed pod (doubling per failure; real: 10 s)."""
     work_dir: Path | None = None
     """Process runtime: parent of per-pod working directories (default: a temp dir)."""
 

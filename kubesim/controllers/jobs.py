@@ -11,12 +11,14 @@ which is removed only after the pod is counted in the Job status. Jobs whose
 `spec.managedBy` names another controller are left alone.
 
 Keyed by (namespace, name); fed by Job and Pod store events; started by `kubesim.cluster`.
-Not implemented: backoffLimitPerIndex, successPolicy, pod failure backoff delays (replacements
-are created immediately), FailIndex.
+Replacements for failed pods wait `job_backoff_seconds * 2^(failed-1)` (capped at 6 min; the
+real controller uses 10 s; kubesim defaults to 0 so tests stay fast). Not implemented:
+backoffLimitPerIndex, successPolicy, FailIndex.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 from dataclasses import dataclass, field
@@ -142,6 +144,8 @@ class JobController(QueueController[tuple[str, str]]):
         self._pods_by_job: dict[str, set[tuple[str, str]]] = {}
         self._deleted_by_me: set[str] = set()
         self._orphans: set[tuple[str, str]] = set()
+        self._last_failure: dict[str, float] = {}
+        self.backoff_base = cluster.config.job_backoff_seconds
         self.store.subscribe(self.jobs, self._on_job)
         self.store.subscribe(self.pods, self._on_pod)
 
@@ -152,6 +156,7 @@ class JobController(QueueController[tuple[str, str]]):
         if event.type is EventType.DELETED:
             # Its pods may still hold the tracking finalizer: release them as they finish.
             self._orphans.update(self._pods_by_job.pop(meta["uid"], ()))
+            self._last_failure.pop(meta["uid"], None)
             self.enqueue(_ORPHANS)
             return
         self.enqueue((meta["namespace"], meta["name"]))
@@ -216,6 +221,8 @@ class JobController(QueueController[tuple[str, str]]):
         status: dict[str, Any] = clone(job.get("status") or {})
         finished = _is_true(status, "Complete") or _is_true(status, "Failed")
         accounting = self._account(job, pods)
+        if accounting.failed:
+            self._last_failure[uid] = asyncio.get_running_loop().time()
         status["succeeded"] = status.get("succeeded", 0) + accounting.succeeded
         status["failed"] = status.get("failed", 0) + accounting.failed
         indexed = spec.get("completionMode") == "Indexed"
@@ -366,6 +373,11 @@ class JobController(QueueController[tuple[str, str]]):
             if deadline is not None:
                 meta = job["metadata"]
                 self.enqueue_after((meta["namespace"], meta["name"]), float(deadline) + 0.01)
+        wait = self._backoff_remaining(job, status)
+        if wait > 0:
+            meta = job["metadata"]
+            self.enqueue_after((meta["namespace"], meta["name"]), wait)
+            return active
         parallelism = spec.get("parallelism", 1)
         completions = spec.get("completions")
         created: list[JsonObject] = []
@@ -384,6 +396,15 @@ class JobController(QueueController[tuple[str, str]]):
             for _ in range(max(0, wanted - len(active))):
                 created.append(self._create_pod(job, None))
         return active + [p for p in created if p]
+
+    def _backoff_remaining(self, job: JsonObject, status: dict[str, Any]) -> float:
+        """Seconds before replacements may be created: base * 2^(failed-1), capped at 6 min."""
+        failed = int(status.get("failed", 0))
+        last = self._last_failure.get(job["metadata"]["uid"])
+        if not self.backoff_base or not failed or last is None:
+            return 0.0
+        delay = min(360.0, self.backoff_base * 2.0 ** (failed - 1))
+        return last + delay - asyncio.get_running_loop().time()
 
     # -- effects ------------------------------------------------------------------------------
 

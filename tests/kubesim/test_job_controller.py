@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubesim.cluster import Cluster
+from kubesim.cluster import Cluster, ClusterConfig
+from kubesim.testing import running
 from tests.kubesim.conftest import eventually, manifest
 
 
@@ -319,3 +321,20 @@ async def test_simulated_logs_are_produced_at_the_annotated_rate(
     lines = log.splitlines()
     assert 10 <= len(lines) <= 25
     assert lines[0] == "noisy main line 1"
+
+
+@pytest.mark.slow
+async def test_failed_pods_are_replaced_after_the_configured_backoff() -> None:
+    async with running(template=ClusterConfig(job_backoff_seconds=0.5)) as sim:
+        cluster = sim.clusters[0]
+        loop_time = asyncio.get_running_loop().time
+        cluster.registry.create(
+            cluster.types.core("jobs"),
+            _job("patient", backoffLimit=3, annotations={"kubesim.dev/exit-code": "1"}),
+            namespace="default",
+        )
+        started = loop_time()
+        await eventually(lambda: "Failed" in _true_conditions(cluster, "patient"), within=10)
+        # three replacements after failures 1, 2 and 3: 0.5 + 1 + 2 seconds of back-off
+        assert loop_time() - started >= 3.5
+        assert _job_status(cluster, "patient")["failed"] == 4
