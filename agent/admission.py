@@ -509,8 +509,8 @@ class AdmissionShell:
                 self.store.save(held)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            await asyncio.wait(tasks)

@@ -275,12 +275,18 @@ class HubSession:
         await self._on_connect()
         self.outbox.reset()
         self._wake_outbox.set()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._read(control, logs=False))
-            tasks.create_task(self._read(logs, logs=True))
-            tasks.create_task(control.ack_loop(self.settings.timings.ack_delay))
-            tasks.create_task(logs.ack_loop(self.settings.timings.ack_delay))
-            tasks.create_task(self._flush_outbox(control))
+        lost: list[HubUnreachableError] = []
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._read(control, logs=False))
+                tasks.create_task(self._read(logs, logs=True))
+                tasks.create_task(control.ack_loop(self.settings.timings.ack_delay))
+                tasks.create_task(logs.ack_loop(self.settings.timings.ack_delay))
+                tasks.create_task(self._flush_outbox(control))
+        except* HubUnreachableError as group:
+            lost += [e for e in group.exceptions if isinstance(e, HubUnreachableError)]
+        if lost:
+            raise lost[0]
 
     async def _flush_outbox(self, lane: Lane) -> None:
         while True:

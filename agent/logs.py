@@ -17,7 +17,6 @@ Called by: agent.app (LogOpen/LogClose from the hub session's log lane).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -178,11 +177,12 @@ class _Stream:
                     return
         finally:
             discovery.cancel()
-            for task in [discovery, *self.readers.values()]:
+            tasks = [discovery, *self.readers.values()]
+            for task in tasks:
                 task.cancel()
-            for task in [discovery, *self.readers.values()]:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            # asyncio.wait never swallows a cancellation of this task (suppressing
+            # CancelledError around `await task` would).
+            await asyncio.wait(tasks)
 
 
 class LogStreams:
@@ -230,8 +230,7 @@ class LogStreams:
         stream = self.streams.pop(stream_id, None)
         if stream is not None and stream.task is not None:
             stream.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await stream.task
+            await asyncio.wait([stream.task])
 
     async def close_all(self) -> None:
         for stream_id in list(self.streams):

@@ -7,7 +7,6 @@ the real hub is being written.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +79,8 @@ class FakeHub:
         self.log_envelopes: list[Envelope] = []
         self.connects = 0
         self.refuse = False
+        self.logs_paused = asyncio.Event()
+        self.logs_paused.set()  # set: the log lane is read
         self.on_hello: Callable[[HubLane], Any] | None = None
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -110,6 +111,8 @@ class FakeHub:
             self.connects += 1
         try:
             async for msg in ws:
+                if logs:
+                    await self.logs_paused.wait()
                 if msg.type is not WSMsgType.TEXT:
                     continue
                 env = Envelope.decode(msg.data)
@@ -161,6 +164,14 @@ class FakeHub:
     async def offer(self, offer: DispatchOffer) -> None:
         assert self.control is not None
         await self.control.send(offer)
+
+    async def send(self, payload: Payload) -> None:
+        assert self.control is not None
+        await self.control.send(payload)
+
+    async def send_log(self, payload: Payload) -> None:
+        assert self.logs is not None
+        await self.logs.send(payload)
 
     async def wait_for(self, predicate: Callable[[Payload], bool], *, within: float = 10.0) -> Any:
         return await eventually(
@@ -328,9 +339,12 @@ class AgentRunner:
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self.tasks:
+            done, pending = await asyncio.wait(self.tasks, timeout=10)
+            assert not pending, "the agent did not stop within 10s of cancellation"
+            for task in done:
+                if not task.cancelled():
+                    task.result()
         self.tasks.clear()
 
 

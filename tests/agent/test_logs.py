@@ -1,0 +1,79 @@
+"""Log streams on the log lane: every pod of a workload, tagged, ending with eof; and a
+saturated log lane never holds up the control lane."""
+
+from __future__ import annotations
+
+import asyncio
+
+from api.v1alpha1.messages import (
+    Hello,
+    LogClose,
+    LogData,
+    LogOpen,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
+
+
+def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
+    return lambda p: (
+        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
+    )
+
+
+async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_each_with_eof(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    script = "for i in 1 2 3; do echo line-$i; sleep 0.1; done"
+    offer = offer_for(job_source("talk", pods=2, script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "talk"))
+    await hub.send_log(LogOpen(stream_id="s1", workload=key, follow=True))
+
+    def frames() -> list[LogData]:
+        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+
+    await eventually(lambda: sum(f.eof for f in frames()) == 2, within=20)
+    by_pod: dict[str, list[str]] = {}
+    for frame in frames():
+        assert frame.stream_id == "s1" and frame.workload == key
+        assert frame.cluster == "sim-0" and frame.container == "main"
+        by_pod.setdefault(frame.pod, []).extend(line.text for line in frame.lines)
+        assert all(line.timestamp is not None for line in frame.lines)
+    assert len(by_pod) == 2
+    assert all(p.startswith("talk-") for p in by_pod)
+    assert all(lines == ["line-1", "line-2", "line-3"] for lines in by_pod.values())
+    eofs = [f for f in frames() if f.eof]
+    assert {f.pod for f in eofs} == set(by_pod)
+    await hub.send_log(LogClose(stream_id="s1"))
+
+
+async def test_control_messages_flow_while_a_log_stream_is_saturated(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    script = "i=0; while [ $i -lt 40000 ]; do echo line-$i-padding-padding-padding; i=$((i+1)); done; sleep 5"
+    noisy = offer_for(job_source("noisy", script=script, cpu="100m"))
+    await hub.offer(noisy)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "noisy"))
+    hub.logs_paused.clear()  # the hub stops reading the log lane
+    key = f"team-a/{noisy.workload.metadata.name}"
+    await hub.send_log(LogOpen(stream_id="flood", workload=key, follow=True))
+    await eventually(lambda: any(s.dropped for s in agent.logs.streams.values()), within=20)
+
+    quiet = offer_for(job_source("quiet", script="true", cpu="100m"))
+    started = asyncio.get_running_loop().time()
+    await hub.offer(quiet)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "quiet"), within=5)
+    assert asyncio.get_running_loop().time() - started < 3
+
+    hub.logs_paused.set()
+    await eventually(
+        lambda: any(isinstance(p, LogData) and p.dropped for p in hub.log_payloads()), within=20
+    )
+    await hub.send_log(LogClose(stream_id="flood"))

@@ -1,0 +1,121 @@
+"""The agent survives its own restart, a lost hub connection and an expired watch: no
+duplicate Jobs, status resumes, held workloads are announced, the last config is kept."""
+
+from __future__ import annotations
+
+import shutil
+
+from agent.k8s.client import KubeClient, Resource
+from api.v1alpha1.messages import Hello, WorkloadPhase, WorkloadStatusReport
+from kubesim.testing import RunningSimulator
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
+
+
+def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
+    return lambda p: (
+        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
+    )
+
+
+async def jobs_of(kube: KubeClient, uid: str) -> list[str]:
+    listed = await kube.list(Resource.JOBS, label_selector=f"multiq.dev/workload-uid={uid}")
+    return [j["metadata"]["name"] for j in listed.items]
+
+
+async def test_an_agent_restarted_mid_run_creates_no_second_job_and_reports_the_finish(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("long", script="sleep 1.5; echo done"))
+    # The hub re-sends open offers after every Hello, as the real one does.
+    hub.on_hello = lambda lane: lane.send(offer)
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "long"))
+
+    await agents.stop()
+    hub.envelopes.clear()
+    await agents.start()
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert [(w.workload, w.generation, w.phase) for w in hello.workloads] == [
+        (f"team-a/{offer.workload.metadata.name}", 1, WorkloadPhase.RUNNING)
+    ]
+    done = await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "long"), within=20)
+    assert done.generation == 1
+    assert await jobs_of(kube, "uid-long") == ["long"]
+
+
+async def test_an_agent_that_lost_its_state_adopts_the_job_it_finds(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("adopted", script="sleep 1.2"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "adopted"))
+    job = await kube.get(Resource.JOBS, "team-a", "adopted")
+
+    await agents.stop()
+    shutil.rmtree(agents.state_dir)
+    hub.envelopes.clear()
+    hub.on_hello = lambda lane: lane.send(offer)
+    await agents.start()
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "adopted"))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "adopted"), within=20)
+    again = await kube.get(Resource.JOBS, "team-a", "adopted")
+    assert again["metadata"]["uid"] == job["metadata"]["uid"]
+    assert await jobs_of(kube, "uid-adopted") == ["adopted"]
+
+
+async def test_a_dropped_hub_connection_is_redialled_with_a_hello_and_the_config_is_kept(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("kept", script="sleep 0.8"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "kept"))
+
+    # The hub goes away and refuses the agent while the job finishes; it sends no config
+    # when it comes back, so the agent must keep the one it had.
+    hub.refuse = True
+    hub.config = None
+    await hub.drop()
+    await eventually(lambda: not agent.session.connected.is_set())
+    hub.envelopes.clear()
+    await eventually(
+        lambda: agent.admission.held[f"team-a/{offer.workload.metadata.name}"].finished, within=20
+    )
+    hub.refuse = False
+
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert hello.config_revision == 1
+    assert [w.phase for w in hello.workloads] == [WorkloadPhase.SUCCEEDED]
+    # What happened while disconnected is delivered after the Hello.
+    done = await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "kept"))
+    assert hub.payloads.index(hello) < hub.payloads.index(done)
+    assert hub.connects == 2
+
+    second = offer_for(job_source("after", script="true"))
+    await hub.offer(second)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "after"))
+
+
+async def test_an_expired_watch_is_relisted_and_the_agent_keeps_seeing_its_jobs(
+    agents: AgentRunner, hub: FakeHub, sim: RunningSimulator, kube: KubeClient
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    cluster = sim.clusters[0]
+    before = agent.inventory.pods.relists
+    # A change the agent's watches do not see, then history is forgotten: resuming from
+    # the agent's resourceVersion now answers 410.
+    await kube.create(Resource.NAMESPACES, None, {"metadata": {"name": "bump"}})
+    cluster.store.compact()
+    cluster.api.watches.drop_all()
+    await eventually(lambda: agent.inventory.pods.relists > before)
+    await eventually(lambda: agent.inventory.jobs.relists > 1)
+
+    offer = offer_for(job_source("relisted", script="true"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "relisted"), within=20)
