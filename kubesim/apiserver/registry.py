@@ -188,7 +188,8 @@ class ObjectRegistry:
             raise ConflictError.stale(resource.plural, resource.group, name)
         if subresource == "status":
             new = {**current, "status": obj.get("status", {})}
-            new["metadata"] = current["metadata"]
+            # A private metadata copy: _commit stamps it, and `current` is shared and immutable.
+            new["metadata"] = dict(current["metadata"])
         else:
             new = obj
             new["apiVersion"] = resource.api_version

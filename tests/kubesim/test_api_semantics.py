@@ -339,3 +339,14 @@ async def test_injected_server_errors_carry_their_status_reason(
         await core.list_namespace()
     assert caught.value.status == code
     assert _status(caught.value)["reason"] == reason
+
+
+async def test_a_status_update_leaves_the_previous_version_untouched_for_watchers(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    await core.create_namespaced_pod("default", _pod("versions"))
+    before = cluster.get("pods", "default", "versions")
+    assert before is not None
+    old_rv = before["metadata"]["resourceVersion"]
+    await core.patch_namespaced_pod_status("versions", "default", {"status": {"message": "x"}})
+    assert before["metadata"]["resourceVersion"] == old_rv
