@@ -213,12 +213,6 @@ class ObjectRegistry:
             validate_object(new, resource, creating=False)
         return self._commit(resource, new, current, dry_run=dry_run)
 
-    def replace_unchecked(self, resource: ResourceType, new: JsonObject) -> JsonObject:
-        """Controller write of a whole object (spec and status), no RV precondition."""
-        meta = new["metadata"]
-        current = self.get(resource, meta.get("namespace", ""), meta["name"])
-        return self._commit(resource, new, current, dry_run=False)
-
     def mutate(
         self,
         resource: ResourceType,

@@ -3,14 +3,13 @@
 Label selectors follow apimachinery's grammar (`k=v`, `k==v`, `k!=v`, `k in (a,b)`,
 `k notin (a,b)`, `k`, `!k`, comma = AND). Field selectors accept `=`, `==`, `!=` on the
 per-resource whitelist declared in `kubesim.resources`; anything else is a 400, as on a real
-apiserver. Also the matchLabels/matchExpressions form used by Job selectors. Called by the
-list and watch handlers and by controllers.
+apiserver. Called by the list, watch and deletecollection handlers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,6 @@ __all__ = [
     "FieldSelector",
     "LabelSelector",
     "Requirement",
-    "match_label_selector_object",
     "parse_field_selector",
     "parse_label_selector",
 ]
@@ -105,31 +103,6 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     return LabelSelector(tuple(requirements))
 
 
-def selector_from_label_selector_object(selector: Mapping[str, Any] | None) -> LabelSelector:
-    """The metav1.LabelSelector object form (matchLabels + matchExpressions)."""
-    if not selector:
-        return LabelSelector()
-    requirements = [
-        Requirement(key, "In", frozenset({str(value)}))
-        for key, value in (selector.get("matchLabels") or {}).items()
-    ]
-    for expression in selector.get("matchExpressions") or []:
-        requirements.append(
-            Requirement(
-                expression["key"],
-                expression["operator"],
-                frozenset(expression.get("values") or ()),
-            )
-        )
-    return LabelSelector(tuple(requirements))
-
-
-def match_label_selector_object(
-    selector: Mapping[str, Any] | None, labels: Mapping[str, str]
-) -> bool:
-    return selector_from_label_selector_object(selector).matches(labels)
-
-
 @dataclass(frozen=True)
 class FieldRequirement:
     label: str
@@ -194,6 +167,3 @@ def parse_field_selector(text: str | None, resource: ResourceType) -> FieldSelec
             FieldRequirement(label, path, default, value.strip(), negate=operator == "!=")
         )
     return FieldSelector(tuple(requirements))
-
-
-ObjectFilter = Callable[[JsonObject], bool]
