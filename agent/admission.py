@@ -43,7 +43,7 @@ from agent.errors import K8sClientError, K8sError, MaterializeError
 from agent.inventory import Inventory
 from agent.materialize import Materializer, plan_jobs
 from agent.state import Held, StateStore
-from agent.status import observe, report_changed
+from agent.status import Observation, observe, report_changed
 from api.meta import Condition
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
@@ -193,6 +193,14 @@ class AdmissionShell:
 
     async def run(self) -> None:
         """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
+        for held in self.held.values():
+            admitted = held.offer.workload.status is not None and (
+                held.offer.workload.status.admission is not None
+            )
+            if admitted and not held.job_names and not held.finished:
+                # Admitted, but the agent stopped before every Job existed: finish the job
+                # (existing Jobs are adopted, so nothing is created twice).
+                self._start_materialize(held)
         next_wakeup: float | None = None
         while True:
             timeout = None if next_wakeup is None else max(0.0, next_wakeup - self.clock())
@@ -369,6 +377,8 @@ class AdmissionShell:
                 )
         if result.admitted or result.preempted or result.evicted:
             self._changed()
+        if result.preempted or result.evicted:
+            self._wake.set()  # released quota: the next cycle may admit the preemptor
         return result
 
     def _admit(self, key: str, admission: EngineAdmission, now: float) -> None:
@@ -390,7 +400,10 @@ class AdmissionShell:
         held.phase = WorkloadPhase.ADMITTED
         held.job_names = []
         self.store.save(held)
-        task = asyncio.create_task(self._materialize(held), name=f"materialize {key}")
+        self._start_materialize(held)
+
+    def _start_materialize(self, held: Held) -> None:
+        task = asyncio.create_task(self._materialize(held), name=f"materialize {held.key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -480,7 +493,15 @@ class AdmissionShell:
             )
             last = self.last_reports.get(held.key)
             if obs.phase is WorkloadPhase.ADMITTED and held.phase is not WorkloadPhase.ADMITTED:
-                continue  # the mirror lags behind: never go backwards
+                if held.phase is WorkloadPhase.RUNNING and not self._jobs_exist(held):
+                    obs = Observation(
+                        WorkloadPhase.FAILED,
+                        obs.pods,
+                        obs.exits,
+                        "its Jobs were deleted outside MultiQ",
+                    )
+                else:
+                    continue  # the mirror lags behind: never go backwards
             if not report_changed(last, obs):
                 continue
             phase_changed = obs.phase is not held.phase
@@ -507,6 +528,10 @@ class AdmissionShell:
             )
             if phase_changed:
                 self.store.save(held)
+
+    def _jobs_exist(self, held: Held) -> bool:
+        namespace, _ = held.key.split("/", 1)
+        return any(f"{namespace}/{n}" in self.inventory.jobs.objects for n in held.job_names)
 
     async def close(self) -> None:
         tasks = list(self._tasks)

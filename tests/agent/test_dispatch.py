@@ -10,15 +10,8 @@ from api.v1alpha1.messages import (
     OfferRejected,
     RejectReason,
     WorkloadPhase,
-    WorkloadStatusReport,
 )
-from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
-
-
-def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
-    return lambda p: (
-        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
-    )
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
 
 
 async def test_an_offer_is_admitted_run_and_reported_until_it_succeeds(

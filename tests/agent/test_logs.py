@@ -11,15 +11,8 @@ from api.v1alpha1.messages import (
     LogData,
     LogOpen,
     WorkloadPhase,
-    WorkloadStatusReport,
 )
-from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
-
-
-def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
-    return lambda p: (
-        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
-    )
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
 
 
 async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_each_with_eof(

@@ -6,15 +6,9 @@ from __future__ import annotations
 import shutil
 
 from agent.k8s.client import KubeClient, Resource
-from api.v1alpha1.messages import Hello, WorkloadPhase, WorkloadStatusReport
+from api.v1alpha1.messages import Hello, WorkloadPhase
 from kubesim.testing import RunningSimulator
-from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for
-
-
-def status(phase: WorkloadPhase, name: str):  # type: ignore[no-untyped-def]
-    return lambda p: (
-        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
-    )
+from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
 
 
 async def jobs_of(kube: KubeClient, uid: str) -> list[str]:

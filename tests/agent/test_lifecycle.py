@@ -1,0 +1,141 @@
+"""What the hub can ask of a held workload — withdraw, cancel, re-offer — and what the
+engine can decide about it — preemption — with generations fencing stale messages."""
+
+from __future__ import annotations
+
+from agent.k8s.client import KubeClient, Resource
+from api.v1alpha1.messages import (
+    Cancel,
+    Hello,
+    OfferRejected,
+    RejectReason,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    config,
+    eventually,
+    job_source,
+    offer_for,
+    status,
+)
+
+
+async def job_names(kube: KubeClient) -> list[str]:
+    listed = await kube.list(Resource.JOBS, namespace="team-a")
+    return sorted(
+        j["metadata"]["name"] for j in listed.items if not j["metadata"].get("deletionTimestamp")
+    )
+
+
+async def test_a_withdrawn_workload_is_stopped_and_reported_withdrawn(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("going", script="sleep 30"))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "going"))
+    await hub.send(Withdraw(workload=key, generation=1, reason="Rebalance"))
+    gone = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "going"))
+    assert gone.generation == 1 and gone.conditions[0].reason == "Rebalance"
+    await eventually(lambda: _no_jobs(kube))
+    assert key not in agent.admission.held
+
+
+async def _no_jobs(kube: KubeClient) -> bool:
+    return await job_names(kube) == []
+
+
+async def test_a_cancelled_workload_loses_its_jobs_and_its_quota(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    big = offer_for(job_source("big", cpu="2", script="sleep 30"))
+    waiting = offer_for(job_source("waiting", cpu="1", script="true"))
+    await hub.offer(big)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "big"))
+    await hub.offer(waiting)
+    await hub.wait_for(status(WorkloadPhase.PENDING, "waiting"))
+    await hub.send(
+        Cancel(workload=f"team-a/{big.workload.metadata.name}", generation=1, reason="UserDelete")
+    )
+    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "big"))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "waiting"))
+    await eventually(lambda: _only(kube, "waiting"))
+
+
+async def _only(kube: KubeClient, name: str) -> bool:
+    return await job_names(kube) == [name]
+
+
+async def test_messages_about_an_older_generation_are_ignored_and_older_offers_rejected(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("fenced", script="sleep 30"), generation=3)
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "fenced"))
+
+    await hub.send(Withdraw(workload=key, generation=2, reason="Stale"))
+    await hub.offer(offer_for(job_source("fenced"), generation=2))
+    rejected = await hub.wait_for(lambda p: isinstance(p, OfferRejected))
+    assert rejected.reason is RejectReason.STALE_GENERATION and rejected.generation == 2
+    # A redelivered offer of the held generation only repeats the latest report.
+    before = len(hub.of_type(WorkloadStatusReport))
+    await hub.offer(offer)
+    await eventually(lambda: len(hub.of_type(WorkloadStatusReport)) > before)
+    assert hub.of_type(WorkloadStatusReport)[-1].phase is WorkloadPhase.RUNNING
+    assert not [p for p in hub.of_type(WorkloadStatusReport) if p.phase is WorkloadPhase.WITHDRAWN]
+    assert await job_names(kube) == ["fenced"]
+    job = await kube.get(Resource.JOBS, "team-a", "fenced")
+    assert job["metadata"]["labels"]["multiq.dev/dispatch-generation"] == "3"
+
+
+async def test_a_newer_generation_replaces_the_jobs_of_the_older_one(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("again", script="sleep 30"), generation=1))
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "again"))
+    await hub.offer(offer_for(job_source("again", script="sleep 30"), generation=2))
+    admitted = await hub.wait_for(
+        lambda p: status(WorkloadPhase.ADMITTED, "again")(p) and p.generation == 2, within=15
+    )
+    assert admitted.generation == 2
+
+    async def generation_two() -> bool:
+        try:
+            job = await kube.get(Resource.JOBS, "team-a", "again")
+        except Exception:
+            return False
+        return bool(job["metadata"]["labels"]["multiq.dev/dispatch-generation"] == "2")
+
+    await eventually(generation_two, within=15)
+
+
+async def test_a_higher_priority_offer_preempts_and_the_victim_is_reported_evicted(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    hub.config = config(preempt=True)
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    low = offer_for(job_source("low", cpu="2", script="sleep 30"), priority=1)
+    high = offer_for(job_source("high", cpu="2", script="true"), priority=100)
+    await hub.offer(low)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "low"))
+    await hub.offer(high)
+    evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "low"))
+    assert evicted.conditions[0].reason == "Preempted"
+    assert evicted.conditions[0].message
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "high"))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
+    assert "low" not in await job_names(kube)
