@@ -108,7 +108,12 @@ async def test_a_newer_generation_replaces_the_jobs_of_the_older_one(
     await hub.wait_for(status(WorkloadPhase.RUNNING, "again"))
     await hub.offer(offer_for(job_source("again", script="sleep 30"), generation=2))
     admitted = await hub.wait_for(
-        lambda p: status(WorkloadPhase.ADMITTED, "again")(p) and p.generation == 2, within=15
+        lambda p: (
+            status(WorkloadPhase.ADMITTED, "again")(p)
+            and isinstance(p, WorkloadStatusReport)
+            and p.generation == 2
+        ),
+        within=15,
     )
     assert admitted.generation == 2
 
