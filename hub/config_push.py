@@ -1,0 +1,82 @@
+"""Queues and flavors are defined once at the hub and pushed to agents: this module builds the
+ConfigSync message from the hub's mirror and sends it to every connected agent whenever a
+configuration object changes (debounced, so a `qctl apply` of twenty objects is one push).
+
+Called by: hub.app (wires `changed` as a HubState config listener, runs `run`), hub.sessions
+(`build` for a newly connected agent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from api.meta import Object
+from api.v1alpha1.messages import ConfigSync
+from api.v1alpha1.queues import (
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+    Topology,
+    WorkloadPriorityClass,
+)
+from hub.fleet import Fleet
+from hub.lanes import LaneClosedError
+from hub.state import HubState
+
+__all__ = ["CONFIG_KINDS", "ConfigPusher"]
+
+log = logging.getLogger(__name__)
+
+CONFIG_KINDS = frozenset(
+    k.plural()
+    for k in (ResourceFlavor, ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass, Topology)
+)
+DEBOUNCE_SECONDS = 0.2
+T = TypeVar("T", bound=Object)
+
+
+@dataclass
+class ConfigPusher:
+    state: HubState
+    fleet: Fleet
+    pushes: int = 0
+    _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def build(self) -> ConfigSync:
+        def of(kind: type[T]) -> list[T]:
+            found = [o for o in self.state.objects(kind) if isinstance(o, kind)]
+            return sorted(found, key=lambda o: o.key())
+
+        return ConfigSync(
+            revision=int(self.state.revision),
+            resource_flavors=of(ResourceFlavor),
+            cluster_queues=of(ClusterQueue),
+            local_queues=of(LocalQueue),
+            cohorts=of(Cohort),
+            workload_priority_classes=of(WorkloadPriorityClass),
+            topologies=of(Topology),
+        )
+
+    def changed(self, plural: str) -> None:
+        if plural in CONFIG_KINDS:
+            self._dirty.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(DEBOUNCE_SECONDS)
+            self._dirty.clear()
+            self.push_all()
+
+    def push_all(self) -> None:
+        message = self.build()
+        self.pushes += 1
+        for state in self.fleet.clusters.values():
+            if state.control is not None and not state.control.closed:
+                with contextlib.suppress(LaneClosedError):
+                    state.control.send(message)

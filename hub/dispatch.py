@@ -1,0 +1,620 @@
+"""The dispatch loop: which pending workload goes to which member cluster, and the follow-up
+of every offer until a cluster admits it.
+
+One cycle, as numbered steps of named helpers:
+1. `_expire_offers`     offers unanswered for `offer_timeout` fail (the cluster is skipped);
+2. `_handle_lost`       workloads on a cluster lost for longer than its loss timeout are
+                        requeued at the hub (never earlier: the cluster may still run them);
+3. `_pending`           workloads waiting at the hub, by priority then age (FIFO);
+4. `_route`             each one's cluster queue, global queue and cluster set;
+5. `_fleet_quota`       the global queue's fleet-wide quota must hold it;
+6. `place`              pure placement over the clusters' capacity (hub.placement);
+7. `_offer`             the offer is made durable (status), then sent over the session.
+
+Everything that changes a workload goes through `hub.transitions` and a compare-and-swap
+write, so a cycle that lost a race simply decides again next time.
+
+Called by: hub.app (runs the loop), hub.sessions (agent reports: `on_status`, `on_rejected`,
+`on_capacity`, `reconcile_hello`), hub.state listeners (`wake`, deletions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from api.k8s.core import LabelSelectorRequirement
+from api.k8s.pod import add_resources
+from api.quantity import Quantity
+from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
+from api.v1alpha1.messages import (
+    Cancel,
+    CapacityReport,
+    DispatchOffer,
+    Hello,
+    OfferRejected,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.queues import LocalQueue
+from api.v1alpha1.workload import Workload
+from hub import transitions
+from hub.fleet import Fleet
+from hub.lanes import LaneClosedError
+from hub.placement.core import headroom_score, place
+from hub.placement.snapshot import ClusterName, DispatchMode, Offer, PlacementRequest, PreferredTerm
+from hub.state import HubState, WorkloadEntry
+from hub.store import base as store_base
+from hub.store.base import Revision
+
+__all__ = ["CLUSTER_SET_ANNOTATION", "Dispatcher", "Route", "workload_requests"]
+
+log = logging.getLogger(__name__)
+
+CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
+SOURCE_PREFIX = "/workloadsources/"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def workload_requests(wl: Workload, *, minimum: bool = False) -> dict[str, int]:
+    """Total requests of all pod sets in milli-units (at minCount when `minimum`)."""
+    total: dict[str, Quantity] = {}
+    for ps in wl.spec.pod_sets:
+        count = ps.min_count if minimum and ps.min_count is not None else ps.count
+        add_resources(total, ps.total_requests(count))
+    return {name: q.milli() for name, q in total.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    cluster_queue: str
+    cluster_set: frozenset[ClusterName]
+    global_queue: GlobalQueue | None
+    mode: str = DispatchMode.BEST_FIT
+    step_size: int = 1
+    interval_seconds: int = 300
+    required_terms: tuple[tuple[LabelSelectorRequirement, ...], ...] = ()
+    preferred_terms: tuple[PreferredTerm, ...] = ()
+
+
+@dataclass
+class _Assumed:
+    """Requests offered to a cluster and not yet reflected in its capacity reports."""
+
+    cluster_queue: str
+    flavor: str
+    requests: dict[str, int]
+    answered: bool = False
+
+
+@dataclass
+class Dispatcher:
+    state: HubState
+    fleet: Fleet
+    offer_timeout_seconds: float = 30.0
+    interval_seconds: float = 1.0
+    clock: Callable[[], datetime] = _now
+    # key → cluster → when offered (open offers only)
+    offers: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    assumed: dict[str, dict[str, _Assumed]] = field(default_factory=dict)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _waiting_written: dict[str, str] = field(default_factory=dict)
+    cycles: int = 0
+
+    # --- loop -------------------------------------------------------------------------------
+
+    def wake(self, *_: object) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        await self.state.synced.wait()
+        self._adopt_open_offers()
+        while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval_seconds):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.cycle()
+            except Exception:
+                log.exception("dispatch: cycle failed; retrying")
+                await asyncio.sleep(self.interval_seconds)
+
+    def _adopt_open_offers(self) -> None:
+        """After a restart, offers recorded in status are open again from now."""
+        now = self.clock()
+        for key, entry in self.state.workloads.items():
+            st = entry.workload.status
+            if st and st.nominated_cluster_names and not st.cluster_name:
+                self.offers[key] = dict.fromkeys(st.nominated_cluster_names, now)
+
+    async def cycle(self) -> None:
+        now = self.clock()
+        self.cycles += 1
+        await self._expire_offers(now)
+        await self._handle_lost(now)
+        usage = self._fleet_usage()
+        for key, entry in self._pending():
+            await self._dispatch_one(key, entry, usage, now)
+
+    # --- step 1: offer timeouts -----------------------------------------------------------
+
+    async def _expire_offers(self, now: datetime) -> None:
+        for key, clusters in list(self.offers.items()):
+            for cluster, offered_at in list(clusters.items()):
+                state = self.fleet.get(cluster)
+                if state is not None and not state.connected:
+                    continue  # a lost cluster is handled by its loss timeout
+                if (now - offered_at).total_seconds() >= self.offer_timeout_seconds:
+                    clusters.pop(cluster)
+                    await self._update(
+                        key,
+                        partial(
+                            transitions.mark_offer_failed,
+                            cluster=cluster,
+                            reason="OfferTimedOut",
+                            message="the agent did not answer the offer in time",
+                            now=now,
+                        ),
+                    )
+            if not clusters:
+                self.offers.pop(key, None)
+
+    # --- step 2: lost clusters ----------------------------------------------------------------
+
+    async def _handle_lost(self, now: datetime) -> None:
+        for key, entry in list(self.state.workloads.items()):
+            st = entry.workload.status
+            if st is None or transitions.is_finished(entry.workload):
+                continue
+            for cluster in [c for c in [st.cluster_name, *st.nominated_cluster_names] if c]:
+                state = self.fleet.get(cluster)
+                timeout = state.loss_timeout_seconds if state else 0.0
+                lost_for = state.lost_for(now) if state else float("inf")
+                if state is not None and (state.connected or lost_for < timeout):
+                    continue
+                message = (
+                    f"cluster {cluster} was lost {int(lost_for)}s ago"
+                    if state is not None
+                    else f"cluster {cluster} is no longer a member"
+                )
+                self.offers.get(key, {}).pop(cluster, None)
+                if st.cluster_name == cluster:
+                    await self._update(
+                        key,
+                        partial(
+                            transitions.requeue, reason="ClusterLost", message=message, now=now
+                        ),
+                    )
+                else:
+                    await self._update(
+                        key,
+                        partial(
+                            transitions.mark_offer_failed,
+                            cluster=cluster,
+                            reason="ClusterLost",
+                            message=message,
+                            now=now,
+                        ),
+                    )
+
+    # --- steps 3-7 ----------------------------------------------------------------------------
+
+    def _pending(self) -> list[tuple[str, WorkloadEntry]]:
+        waiting = []
+        for key, entry in self.state.workloads.items():
+            wl = entry.workload
+            st = wl.status
+            if not wl.spec.active or transitions.is_finished(wl):
+                continue
+            if st is not None and st.cluster_name:
+                continue
+            waiting.append((key, entry))
+
+        def order(item: tuple[str, WorkloadEntry]) -> tuple[int, str, str]:
+            wl = item[1].workload
+            created = wl.metadata.creation_timestamp
+            return (-(wl.spec.priority or 0), created.isoformat() if created else "", item[0])
+
+        waiting.sort(key=order)
+        return waiting
+
+    def route(self, wl: Workload) -> Route | str:
+        """Where a workload may go, or why it cannot go anywhere."""
+        namespace = wl.metadata.namespace or "default"
+        lq = self.state.find(LocalQueue, wl.spec.queue_name, namespace)
+        if not isinstance(lq, LocalQueue):
+            return f"LocalQueue {namespace}/{wl.spec.queue_name} does not exist at the hub"
+        cq = lq.spec.cluster_queue
+        tenants = {
+            t.name
+            for t in self.state.objects(Tenant)
+            if isinstance(t, Tenant) and namespace in t.spec.namespaces
+        }
+        gq: GlobalQueue | None = None
+        for candidate in sorted(self.state.objects(GlobalQueue), key=lambda o: o.name):
+            assert isinstance(candidate, GlobalQueue)
+            spec = candidate.spec
+            if spec.cluster_queues and cq not in spec.cluster_queues:
+                continue
+            if spec.tenants and not tenants & set(spec.tenants):
+                continue
+            gq = candidate
+            break
+        set_name = wl.metadata.annotations.get(CLUSTER_SET_ANNOTATION) or (
+            gq.spec.cluster_set if gq else None
+        )
+        members = self._cluster_set_members(set_name)
+        if isinstance(members, str):
+            return members
+        if gq is None:
+            return Route(cq, members, None)
+        policy = gq.spec.dispatch_policy
+        inc = policy.incremental
+        affinity = gq.spec.cluster_affinity
+        return Route(
+            cq,
+            members,
+            gq,
+            mode=policy.type,
+            step_size=inc.step_size if inc else 1,
+            interval_seconds=inc.interval_seconds if inc else 300,
+            required_terms=tuple(tuple(t.match_expressions) for t in affinity.required)
+            if affinity
+            else (),
+            preferred_terms=tuple(
+                PreferredTerm(p.weight, tuple(p.preference.match_expressions))
+                for p in affinity.preferred
+            )
+            if affinity
+            else (),
+        )
+
+    def _cluster_set_members(self, name: str | None) -> frozenset[ClusterName] | str:
+        all_clusters = {
+            m.name: m for m in self.state.objects(MemberCluster) if isinstance(m, MemberCluster)
+        }
+        if name is None:
+            default = self.state.find(ClusterSet, "default")
+            if default is None:
+                return frozenset(ClusterName(n) for n in all_clusters)
+            name = "default"
+        cs = self.state.find(ClusterSet, name)
+        if not isinstance(cs, ClusterSet):
+            return f"ClusterSet {name!r} does not exist"
+        if cs.spec.clusters is not None:
+            return frozenset(ClusterName(n) for n in cs.spec.clusters)
+        selector = cs.spec.cluster_selector
+        return frozenset(
+            ClusterName(n)
+            for n, m in all_clusters.items()
+            if selector is not None and selector.matches(dict(m.metadata.labels))
+        )
+
+    def _fleet_usage(self) -> dict[str, dict[str, int]]:
+        """Per global queue, what its bound and offered workloads request."""
+        usage: dict[str, dict[str, int]] = {}
+        for entry in self.state.workloads.values():
+            wl = entry.workload
+            st = wl.status
+            if st is None or transitions.is_finished(wl):
+                continue
+            if not (st.cluster_name or st.nominated_cluster_names):
+                continue
+            route = self.route(wl)
+            if isinstance(route, Route) and route.global_queue is not None:
+                bucket = usage.setdefault(route.global_queue.name, {})
+                for resource, amount in workload_requests(wl).items():
+                    bucket[resource] = bucket.get(resource, 0) + amount
+        return usage
+
+    def _fleet_quota_reason(
+        self, route: Route, requests: Mapping[str, int], usage: dict[str, dict[str, int]]
+    ) -> str | None:
+        gq = route.global_queue
+        if gq is None or not gq.spec.fleet_quota:
+            return None
+        used = usage.get(gq.name, {})
+        for resource, quota in sorted(gq.spec.fleet_quota.items()):
+            need = requests.get(resource, 0)
+            if need and used.get(resource, 0) + need > quota.milli():
+                have = Quantity.from_milli(used.get(resource, 0)).canonical()
+                return (
+                    f"fleet quota of GlobalQueue {gq.name} for {resource} is "
+                    f"{quota.canonical()}, {have} in use, the workload needs "
+                    f"{Quantity.from_milli(need).canonical()}"
+                )
+        return None
+
+    def _assumed_view(self) -> dict[str, dict[tuple[str, str], dict[str, int]]]:
+        out: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        for cluster, entries in self.assumed.items():
+            for item in entries.values():
+                cell = out.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
+                for resource, amount in item.requests.items():
+                    cell[resource] = cell.get(resource, 0) + amount
+        return out
+
+    async def _dispatch_one(
+        self, key: str, entry: WorkloadEntry, usage: dict[str, dict[str, int]], now: datetime
+    ) -> None:
+        wl = entry.workload
+        route = self.route(wl)
+        if isinstance(route, str):
+            await self._write_waiting(key, "Misconfigured", route, now)
+            return
+        requests = workload_requests(wl)
+        quota_reason = self._fleet_quota_reason(route, requests, usage)
+        if quota_reason is not None:
+            await self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
+            return
+        st = wl.status
+        open_offers = self.offers.get(key, {})
+        history = [Offer(ClusterName(c), when) for c, when in open_offers.items()] + [
+            Offer(
+                ClusterName(r.cluster),
+                r.last_transition_time or now,
+                "timeout" if r.reason == "OfferTimedOut" else "rejected",
+                r.message,
+            )
+            for r in (st.cluster_pending_reasons if st else [])
+            if r.reason.startswith("Rejected") or r.reason == "OfferTimedOut"
+        ]
+        has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
+        request = PlacementRequest(
+            workload=key,
+            cluster_queue=route.cluster_queue,
+            requests=requests,
+            cluster_set=route.cluster_set,
+            min_requests=workload_requests(wl, minimum=True) if has_min else None,
+            required_terms=route.required_terms,
+            preferred_terms=route.preferred_terms,
+            mode=route.mode,
+            step_size=route.step_size,
+            interval_seconds=route.interval_seconds,
+            offers=tuple(history),
+        )
+        views = self.fleet.views(self._assumed_view())
+        placement = place(views, request, now)
+        if not placement.offer_to:
+            if not open_offers:
+                await self._write_waiting(key, "Waiting", placement.waiting_reason, now)
+            return
+        generation = (st.dispatch_generation or 0) if st else 0
+        if not open_offers:
+            generation += 1  # a new round of offers fences off replies to older rounds
+        written = await self._update(
+            key,
+            lambda w: transitions.mark_offered(
+                w, [str(c) for c in placement.offer_to], generation, now
+            ),
+            expected=entry.revision,
+        )
+        if written is None:
+            return
+        by_name = {v.name: v for v in views}
+        for cluster in placement.offer_to:
+            view = by_name[cluster]
+            fit = headroom_score(view.queues[route.cluster_queue], requests)
+            flavor = fit[1] if fit else ""
+            self.assumed.setdefault(cluster, {})[key] = _Assumed(
+                route.cluster_queue, flavor, requests
+            )
+            self.offers.setdefault(key, {})[cluster] = now
+            await self._send_offer(cluster, written, generation)
+        if route.global_queue is not None:
+            bucket = usage.setdefault(route.global_queue.name, {})
+            for resource, amount in requests.items():
+                bucket[resource] = bucket.get(resource, 0) + amount
+
+    async def _send_offer(self, cluster: str, wl: Workload, generation: int) -> None:
+        state = self.fleet.get(cluster)
+        if state is None or state.control is None:
+            return
+        source = await self._source(wl)
+        try:
+            state.control.send(DispatchOffer(workload=wl, generation=generation, source=source))
+        except LaneClosedError:
+            log.info("dispatch: %s disconnected before the offer could be sent", cluster)
+
+    async def _source(self, wl: Workload) -> dict[str, Any] | None:
+        key = f"{SOURCE_PREFIX}{wl.metadata.namespace}/{wl.metadata.name}"
+        try:
+            return (await self.state.store.get(key)).value
+        except store_base.NotFound:
+            return None
+
+    async def _write_waiting(self, key: str, reason: str, message: str, now: datetime) -> None:
+        if self._waiting_written.get(key) == message:
+            return
+        self._waiting_written[key] = message
+
+        def change(wl: Workload) -> Workload:
+            transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
+            return wl
+
+        await self._update(key, change)
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def _update(
+        self,
+        key: str,
+        change: Callable[[Workload], Workload],
+        *,
+        expected: Revision | None = None,
+    ) -> Workload | None:
+        """Apply `change` to the stored workload with CAS; None if it is gone or raced."""
+        store_key = f"/{Workload.plural()}/{key}"
+        result: Workload | None = None
+
+        def mutate(value: dict[str, Any]) -> dict[str, Any]:
+            nonlocal result
+            wl = Workload.model_validate(value)
+            result = change(wl)
+            wire = result.to_wire()
+            wire.get("metadata", {}).pop("resourceVersion", None)
+            return wire
+
+        try:
+            if expected is None:
+                await store_base.modify(self.state.store, store_key, mutate)
+            else:
+                current = await self.state.store.get(store_key)
+                if current.revision != expected:
+                    return None
+                await self.state.store.update(
+                    store_key, mutate(dict(current.value)), expected=expected
+                )
+        except (store_base.NotFound, store_base.Conflict):
+            return None
+        return result
+
+    # --- agent reports ------------------------------------------------------------------------
+
+    async def on_status(self, cluster: str, report: WorkloadStatusReport) -> None:
+        key = report.workload
+        now = self.clock()
+        self.offers.get(key, {}).pop(cluster, None)
+        if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+            self._drop_assumed(key)
+        if cluster in self.assumed and key in self.assumed[cluster]:
+            self.assumed[cluster][key].answered = True
+        withdraw: list[str] = []
+
+        def change(wl: Workload) -> Workload:
+            nonlocal withdraw
+            wl, withdraw = transitions.apply_report(wl, cluster, report, now)
+            return wl
+
+        written = await self._update(key, change)
+        if written is None and key not in self.state.workloads:
+            # The user deleted it meanwhile: the cluster must let it go.
+            self._send(
+                cluster,
+                Cancel(workload=key, generation=report.generation, reason="WorkloadDeleted"),
+            )
+            return
+        for other in withdraw:
+            self.offers.get(key, {}).pop(other, None)
+            self._send(
+                other,
+                Withdraw(
+                    workload=key,
+                    generation=report.generation,
+                    reason="AdmittedElsewhere",
+                    message=f"admitted on cluster {cluster}",
+                ),
+            )
+        self.wake()
+
+    async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
+        key = message.workload
+        now = self.clock()
+        self.offers.get(key, {}).pop(cluster, None)
+        self.assumed.get(cluster, {}).pop(key, None)
+        entry = self.state.workloads.get(key)
+        if (
+            entry
+            and entry.workload.status
+            and (entry.workload.status.dispatch_generation != message.generation)
+        ):
+            return
+        await self._update(
+            key,
+            lambda wl: transitions.mark_offer_failed(
+                wl, cluster, f"Rejected:{message.reason.value}", message.message, now
+            ),
+        )
+        self.wake()
+
+    def on_capacity(self, cluster: str, report: CapacityReport) -> None:
+        entries = self.assumed.get(cluster, {})
+        for key in [k for k, v in entries.items() if v.answered]:
+            entries.pop(key)
+        self.wake()
+
+    def on_disconnect(self, cluster: str) -> None:
+        self.assumed.pop(cluster, None)
+        self.wake()
+
+    def _drop_assumed(self, key: str) -> None:
+        for entries in self.assumed.values():
+            entries.pop(key, None)
+
+    def _send(self, cluster: str, payload: Cancel | Withdraw | DispatchOffer) -> None:
+        state = self.fleet.get(cluster)
+        if state is None or state.control is None:
+            return
+        with contextlib.suppress(LaneClosedError):
+            state.control.send(payload)
+
+    def on_workload_deleted(self, key: str, last: Workload) -> None:
+        """A user deleted a workload: every cluster holding or offered it must drop it."""
+        st = last.status
+        self.offers.pop(key, None)
+        self._drop_assumed(key)
+        if st is None:
+            return
+        for cluster in {c for c in [st.cluster_name, *st.nominated_cluster_names] if c}:
+            self._send(
+                cluster,
+                Cancel(
+                    workload=key,
+                    generation=st.dispatch_generation or 1,
+                    reason="WorkloadDeleted",
+                    message="deleted by the user",
+                ),
+            )
+
+    async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
+        """After (re)connect: stop what the hub no longer wants there, re-send open offers."""
+        held = {h.workload: h for h in hello.workloads}
+        for key, item in held.items():
+            entry = self.state.workloads.get(key)
+            if entry is None:
+                self._send(
+                    cluster,
+                    Cancel(workload=key, generation=item.generation, reason="WorkloadDeleted"),
+                )
+                continue
+            st = entry.workload.status
+            bound_here = st is not None and st.cluster_name == cluster
+            nominated_here = st is not None and cluster in st.nominated_cluster_names
+            same_generation = st is not None and st.dispatch_generation == item.generation
+            settled = item.phase in (
+                WorkloadPhase.SUCCEEDED,
+                WorkloadPhase.FAILED,
+                WorkloadPhase.WITHDRAWN,
+            )
+            if (not same_generation or not (bound_here or nominated_here)) and not settled:
+                self._send(
+                    cluster,
+                    Withdraw(
+                        workload=key,
+                        generation=item.generation,
+                        reason="NotDispatchedHere",
+                        message="the hub dispatched it elsewhere",
+                    ),
+                )
+        for key, entry in self.state.workloads.items():
+            st = entry.workload.status
+            if st is None or transitions.is_finished(entry.workload) or key in held:
+                continue
+            if st.cluster_name == cluster or (
+                not st.cluster_name and cluster in st.nominated_cluster_names
+            ):
+                self.offers.setdefault(key, {})[cluster] = self.clock()
+                await self._send_offer(cluster, entry.workload, st.dispatch_generation or 1)
+        self.wake()

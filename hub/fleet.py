@@ -1,0 +1,213 @@
+"""The hub's live view of its member clusters: who is connected, since when one is lost, what
+each reported about its capacity, and which workloads its agent says it holds.
+
+The MemberCluster objects in the store say which clusters exist (and their labels, token,
+cordon and fencing settings); sessions say which are connected. `Fleet` joins the two and
+turns capacity reports into the frozen `ClusterView`s placement reads. Connection changes are
+written to MemberCluster status so `qctl get clusters` shows them.
+
+Called by: hub.sessions (connect, reports, disconnect), hub.dispatch (views, loss checks),
+hub.app (loading clusters and agent tokens).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from api.quantity import Quantity
+from api.v1alpha1.federation import MemberCluster
+from api.v1alpha1.messages import CapacityReport, HeldWorkload
+from hub.auth import TokenAuthority, token_from_ref
+from hub.lanes import Lane
+from hub.objects import ObjectRepository
+from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
+
+__all__ = ["ClusterState", "Fleet"]
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ClusterState:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    cordoned: bool = False
+    loss_timeout_seconds: float = 900.0
+    control: Lane | None = None
+    logs: Lane | None = None
+    connected_at: datetime | None = None
+    lost_since: datetime | None = None
+    last_seen: datetime | None = None
+    agent_version: str = ""
+    kubernetes_version: str = ""
+    capacity: CapacityReport | None = None
+    held: dict[str, HeldWorkload] = field(default_factory=dict)
+    config_revision: int | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.control is not None and not self.control.closed
+
+    def lost_for(self, now: datetime) -> float:
+        """Seconds since the cluster was lost (0 while connected or never seen)."""
+        if self.connected or self.lost_since is None:
+            return 0.0
+        return (now - self.lost_since).total_seconds()
+
+
+def _milli(q: Quantity) -> int:
+    return q.milli()
+
+
+class Fleet:
+    def __init__(
+        self,
+        repo: ObjectRepository,
+        authority: TokenAuthority,
+        *,
+        secrets_dir: Path | None,
+    ) -> None:
+        self.repo = repo
+        self.authority = authority
+        self.secrets_dir = secrets_dir
+        self.clusters: dict[str, ClusterState] = {}
+
+    # --- membership -------------------------------------------------------------------------
+
+    def load(self, members: list[MemberCluster]) -> None:
+        """Apply the MemberCluster objects: new ones appear, removed ones go, tokens refresh."""
+        seen = set()
+        for member in members:
+            seen.add(member.name)
+            state = self.clusters.setdefault(member.name, ClusterState(member.name))
+            state.labels = dict(member.metadata.labels)
+            state.cordoned = member.spec.cordoned
+            state.loss_timeout_seconds = float(member.spec.fencing.loss_timeout_seconds)
+            ref = member.spec.token_ref
+            token = token_from_ref(ref.secret_name, ref.key, ref.file, self.secrets_dir)
+            if token is None:
+                log.warning("cluster %s: no token found for its tokenRef", member.name)
+            self.authority.set_agent_token(member.name, token)
+        for name in list(self.clusters):
+            if name not in seen:
+                self.authority.set_agent_token(name, None)
+                del self.clusters[name]
+
+    def get(self, name: str) -> ClusterState | None:
+        return self.clusters.get(name)
+
+    # --- connection state -------------------------------------------------------------------
+
+    async def write_status(self, state: ClusterState) -> None:
+        """Reflect connection state and capacity in MemberCluster.status."""
+
+        def mutate(value: dict[str, Any]) -> dict[str, Any]:
+            status = dict(value.get("status") or {})
+            status["connected"] = state.connected
+            status["agentVersion"] = state.agent_version
+            status["kubernetesVersion"] = state.kubernetes_version
+            if state.last_seen:
+                status["lastHeartbeatTime"] = _iso(state.last_seen)
+            if state.lost_since and not state.connected:
+                status["lostSince"] = _iso(state.lost_since)
+            else:
+                status.pop("lostSince", None)
+            if state.capacity is not None:
+                status["capacity"] = _capacity_status(state.capacity)
+            value["status"] = status
+            return value
+
+        try:
+            await self.repo.modify(MemberCluster, state.name, None, mutate)
+        except Exception as exc:  # the cluster object may have just been deleted
+            log.info("cluster %s: status not written: %s", state.name, exc)
+
+    # --- views for placement ----------------------------------------------------------------
+
+    def views(
+        self, assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]]
+    ) -> list[ClusterView]:
+        """Frozen views of every known cluster. `assumed` holds, per cluster and (cluster
+        queue, flavor), requests offered since its last capacity report, subtracted from the
+        reported headroom so one cycle does not offer the same room twice."""
+        views = []
+        for state in self.clusters.values():
+            queues: dict[str, list[FlavorHeadroom]] = {}
+            report = state.capacity
+            if report is not None:
+                cells: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
+                for cell in report.queues:
+                    headroom, capacity = cells.setdefault(
+                        (cell.cluster_queue, cell.flavor), ({}, {})
+                    )
+                    headroom[cell.resource] = _milli(cell.headroom)
+                    capacity[cell.resource] = max(
+                        _milli(cell.nominal), _milli(cell.usage) + _milli(cell.headroom)
+                    )
+                minus = assumed.get(state.name, {})
+                for (cq, flavor), (headroom, capacity) in cells.items():
+                    taken = minus.get((cq, flavor), {})
+                    free = {r: v - taken.get(r, 0) for r, v in headroom.items()}
+                    queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
+            views.append(
+                ClusterView(
+                    ClusterName(state.name),
+                    dict(state.labels),
+                    connected=state.connected,
+                    cordoned=state.cordoned,
+                    queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
+                )
+            )
+        return views
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _capacity_status(report: CapacityReport) -> dict[str, Any]:
+    totals: dict[str, dict[str, int]] = {}
+    flavors: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for cell in report.queues:
+        flavors.setdefault((cell.cluster_queue, cell.flavor), []).append(
+            {
+                "name": cell.resource,
+                "allocatable": cell.nominal.canonical(),
+                "used": cell.usage.canonical(),
+                "headroom": cell.headroom.canonical(),
+            }
+        )
+    for name, amount in report.nodes.allocatable.items():
+        totals.setdefault(name, {})["allocatable"] = amount.milli()
+    for name, amount in report.nodes.free.items():
+        totals.setdefault(name, {})["free"] = amount.milli()
+    resources = []
+    for name, values in sorted(totals.items()):
+        alloc = values.get("allocatable", 0)
+        free = values.get("free", alloc)
+        resources.append(
+            {
+                "name": name,
+                "allocatable": Quantity.from_milli(alloc).canonical(),
+                "used": Quantity.from_milli(max(0, alloc - free)).canonical(),
+                "headroom": Quantity.from_milli(free).canonical(),
+            }
+        )
+    return {
+        "nodes": report.nodes.total,
+        "readyNodes": report.nodes.ready,
+        "resources": resources,
+        "flavors": [
+            {"clusterQueue": cq, "flavor": fl, "resources": res}
+            for (cq, fl), res in sorted(flavors.items())
+        ],
+    }

@@ -1,0 +1,105 @@
+"""`GET /apis/multiq.dev/v1alpha1/namespaces/{ns}/workloads/{name}/log` — a workload's logs
+from whichever cluster runs it, as newline-delimited JSON records
+`{"cluster", "pod", "container", "time", "line"}`.
+
+Parameters as `kubectl logs`: follow, tailLines, sinceSeconds, timestamps, pod, container.
+With follow the request waits for the workload to be placed, follows it to its cluster, and
+ends when the workload's pods are done; without follow it returns what exists now (or the
+hub's kept tail when the cluster cannot be reached).
+
+Called by: hub.app (route); qctl logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from api.meta import API_VERSION
+from api.v1alpha1.federation import Tenant
+from hub import transitions
+from hub.auth import require_namespace
+from hub.errors import BadRequestError, NotFoundError
+from hub.http.middleware import PRINCIPAL
+from hub.loghub import LogHub, LogRequest
+from hub.state import HubState
+
+__all__ = ["LogRoutes"]
+
+WAIT_POLL_SECONDS = 0.25
+
+
+def _int_param(query: Mapping[str, str], name: str) -> int | None:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.lstrip("-").isdigit() or int(raw) < 0:
+        raise BadRequestError(f"{name} must be a non-negative integer, not {raw!r}")
+    return int(raw)
+
+
+class LogRoutes:
+    def __init__(self, state: HubState, logs: LogHub) -> None:
+        self.state = state
+        self.logs = logs
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_get(
+            f"/apis/{API_VERSION}/namespaces/{{ns}}/workloads/{{name}}/log", self.read
+        )
+
+    async def read(self, request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
+        require_namespace(request[PRINCIPAL], ns, tenants, "read logs")
+        key = f"{ns}/{name}"
+        if key not in self.state.workloads:
+            raise NotFoundError(f'workloads "{name}" not found in namespace {ns!r}')
+        query = request.query
+        follow = query.get("follow") in ("true", "1")
+        log_request = LogRequest(
+            workload=key,
+            follow=follow,
+            tail_lines=_int_param(query, "tailLines"),
+            since_seconds=_int_param(query, "sinceSeconds"),
+            pod=query.get("pod") or None,
+            container=query.get("container") or None,
+        )
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        streamed_from: str | None = None
+        while True:
+            entry = self.state.workloads.get(key)
+            if entry is None:
+                break
+            status = entry.workload.status
+            cluster = status.cluster_name if status else None
+            finished = transitions.is_finished(entry.workload)
+            if cluster and cluster != streamed_from:
+                streamed_from = cluster
+                got_any = False
+                async for record in self.logs.stream(cluster, log_request):
+                    got_any = True
+                    await _write(response, record)
+                if not got_any:
+                    for record in self.logs.tail(key, log_request.tail_lines):
+                        await _write(response, record)
+                if not follow:
+                    break
+                continue
+            if finished or not follow:
+                if streamed_from is None:
+                    for record in self.logs.tail(key, log_request.tail_lines):
+                        await _write(response, record)
+                break
+            await asyncio.sleep(WAIT_POLL_SECONDS)
+        await response.write_eof()
+        return response
+
+
+async def _write(response: web.StreamResponse, record: Mapping[str, Any]) -> None:
+    await response.write((json.dumps(record, separators=(",", ":")) + "\n").encode())

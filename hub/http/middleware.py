@@ -1,0 +1,95 @@
+"""Cross-cutting HTTP concerns, in one place: turning HubErrors (and store/aiohttp failures)
+into Kubernetes Status replies, authenticating the caller, and bounding request bodies.
+
+Called by: hub.app (installs the middlewares); handlers read `request[PRINCIPAL]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import yaml
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from hub.auth import Principal, TokenAuthority
+from hub.errors import (
+    BadRequestError,
+    HubError,
+    NotFoundError,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+    status_body,
+)
+
+__all__ = ["PRINCIPAL", "error_middleware", "make_auth_middleware", "read_body"]
+
+log = logging.getLogger(__name__)
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Paths anyone may read without a token: liveness and the API description.
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/version", "/openapi.json"})
+
+
+def error_reply(error: HubError) -> web.Response:
+    return web.json_response(status_body(error), status=error.status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except HubError as exc:
+        return error_reply(exc)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return error_reply(PayloadTooLargeError(f"request body too large: {exc.text}"))
+    except web.HTTPNotFound:
+        return error_reply(NotFoundError(f"no route for {request.method} {request.path}"))
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            return error_reply(HubError(exc.reason, status=exc.status))
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_reply(HubError("internal error; see the hub's log"))
+
+
+def make_auth_middleware(authority: TokenAuthority) -> Middleware:
+    @web.middleware
+    async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in PUBLIC_PATHS:
+            request[PRINCIPAL] = authority.authenticate(request.headers.get("Authorization"))
+        return await handler(request)
+
+    return auth_middleware
+
+
+async def read_body(request: web.Request) -> dict[str, Any]:
+    """A JSON or YAML object from the request body (aiohttp enforces client_max_size)."""
+    content_type = request.content_type
+    raw = await request.read()
+    if not raw:
+        raise BadRequestError("the request has no body")
+    if content_type in ("application/json", "application/merge-patch+json", ""):
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise BadRequestError(f"the body is not valid JSON: {exc}") from exc
+    elif content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            body = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise BadRequestError(f"the body is not valid YAML: {exc}") from exc
+    else:
+        raise UnsupportedMediaTypeError(
+            f"content type {content_type!r} is not supported; use application/json or "
+            "application/yaml"
+        )
+    if not isinstance(body, dict):
+        raise BadRequestError("the body must be a JSON object")
+    return body

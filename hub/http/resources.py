@@ -1,0 +1,251 @@
+"""REST resources for every MultiQ kind the hub serves, Kubernetes style:
+
+    GET    /apis/multiq.dev/v1alpha1/{plural}                      list (all namespaces)
+    GET    /apis/multiq.dev/v1alpha1[/namespaces/{ns}]/{plural}    list; ?watch=true streams
+    POST   /apis/multiq.dev/v1alpha1[/namespaces/{ns}]/{plural}    create
+    GET    …/{plural}/{name}                                       get
+    PUT    …/{plural}/{name}                                       replace (CAS on resourceVersion)
+    DELETE …/{plural}/{name}                                       delete (?resourceVersion=)
+
+Who may do what is data (`ACCESS`): configuration kinds are readable by every user and
+writable by admins; namespaced kinds are readable in the caller's tenants' namespaces.
+Workloads are created through submissions (hub.http.submit), not here.
+
+Called by: hub.app (routes). Uses hub.objects for storage semantics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from api.meta import API_VERSION, Object
+from api.v1alpha1.federation import Tenant
+from hub.auth import Principal, namespaces_of, require_admin, require_namespace
+from hub.errors import BadRequestError, ForbiddenError
+from hub.http.middleware import PRINCIPAL, read_body
+from hub.objects import ObjectRepository
+from hub.store.base import Revision
+
+__all__ = ["ACCESS", "Access", "ResourceRoutes", "label_selector_matches", "parse_label_selector"]
+
+PREFIX = f"/apis/{API_VERSION}"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may write a kind through the generic REST routes."""
+
+    writable_by_admins: bool = True
+    # Workloads are created by submission and changed by the hub; users may only delete.
+    create_via_rest: bool = True
+
+
+ACCESS: Mapping[str, Access] = {
+    "Workload": Access(writable_by_admins=True, create_via_rest=False),
+}
+DEFAULT_ACCESS = Access()
+
+
+def parse_label_selector(text: str) -> list[tuple[str, str, str | None]]:
+    """`a=b,c!=d,e,!f` → [(key, op, value)] with ops =, !=, exists, !exists."""
+    terms: list[tuple[str, str, str | None]] = []
+    for raw in filter(None, (t.strip() for t in text.split(","))):
+        if "!=" in raw:
+            key, value = raw.split("!=", 1)
+            terms.append((key.strip(), "!=", value.strip()))
+        elif "=" in raw:
+            key, value = raw.split("=", 1)
+            terms.append((key.strip().rstrip("="), "=", value.strip().lstrip("=")))
+        elif raw.startswith("!"):
+            terms.append((raw[1:].strip(), "!exists", None))
+        else:
+            terms.append((raw, "exists", None))
+    for key, _, _ in terms:
+        if not key:
+            raise BadRequestError(f"invalid label selector {text!r}")
+    return terms
+
+
+def label_selector_matches(
+    terms: list[tuple[str, str, str | None]], labels: Mapping[str, str]
+) -> bool:
+    for key, op, value in terms:
+        if op == "=" and labels.get(key) != value:
+            return False
+        if op == "!=" and labels.get(key) == value:
+            return False
+        if op == "exists" and key not in labels:
+            return False
+        if op == "!exists" and key in labels:
+            return False
+    return True
+
+
+class ResourceRoutes:
+    """The generic handlers, bound to a repository and the kinds served."""
+
+    def __init__(self, repo: ObjectRepository, kinds: list[type[Object]]) -> None:
+        self.repo = repo
+        self.by_plural = {k.plural(): k for k in kinds}
+
+    def add_to(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get(PREFIX + "/namespaces/{ns}/{plural}", self.list_or_watch)
+        r.add_post(PREFIX + "/namespaces/{ns}/{plural}", self.create)
+        r.add_get(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.get)
+        r.add_put(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.replace)
+        r.add_delete(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.delete)
+        r.add_get(PREFIX + "/{plural}", self.list_or_watch)
+        r.add_post(PREFIX + "/{plural}", self.create)
+        r.add_get(PREFIX + "/{plural}/{name}", self.get)
+        r.add_put(PREFIX + "/{plural}/{name}", self.replace)
+        r.add_delete(PREFIX + "/{plural}/{name}", self.delete)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _kind(self, request: web.Request) -> type[Object]:
+        plural = request.match_info["plural"]
+        kind = self.by_plural.get(plural)
+        if kind is None:
+            raise web.HTTPNotFound()
+        ns = request.match_info.get("ns")
+        if ns is not None and not kind.NAMESPACED:
+            raise BadRequestError(f"{plural} are cluster-scoped: drop /namespaces/{ns}")
+        return kind
+
+    async def _tenants(self) -> list[Tenant]:
+        return await self.repo.list(Tenant)
+
+    async def _check_read(self, principal: Principal, kind: type[Object], ns: str | None) -> None:
+        if principal.kind == "agent":
+            raise ForbiddenError(f"agent {principal.name} may only use the agent endpoints")
+        if kind.NAMESPACED and ns is not None:
+            require_namespace(principal, ns, await self._tenants(), f"read {kind.plural()}")
+
+    # --- handlers ---------------------------------------------------------------------------
+
+    async def list_or_watch(self, request: web.Request) -> web.StreamResponse:
+        kind = self._kind(request)
+        ns = request.match_info.get("ns")
+        principal: Principal = request[PRINCIPAL]
+        await self._check_read(principal, kind, ns)
+        allowed = None
+        if kind.NAMESPACED and ns is None:
+            allowed = namespaces_of(principal, await self._tenants())
+        terms = parse_label_selector(request.query.get("labelSelector", ""))
+
+        def visible(obj: Mapping[str, Any]) -> bool:
+            meta = obj.get("metadata") or {}
+            if allowed is not None and meta.get("namespace") not in allowed:
+                return False
+            return label_selector_matches(terms, meta.get("labels") or {})
+
+        if request.query.get("watch") in ("true", "1"):
+            return await self._watch(request, kind, ns, visible)
+        items, revision = await self.repo.list_wire(kind, ns)
+        return web.json_response(
+            {
+                "apiVersion": API_VERSION,
+                "kind": f"{kind.KIND}List",
+                "metadata": {"resourceVersion": str(revision)},
+                "items": [i for i in items if visible(i)],
+            }
+        )
+
+    async def _watch(
+        self,
+        request: web.Request,
+        kind: type[Object],
+        ns: str | None,
+        visible: Any,
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        since_text = request.query.get("resourceVersion", "")
+        if since_text.isdigit() and int(since_text) > 0:
+            since = Revision(int(since_text))
+        else:
+            items, since = await self.repo.list_wire(kind, ns)
+            await response.prepare(request)
+            for item in items:
+                if visible(item):
+                    await _send(response, "ADDED", item)
+        if not response.prepared:
+            await response.prepare(request)
+        async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
+            if visible(obj):
+                await _send(response, event_type, obj)
+        return response
+
+    async def get(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        ns = request.match_info.get("ns")
+        await self._check_read(request[PRINCIPAL], kind, ns)
+        return web.json_response(await self.repo.get_wire(kind, request.match_info["name"], ns))
+
+    def _check_write(self, principal: Principal, kind: type[Object], verb: str) -> None:
+        require_admin(principal, f"{verb} {kind.plural()}")
+
+    def _decode_for(self, request: web.Request, kind: type[Object], body: dict[str, Any]) -> Object:
+        ns = request.match_info.get("ns")
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise BadRequestError("metadata must be an object")
+        if kind.NAMESPACED:
+            if meta.get("namespace") not in (None, ns):
+                raise BadRequestError(
+                    f"the namespace of the object ({meta.get('namespace')}) does not match the "
+                    f"namespace of the request ({ns})"
+                )
+            meta["namespace"] = ns
+        body.setdefault("apiVersion", kind.API_VERSION)
+        body.setdefault("kind", kind.KIND)
+        if body.get("kind") != kind.KIND:
+            raise BadRequestError(f"the body is a {body.get('kind')}, the URL is {kind.plural()}")
+        return self.repo.validate(body)
+
+    async def create(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        access = ACCESS.get(kind.KIND, DEFAULT_ACCESS)
+        if not access.create_via_rest:
+            raise BadRequestError(
+                f"{kind.plural()} are created by submission: POST "
+                f"{PREFIX}/namespaces/NS/submissions (qctl submit)"
+            )
+        self._check_write(request[PRINCIPAL], kind, "create")
+        obj = self._decode_for(request, kind, await read_body(request))
+        return web.json_response(await self.repo.create(obj), status=201)
+
+    async def replace(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        self._check_write(request[PRINCIPAL], kind, "update")
+        body = await read_body(request)
+        obj = self._decode_for(request, kind, body)
+        if obj.metadata.name != request.match_info["name"]:
+            raise BadRequestError(
+                f"the name of the object ({obj.metadata.name}) does not match the name in the "
+                f"URL ({request.match_info['name']})"
+            )
+        return web.json_response(await self.repo.replace(obj))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        ns = request.match_info.get("ns")
+        principal: Principal = request[PRINCIPAL]
+        if kind.KIND == "Workload" and ns is not None and not principal.is_admin:
+            require_namespace(principal, ns, await self._tenants(), "delete workloads")
+        else:
+            self._check_write(principal, kind, "delete")
+        deleted = await self.repo.delete(
+            kind, request.match_info["name"], ns, expected=request.query.get("resourceVersion")
+        )
+        return web.json_response(deleted)
+
+
+async def _send(response: web.StreamResponse, event_type: str, obj: Mapping[str, Any]) -> None:
+    line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
+    await response.write(line.encode())

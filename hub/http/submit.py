@@ -1,0 +1,115 @@
+"""Submissions: `POST /apis/multiq.dev/v1alpha1/namespaces/{ns}/submissions[?queue=Q]
+[&clusterSet=S]` with a batch/v1 Job, a JobSet (upstream or ours), a Pod or a Workload, as
+JSON or YAML.
+
+The object is validated, converted to a Workload (queue from `?queue=` or the job's
+`multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
+label), checked against the hub's queues and cluster sets, and made durable — the submitted
+object first, then the Workload — before the hub answers 201 with the Workload. Anything
+invalid is a 4xx naming the field, and nothing is stored.
+
+Called by: hub.app (route); qctl submit.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api.errors import FieldError
+from api.meta import API_VERSION
+from api.v1alpha1.conversions import ConversionError, to_workload
+from api.v1alpha1.federation import ClusterSet, Tenant
+from api.v1alpha1.queues import LocalQueue, WorkloadPriorityClass
+from api.v1alpha1.workload import Workload
+from hub.auth import Principal, require_namespace
+from hub.dispatch import CLUSTER_SET_ANNOTATION, SOURCE_PREFIX
+from hub.errors import AlreadyExistsError, BadRequestError, InvalidObjectError
+from hub.http.middleware import PRINCIPAL, read_body
+from hub.objects import ObjectRepository
+from hub.state import HubState
+from hub.store import base as store_base
+
+__all__ = ["SubmitRoutes"]
+
+
+class SubmitRoutes:
+    def __init__(self, repo: ObjectRepository, state: HubState) -> None:
+        self.repo = repo
+        self.state = state
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_post(f"/apis/{API_VERSION}/namespaces/{{ns}}/submissions", self.submit)
+
+    async def submit(self, request: web.Request) -> web.Response:
+        ns = request.match_info["ns"]
+        principal: Principal = request[PRINCIPAL]
+        tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
+        require_namespace(principal, ns, tenants, "submit workloads")
+        body = await read_body(request)
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            meta = body["metadata"] = {}
+        if meta.get("namespace") not in (None, ns):
+            raise BadRequestError(
+                f"the namespace of the object ({meta.get('namespace')}) does not match the "
+                f"namespace of the request ({ns})"
+            )
+        meta["namespace"] = ns
+        source = self.repo.validate(body)
+        priorities = {
+            p.name: p.value
+            for p in self.state.objects(WorkloadPriorityClass)
+            if isinstance(p, WorkloadPriorityClass)
+        }
+        queue = request.query.get("queue")
+        try:
+            workload = to_workload(source, priority_classes=priorities, default_queue_name=queue)
+        except ConversionError as exc:
+            raise InvalidObjectError(str(exc), causes=exc.errors) from exc
+        if queue:
+            workload.spec.queue_name = queue
+        workload.metadata.namespace = ns
+        self._check_routing(workload, ns, request.query.get("clusterSet"))
+        if workload.spec.priority is None:
+            workload.spec.priority = 0
+        errors = workload.semantic_errors()
+        if errors:
+            raise InvalidObjectError(
+                f'Workload "{workload.metadata.name}" is invalid', causes=errors
+            )
+        if not isinstance(source, Workload):
+            if f"{ns}/{workload.metadata.name}" in self.state.workloads:
+                raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
+            await self._store_source(ns, workload.metadata.name, source.to_wire())
+        created = await self.repo.create(workload)
+        return web.json_response(created, status=201)
+
+    def _check_routing(self, workload: Workload, ns: str, cluster_set: str | None) -> None:
+        queue = workload.spec.queue_name
+        if self.state.find(LocalQueue, queue, ns) is None:
+            known = sorted(
+                o.name for o in self.state.objects(LocalQueue) if o.metadata.namespace == ns
+            )
+            detail = f"no LocalQueue of that name in namespace {ns}"
+            if known:
+                detail += f" (known: {', '.join(known)})"
+            raise InvalidObjectError(
+                f"unknown queue {queue!r}",
+                causes=[FieldError.not_found("spec.queueName", queue, detail)],
+            )
+        if cluster_set:
+            if self.state.find(ClusterSet, cluster_set) is None:
+                raise InvalidObjectError(
+                    f"unknown cluster set {cluster_set!r}",
+                    causes=[FieldError.not_found("clusterSet", cluster_set, "no such ClusterSet")],
+                )
+            workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = cluster_set
+
+    async def _store_source(self, ns: str, name: str, wire: dict[str, object]) -> None:
+        key = f"{SOURCE_PREFIX}{ns}/{name}"
+        store = self.repo.store
+        try:
+            await store.create(key, wire)
+        except store_base.AlreadyExists:
+            # Left by an earlier workload of the same name that was deleted.
+            await store.update(key, wire, expected=None)

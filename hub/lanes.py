@@ -1,0 +1,115 @@
+"""One WebSocket lane to an agent: numbered sends through a bounded queue, acks, and a
+reader that hands each decoded envelope to the session.
+
+A lane owns the seq/ack bookkeeping of one connection: `send` numbers and queues a payload
+(a full queue means the agent cannot keep up and the lane is closed rather than the hub
+blocking); a writer task drains the queue; every outgoing envelope acknowledges the highest
+seq received, and a bare Ack goes out after a second of silence with input unacknowledged.
+
+Called by: hub.sessions (one control lane and one log lane per connected cluster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import WSMsgType, web
+
+from api.v1alpha1.messages import Ack, Envelope, MessageInvalidError, Payload
+
+__all__ = ["Lane", "LaneClosedError"]
+
+log = logging.getLogger(__name__)
+
+ACK_AFTER_SECONDS = 1.0
+
+
+class LaneClosedError(Exception):
+    """The lane is closed; the message was not sent."""
+
+
+class Lane:
+    def __init__(self, ws: web.WebSocketResponse, *, name: str, queue_size: int = 10_000) -> None:
+        self.ws = ws
+        self.name = name
+        self._queue: asyncio.Queue[Envelope | None] = asyncio.Queue(maxsize=queue_size)
+        self._seq = 0
+        self._received = 0
+        self._acked_received = 0
+        self._closed = False
+        self._writer = asyncio.create_task(self._write_loop(), name=f"lane-writer:{name}")
+        self._acker = asyncio.create_task(self._ack_loop(), name=f"lane-acker:{name}")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self.ws.closed
+
+    def send(self, payload: Payload) -> None:
+        if self.closed:
+            raise LaneClosedError(self.name)
+        self._seq += 1
+        envelope = Envelope.wrap(payload, seq=self._seq, ack=self._received or None)
+        try:
+            self._queue.put_nowait(envelope)
+        except asyncio.QueueFull:
+            log.warning("lane %s: the agent is not reading; closing the lane", self.name)
+            self._close_soon()
+            raise LaneClosedError(self.name) from None
+
+    async def receive(self) -> AsyncIterator[Envelope]:
+        """Decoded envelopes until the peer closes; invalid frames are logged and skipped."""
+        async for msg in self.ws:
+            if msg.type != WSMsgType.TEXT:
+                if msg.type == WSMsgType.ERROR:
+                    log.info("lane %s: %s", self.name, self.ws.exception())
+                continue
+            try:
+                envelope = Envelope.decode(msg.data)
+            except MessageInvalidError as exc:
+                log.warning("lane %s: dropping an invalid message: %s", self.name, exc)
+                continue
+            if envelope.seq and envelope.seq <= self._received:
+                continue  # a redelivery of something already handled
+            self._received = max(self._received, envelope.seq)
+            yield envelope
+
+    async def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)
+        self._acker.cancel()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2):
+                await asyncio.shield(self._writer)
+        self._writer.cancel()
+        if not self.ws.closed:
+            await self.ws.close()
+
+    def _close_soon(self) -> None:
+        self._closed = True
+        asyncio.get_running_loop().create_task(self.ws.close())
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                envelope = await self._queue.get()
+                if envelope is None or self.ws.closed:
+                    return
+                if self._received:
+                    envelope.ack = self._received
+                    self._acked_received = self._received
+                await self.ws.send_str(envelope.to_json())
+        except (ConnectionResetError, RuntimeError) as exc:
+            log.info("lane %s: send failed: %s", self.name, exc)
+            self._closed = True
+
+    async def _ack_loop(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(ACK_AFTER_SECONDS)
+            if self._received > self._acked_received and self._queue.empty():
+                with contextlib.suppress(LaneClosedError):
+                    self._seq += 1
+                    self._queue.put_nowait(Envelope.wrap(Ack(), seq=self._seq, ack=self._received))

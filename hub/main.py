@@ -1,0 +1,88 @@
+"""`multiq-hub`: run the hub service.
+
+    multiq-hub --port 8470 --store sqlite:/var/lib/multiq/hub.db \\
+               --users-file users.yaml --secrets-dir /etc/multiq/secrets
+
+Every flag has a MULTIQ_HUB_<FLAG> environment variable (e.g. MULTIQ_HUB_STORE) for
+containers. Called by: the console script, `qctl dev up`, e2e tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from hub.app import VERSION, build_app
+from hub.settings import HubSettings
+
+__all__ = ["main", "parse_settings"]
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"MULTIQ_HUB_{name.upper().replace('-', '_')}", default)
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
+    defaults = HubSettings()
+    parser = argparse.ArgumentParser(prog="multiq-hub", description="Run the MultiQ hub.")
+    parser.add_argument("--version", action="version", version=f"multiq-hub {VERSION}")
+    parser.add_argument("--host", default=_env("host", defaults.host))
+    parser.add_argument("--port", type=int, default=int(_env("port", str(defaults.port)) or 0))
+    parser.add_argument(
+        "--store",
+        default=_env("store", defaults.store),
+        help="sqlite:PATH (default) or etcd:HOST:PORT",
+    )
+    parser.add_argument(
+        "--users-file",
+        default=_env("users-file"),
+        help="YAML: users with name, groups and token or tokenSha256",
+    )
+    parser.add_argument(
+        "--secrets-dir",
+        default=_env("secrets-dir"),
+        help="where MemberCluster tokenRef secrets are mounted",
+    )
+    parser.add_argument(
+        "--offer-timeout",
+        type=float,
+        default=float(_env("offer-timeout", str(defaults.offer_timeout_seconds)) or 30),
+    )
+    parser.add_argument("--log-level", default=_env("log-level", "INFO"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return HubSettings(
+            host=args.host,
+            port=args.port,
+            store=args.store,
+            users_file=Path(args.users_file) if args.users_file else None,
+            secrets_dir=Path(args.secrets_dir) if args.secrets_dir else None,
+            offer_timeout_seconds=args.offer_timeout,
+        )
+    except ValidationError as exc:
+        parser.error(str(exc))
+        raise  # unreachable: parser.error exits
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_settings(argv)
+    print(f"multiq-hub {VERSION} listening on http://{settings.host}:{settings.port}", flush=True)
+    web.run_app(
+        build_app(settings), host=settings.host, port=settings.port, print=None, access_log=None
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

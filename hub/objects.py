@@ -1,0 +1,221 @@
+"""Typed objects over the store: key scheme, server-set metadata, and conversion between
+stored JSON and api/ models.
+
+Every api kind the hub serves lives under `/<plural>/<name>` (cluster-scoped) or
+`/<plural>/<namespace>/<name>` (namespaced). The store keeps the wire form without
+resourceVersion; reading puts the store revision there, so resourceVersion is exactly the
+store revision (what compare-and-swap checks). On create the hub sets uid,
+creationTimestamp and generation 1; a replace that changes `spec` bumps generation.
+
+Called by: hub.http handlers, the dispatch loop and the agent-session handlers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from api.codec import decode
+from api.errors import ObjectInvalidError
+from api.kinds import REGISTRY
+from api.meta import Object
+from hub.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    GoneError,
+    HubError,
+    InvalidObjectError,
+    NotFoundError,
+    UnavailableError,
+)
+from hub.store import base as store_base
+from hub.store.base import JsonObject, Revision, Store, StoredObject
+
+__all__ = ["ObjectRepository", "object_key", "prefix_for", "to_wire"]
+
+T = TypeVar("T", bound=Object)
+
+
+def prefix_for(kind: type[Object], namespace: str | None = None) -> str:
+    if kind.NAMESPACED and namespace:
+        return f"/{kind.plural()}/{namespace}/"
+    return f"/{kind.plural()}/"
+
+
+def object_key(kind: type[Object], name: str, namespace: str | None = None) -> str:
+    if kind.NAMESPACED:
+        return f"/{kind.plural()}/{namespace or 'default'}/{name}"
+    return f"/{kind.plural()}/{name}"
+
+
+def to_wire(stored: StoredObject) -> JsonObject:
+    """The stored value with resourceVersion set to the store revision (a fresh dict)."""
+    value = dict(stored.value)
+    meta = dict(value.get("metadata") or {})
+    meta["resourceVersion"] = str(stored.revision)
+    value["metadata"] = meta
+    return value
+
+
+def _translate(exc: store_base.StoreError) -> HubError:
+    if isinstance(exc, store_base.NotFound):
+        return NotFoundError(str(exc))
+    if isinstance(exc, store_base.AlreadyExists):
+        return AlreadyExistsError(str(exc))
+    if isinstance(exc, store_base.Conflict):
+        return ConflictError(
+            "the object has been modified; please apply your changes to the latest version "
+            "and try again"
+        )
+    if isinstance(exc, store_base.Compacted):
+        return GoneError(f"too old resource version: {exc.revision}")
+    if isinstance(exc, store_base.Unavailable):
+        return UnavailableError(f"the store is unavailable: {exc}")
+    return HubError(f"store error: {exc}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ObjectRepository:
+    """CRUD of api objects on a Store, with Kubernetes metadata semantics."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], str] = _now) -> None:
+        self.store = store
+        self._clock = clock
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def get_wire(self, kind: type[Object], name: str, namespace: str | None) -> JsonObject:
+        try:
+            return to_wire(await self.store.get(object_key(kind, name, namespace)))
+        except store_base.NotFound as exc:
+            where = f" in namespace {namespace!r}" if kind.NAMESPACED else ""
+            raise NotFoundError(f'{kind.plural()} "{name}" not found{where}') from exc
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+
+    async def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
+        wire = await self.get_wire(kind, name, namespace)
+        return kind.model_validate(wire)
+
+    async def list_wire(
+        self, kind: type[Object], namespace: str | None = None
+    ) -> tuple[list[JsonObject], Revision]:
+        try:
+            listing = await self.store.list(prefix_for(kind, namespace))
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+        return [to_wire(item) for item in listing.items], listing.revision
+
+    async def list(self, kind: type[T], namespace: str | None = None) -> list[T]:
+        items, _ = await self.list_wire(kind, namespace)
+        return [kind.model_validate(item) for item in items]
+
+    # --- writes -----------------------------------------------------------------------------
+
+    @staticmethod
+    def validate(body: dict[str, Any]) -> Object:
+        """Decode and fully validate untrusted input; field errors become a 422."""
+        try:
+            return decode(body, REGISTRY)
+        except ObjectInvalidError as exc:
+            raise InvalidObjectError(str(exc), causes=exc.errors) from exc
+
+    async def create(self, obj: Object) -> JsonObject:
+        meta = obj.metadata
+        if not meta.name and meta.generate_name:
+            meta.name = f"{meta.generate_name}{uuid.uuid4().hex[:5]}"
+        if obj.NAMESPACED and not meta.namespace:
+            meta.namespace = "default"
+        meta.uid = str(uuid.uuid4())
+        meta.creation_timestamp = datetime.fromisoformat(self._clock().replace("Z", "+00:00"))
+        meta.generation = 1
+        meta.resource_version = None
+        wire = obj.to_wire()
+        key = object_key(type(obj), meta.name, meta.namespace)
+        try:
+            stored = await self.store.create(key, wire)
+        except store_base.AlreadyExists as exc:
+            raise AlreadyExistsError(f'{obj.plural()} "{meta.name}" already exists') from exc
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+        return to_wire(stored)
+
+    async def replace(self, obj: Object, *, keep_status: bool = True) -> JsonObject:
+        """Replace spec (and labels/annotations) with CAS on metadata.resourceVersion.
+
+        Server-owned metadata is kept from the stored object; `status` too unless the caller
+        is a status writer (`keep_status=False`).
+        """
+        kind = type(obj)
+        key = object_key(kind, obj.metadata.name, obj.metadata.namespace)
+        expected = (
+            Revision(int(obj.metadata.resource_version))
+            if obj.metadata.resource_version and obj.metadata.resource_version.isdigit()
+            else None
+        )
+        new = obj.to_wire()
+        try:
+            current = await self.store.get(key)
+            old = current.value
+            meta = dict(new.get("metadata") or {})
+            old_meta = old.get("metadata") or {}
+            for server_field in ("uid", "creationTimestamp", "generation"):
+                if server_field in old_meta:
+                    meta[server_field] = old_meta[server_field]
+            if new.get("spec") != old.get("spec"):
+                meta["generation"] = int(old_meta.get("generation", 1)) + 1
+            meta.pop("resourceVersion", None)
+            new["metadata"] = meta
+            if keep_status:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            stored = await self.store.update(key, new, expected=expected or current.revision)
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+        return to_wire(stored)
+
+    async def modify(
+        self,
+        kind: type[Object],
+        name: str,
+        namespace: str | None,
+        mutate: Callable[[JsonObject], JsonObject],
+    ) -> JsonObject:
+        """Server-side read-modify-write (status updates), retried on conflicts."""
+        try:
+            stored = await store_base.modify(self.store, object_key(kind, name, namespace), mutate)
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+        return to_wire(stored)
+
+    async def delete(
+        self, kind: type[Object], name: str, namespace: str | None, *, expected: str | None = None
+    ) -> JsonObject:
+        revision = Revision(int(expected)) if expected and expected.isdigit() else None
+        try:
+            stored = await self.store.delete(object_key(kind, name, namespace), expected=revision)
+        except store_base.NotFound as exc:
+            raise NotFoundError(f'{kind.plural()} "{name}" not found') from exc
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc
+        return to_wire(stored)
+
+    # --- watch ------------------------------------------------------------------------------
+
+    async def watch_wire(
+        self, kind: type[Object], namespace: str | None, *, since: Revision
+    ) -> AsyncIterator[tuple[str, JsonObject]]:
+        """(event type, object) after `since`; raises GoneError when history is compacted."""
+        try:
+            async with self.store.watch(prefix_for(kind, namespace), since=since) as events:
+                async for event in events:
+                    yield event.type.value, to_wire(event.object)
+        except store_base.StoreError as exc:
+            raise _translate(exc) from exc

@@ -1,0 +1,181 @@
+"""The agents' side door: the two WebSocket lanes each member cluster's agent opens.
+
+    GET /agent/v1/session?cluster=NAME   control lane: Hello, reports, offers, config
+    GET /agent/v1/logs?cluster=NAME      log lane: LogOpen/LogClose down, LogData up
+
+Both need the cluster's agent token. The control lane starts with the agent's Hello; the hub
+answers with the full configuration and then reconciles what the agent holds with what the
+hub wants. A newer session for the same cluster replaces an older one. When the control lane
+closes the cluster is lost from that moment (MemberCluster.status.lostSince).
+
+Called by: hub.app (routes). Delegates to hub.dispatch, hub.fleet, hub.loghub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from api.v1alpha1.messages import (
+    CapacityReport,
+    Hello,
+    LogData,
+    OfferRejected,
+    WorkloadStatusReport,
+)
+from hub.auth import Principal
+from hub.config_push import ConfigPusher
+from hub.dispatch import Dispatcher
+from hub.errors import BadRequestError, ForbiddenError, NotFoundError
+from hub.fleet import ClusterState, Fleet
+from hub.http.middleware import PRINCIPAL
+from hub.lanes import Lane, LaneClosedError
+from hub.loghub import LogHub
+
+__all__ = ["SessionRoutes"]
+
+log = logging.getLogger(__name__)
+
+HELLO_TIMEOUT_SECONDS = 10.0
+CAPACITY_STATUS_EVERY_SECONDS = 5.0
+HEARTBEAT_SECONDS = 5.0
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class SessionRoutes:
+    fleet: Fleet
+    dispatcher: Dispatcher
+    config: ConfigPusher
+    logs: LogHub
+    clock: Callable[[], datetime] = _now
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_get("/agent/v1/session", self.control)
+        app.router.add_get("/agent/v1/logs", self.log_lane)
+
+    def _cluster_of(self, request: web.Request) -> ClusterState:
+        principal: Principal = request[PRINCIPAL]
+        if principal.kind != "agent":
+            raise ForbiddenError("only member-cluster agents may open agent sessions")
+        name = request.query.get("cluster", principal.name)
+        if name != principal.name:
+            raise ForbiddenError(f"this token belongs to cluster {principal.name}, not {name}")
+        state = self.fleet.get(name)
+        if state is None:
+            raise NotFoundError(f"no MemberCluster named {name!r}")
+        return state
+
+    async def _accept(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=HEARTBEAT_SECONDS, max_msg_size=MAX_MESSAGE_BYTES)
+        if not ws.can_prepare(request).ok:
+            raise BadRequestError("this endpoint speaks WebSocket only")
+        await ws.prepare(request)
+        return ws
+
+    async def control(self, request: web.Request) -> web.WebSocketResponse:
+        state = self._cluster_of(request)
+        ws = await self._accept(request)
+        lane = Lane(ws, name=f"{state.name}/control")
+        messages = lane.receive()
+        try:
+            async with asyncio.timeout(HELLO_TIMEOUT_SECONDS):
+                first = await anext(messages)
+        except (TimeoutError, StopAsyncIteration):
+            await lane.close()
+            return ws
+        if not isinstance(first.payload, Hello):
+            log.warning("cluster %s: the first message was %s, not Hello", state.name, first.type)
+            await lane.close()
+            return ws
+        if state.control is not None and not state.control.closed:
+            log.info("cluster %s: a new session replaces the old one", state.name)
+            await state.control.close()
+        await self._on_hello(state, lane, first.payload)
+        last_status_write = self.clock()
+        try:
+            async for envelope in messages:
+                now = self.clock()
+                state.last_seen = now
+                payload = envelope.payload
+                if isinstance(payload, WorkloadStatusReport):
+                    await self.dispatcher.on_status(state.name, payload)
+                elif isinstance(payload, CapacityReport):
+                    state.capacity = payload
+                    self.dispatcher.on_capacity(state.name, payload)
+                    if (now - last_status_write).total_seconds() >= CAPACITY_STATUS_EVERY_SECONDS:
+                        last_status_write = now
+                        await self.fleet.write_status(state)
+                elif isinstance(payload, OfferRejected):
+                    await self.dispatcher.on_rejected(state.name, payload)
+                elif isinstance(payload, Hello):
+                    await self._on_hello(state, lane, payload)
+        finally:
+            if state.control is lane:
+                state.control = None
+                state.lost_since = self.clock()
+                log.warning("cluster %s: session closed; the cluster is lost", state.name)
+                self.dispatcher.on_disconnect(state.name)
+                self.logs.on_disconnect(state.name)
+                # aiohttp cancels a handler whose peer went away: finish the bookkeeping in a
+                # task of its own so the loss is recorded even then.
+                self._background(self.fleet.write_status(state))
+            self._background(lane.close())
+        return ws
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_hello(self, state: ClusterState, lane: Lane, hello: Hello) -> None:
+        now = self.clock()
+        state.control = lane
+        state.connected_at = now
+        state.last_seen = now
+        state.lost_since = None
+        state.agent_version = hello.agent_version
+        state.kubernetes_version = hello.inventory.kubernetes_version or ""
+        state.held = {h.workload: h for h in hello.workloads}
+        state.config_revision = hello.config_revision
+        log.info(
+            "cluster %s: connected (agent %s, %d workloads held)",
+            state.name,
+            hello.agent_version,
+            len(hello.workloads),
+        )
+        try:
+            lane.send(self.config.build())
+        except LaneClosedError:
+            return
+        await self.dispatcher.reconcile_hello(state.name, hello)
+        await self.fleet.write_status(state)
+
+    async def log_lane(self, request: web.Request) -> web.WebSocketResponse:
+        state = self._cluster_of(request)
+        ws = await self._accept(request)
+        lane = Lane(ws, name=f"{state.name}/logs", queue_size=1000)
+        if state.logs is not None and not state.logs.closed:
+            await state.logs.close()
+        state.logs = lane
+        try:
+            async for envelope in lane.receive():
+                if isinstance(envelope.payload, LogData):
+                    self.logs.on_data(state.name, envelope.payload)
+        finally:
+            if state.logs is lane:
+                state.logs = None
+                self.logs.on_disconnect(state.name)
+            self._background(lane.close())
+        return ws

@@ -1,0 +1,325 @@
+"""A submitted workload is offered to the cluster with the most headroom, bound when its agent
+admits it, finished when it reports so; rejections move it on, lost clusters are skipped and
+keep their workloads until their loss timeout, and a restarted hub forgets nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from api.quantity import Quantity
+from api.v1alpha1.messages import (
+    CapacityReport,
+    ConfigSync,
+    DispatchOffer,
+    HeldWorkload,
+    Hello,
+    LogData,
+    LogLine,
+    LogOpen,
+    OfferRejected,
+    QueueCapacity,
+    RejectReason,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.workload import Admission
+from tests.hub.service.conftest import (
+    ALICE,
+    HubUnderTest,
+    ScriptedAgent,
+    connect_agent,
+    fleet_objects,
+    job,
+)
+
+API = "/apis/multiq.dev/v1alpha1"
+
+
+def capacity(cluster: str, free_cpu: str) -> CapacityReport:
+    return CapacityReport(
+        cluster=cluster,
+        observed_at=datetime.now(UTC),
+        queues=[
+            QueueCapacity(
+                cluster_queue="team-vision",
+                flavor="default",
+                resource=r,
+                nominal=Quantity.parse(n),
+                usage=Quantity.parse("0"),
+                headroom=Quantity.parse(h),
+            )
+            for r, n, h in (("cpu", "8", free_cpu), ("memory", "32Gi", "32Gi"))
+        ],
+    )
+
+
+async def submit(hub: HubUnderTest, name: str = "train", **kwargs: Any) -> str:
+    status, wl = await hub.call(
+        "POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=job(name, **kwargs)
+    )
+    assert status == 201, wl
+    return f"vision/{wl['metadata']['name']}"
+
+
+async def workload(hub: HubUnderTest, key: str) -> dict[str, Any]:
+    ns, name = key.split("/")
+    status, body = await hub.call("GET", f"{API}/namespaces/{ns}/workloads/{name}")
+    assert status == 200, body
+    return body  # type: ignore[no-any-return]
+
+
+async def eventually(check: Any, within: float = 5.0) -> Any:
+    async with asyncio.timeout(within):
+        while True:
+            result = await check()
+            if result:
+                return result
+            await asyncio.sleep(0.05)
+
+
+async def two_clusters(
+    hub: HubUnderTest, east_cpu: str = "2", west_cpu: str = "6"
+) -> tuple[ScriptedAgent, ScriptedAgent]:
+    await hub.apply(*fleet_objects())
+    east = await connect_agent(hub, "east")
+    west = await connect_agent(hub, "west")
+    await east.expect(ConfigSync)
+    await west.expect(ConfigSync)
+    await east.send(capacity("east", east_cpu))
+    await west.send(capacity("west", west_cpu))
+    return east, west
+
+
+def report(key: str, generation: int, phase: WorkloadPhase, **kw: Any) -> WorkloadStatusReport:
+    return WorkloadStatusReport(workload=key, generation=generation, phase=phase, **kw)
+
+
+async def test_a_connected_agent_gets_the_queue_configuration(hub: HubUnderTest) -> None:
+    await hub.apply(*fleet_objects())
+    agent = await connect_agent(hub, "east")
+    sync = await agent.expect(ConfigSync)
+    assert [cq.name for cq in sync.cluster_queues] == ["team-vision"]
+    assert [lq.key() for lq in sync.local_queues] == ["vision/vision"]
+
+    async def connected() -> dict[str, Any] | None:
+        _, member = await hub.call("GET", f"{API}/memberclusters/east")
+        status = member.get("status", {})
+        return status if status.get("connected") else None
+
+    status = await eventually(connected)
+    assert status["agentVersion"] == "test-0"
+    await agent.close()
+
+
+async def test_configuration_changes_are_pushed_to_connected_agents(hub: HubUnderTest) -> None:
+    await hub.apply(*fleet_objects())
+    agent = await connect_agent(hub, "east")
+    await agent.expect(ConfigSync)
+    await hub.apply(
+        {"apiVersion": "multiq.dev/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}}
+    )
+    sync = await agent.expect(ConfigSync)
+    assert sorted(f.name for f in sync.resource_flavors) == ["default", "gpu"]
+    await agent.close()
+
+
+async def test_the_cluster_with_the_most_headroom_gets_the_offer_and_binds_on_admission(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == key and offer.generation == 1
+    assert offer.source is not None and offer.source["kind"] == "Job"
+    admission = Admission(cluster_queue="team-vision")
+    await west.send(report(key, 1, WorkloadPhase.ADMITTED, admission=admission))
+
+    async def bound() -> dict[str, Any] | None:
+        wl = await workload(hub, key)
+        return wl if wl["status"].get("clusterName") == "west" else None
+
+    wl = await eventually(bound)
+    conditions = {c["type"]: c for c in wl["status"]["conditions"]}
+    assert conditions["Admitted"]["status"] == "True"
+    assert conditions["Admitted"]["message"] == (
+        "admitted on cluster west by ClusterQueue team-vision"
+    )
+    await west.send(report(key, 1, WorkloadPhase.SUCCEEDED))
+
+    async def finished() -> bool:
+        wl = await workload(hub, key)
+        return any(
+            c["type"] == "Finished" and c["status"] == "True" for c in wl["status"]["conditions"]
+        )
+
+    await eventually(finished)
+    await east.close()
+    await west.close()
+
+
+async def test_a_rejected_offer_goes_to_the_next_cluster(hub: HubUnderTest) -> None:
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    offer = await west.expect(DispatchOffer)
+    await west.send(
+        OfferRejected(
+            workload=key,
+            generation=offer.generation,
+            reason=RejectReason.INADMISSIBLE,
+            message="no GPUs here",
+        )
+    )
+    second = await east.expect(DispatchOffer)
+    assert second.workload.key() == key and second.generation == offer.generation + 1
+    wl = await workload(hub, key)
+    reasons = {r["cluster"]: r for r in wl["status"]["clusterPendingReasons"]}
+    assert reasons["west"]["reason"] == "Rejected:Inadmissible"
+    assert reasons["west"]["message"] == "no GPUs here"
+    await east.close()
+    await west.close()
+
+
+async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTest) -> None:
+    east, west = await two_clusters(hub, "1", "1")
+    key = await submit(hub, cpu="2")
+
+    async def waiting() -> str | None:
+        wl = await workload(hub, key)
+        for c in wl.get("status", {}).get("conditions", []):
+            if c["type"] == "QuotaReserved" and c["reason"] == "Waiting":
+                return str(c["message"])
+        return None
+
+    message = await eventually(waiting)
+    assert message == "no cluster can take it now: 2 InsufficientHeadroom"
+    await east.send(capacity("east", "8"))
+    offer = await east.expect(DispatchOffer)
+    assert offer.workload.key() == key
+    await east.close()
+    await west.close()
+
+
+async def test_a_lost_cluster_is_skipped_and_keeps_its_workload_until_the_loss_timeout(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, "6", "8")
+    key = await submit(hub)
+    await west.expect(DispatchOffer)
+    await west.send(
+        report(key, 1, WorkloadPhase.RUNNING, admission=Admission(cluster_queue="team-vision"))
+    )
+    await eventually(lambda: _bound_to(hub, key, "west"))
+    await west.close()
+
+    async def lost() -> bool:
+        _, member = await hub.call("GET", f"{API}/memberclusters/west")
+        return member["status"]["connected"] is False and "lostSince" in member["status"]
+
+    await eventually(lost)
+    # Within the loss timeout the workload stays bound: west may still be running it.
+    assert await _bound_to(hub, key, "west")
+    # A new workload skips the lost cluster even though it had more headroom.
+    other = await submit(hub, "other")
+    offer = await east.expect(DispatchOffer)
+    assert offer.workload.key() == other
+    # After the loss timeout (2 s in this fleet) the workload is requeued and offered to east.
+    again = await east.expect(DispatchOffer, within=10)
+    assert again.workload.key() == key and again.generation == 2
+    wl = await workload(hub, key)
+    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    assert evicted["reason"] == "ClusterLost"
+    await east.close()
+
+
+async def _bound_to(hub: HubUnderTest, key: str, cluster: str) -> bool:
+    wl = await workload(hub, key)
+    return bool(wl.get("status", {}).get("clusterName") == cluster)
+
+
+async def test_a_reconnecting_agent_is_told_to_drop_what_the_hub_gave_elsewhere(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    await west.expect(DispatchOffer)
+    await west.send(report(key, 1, WorkloadPhase.ADMITTED))
+    await eventually(lambda: _bound_to(hub, key, "west"))
+    stale = HeldWorkload(workload=key, generation=1, phase=WorkloadPhase.RUNNING)
+    await east.close()
+    east = await connect_agent(
+        hub, "east", hello=Hello(cluster="east", agent_version="t", workloads=[stale])
+    )
+    withdraw = await east.expect(Withdraw)
+    assert withdraw.workload == key and withdraw.reason == "NotDispatchedHere"
+    await east.close()
+    await west.close()
+
+
+async def test_a_deleted_workload_is_cancelled_on_its_cluster(hub: HubUnderTest) -> None:
+    from api.v1alpha1.messages import Cancel
+
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    await west.expect(DispatchOffer)
+    await west.send(report(key, 1, WorkloadPhase.RUNNING))
+    await eventually(lambda: _bound_to(hub, key, "west"))
+    name = key.split("/")[1]
+    status, _ = await hub.call("DELETE", f"{API}/namespaces/vision/workloads/{name}", token=ALICE)
+    assert status == 200
+    cancel = await west.expect(Cancel)
+    assert cancel.workload == key and cancel.reason == "WorkloadDeleted"
+    await east.close()
+    await west.close()
+
+
+async def test_logs_stream_from_the_workloads_cluster(hub: HubUnderTest) -> None:
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    await west.expect(DispatchOffer)
+    await west.send(report(key, 1, WorkloadPhase.RUNNING))
+    await eventually(lambda: _bound_to(hub, key, "west"))
+    log_lane = await connect_agent(hub, "west", lane="logs")
+    await asyncio.sleep(0.1)
+
+    async def answer() -> None:
+        opened = await log_lane.expect(LogOpen)
+        lines = [LogLine(text="epoch 1"), LogLine(text="epoch 2")]
+        await log_lane.send(
+            LogData(
+                stream_id=opened.stream_id,
+                workload=key,
+                cluster="west",
+                pod="train-0",
+                container="main",
+                lines=lines,
+            )
+        )
+        await log_lane.send(
+            LogData(
+                stream_id=opened.stream_id,
+                workload=key,
+                cluster="west",
+                pod="",
+                container="",
+                eof=True,
+            )
+        )
+
+    responder = asyncio.create_task(answer())
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    name = key.split("/")[1]
+    async with hub.session.get(
+        f"{hub.url}{API}/namespaces/vision/workloads/{name}/log", headers=headers
+    ) as response:
+        body = await response.text()
+    await responder
+    assert body.splitlines() == [
+        '{"cluster":"west","pod":"train-0","container":"main","line":"epoch 1"}',
+        '{"cluster":"west","pod":"train-0","container":"main","line":"epoch 2"}',
+    ]
+    await log_lane.close()
+    await east.close()
+    await west.close()
