@@ -39,9 +39,10 @@ from agent.engine.from_api import build_snapshot
 from agent.engine.result import CycleResult, PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot
-from agent.errors import K8sClientError, K8sError, MaterializeError
+from agent.errors import K8sClientError, MaterializeError
 from agent.inventory import Inventory
 from agent.materialize import Materializer, plan_jobs
+from agent.retry import K8S_TRANSIENT
 from agent.state import Held, StateStore
 from agent.status import Observation, observe, report_changed
 from api.meta import Condition
@@ -424,9 +425,13 @@ class AdmissionShell:
                 jobs = plan_jobs(
                     offer.workload, offer.generation, offer.source, status.admission, flavors
                 )
-                held.job_names = [str(j["metadata"]["name"]) for j in jobs]
                 await self.materializer.ensure(jobs)
+                held.job_names = [str(j["metadata"]["name"]) for j in jobs]
                 break
+            except K8S_TRANSIENT as exc:  # retries exhausted: keep trying, more slowly
+                log.warning("materialising %s: %s; retrying in %.1fs", held.key, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
             except (MaterializeError, K8sClientError) as exc:
                 if not self._still_held(held):
                     return
@@ -435,10 +440,6 @@ class AdmissionShell:
                 self._reject(held.key, held.generation, RejectReason.INVALID, str(exc))
                 self._wake.set()
                 return
-            except K8sError as exc:  # transient, retries exhausted: keep trying
-                log.warning("materialising %s: %s; retrying in %.1fs", held.key, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
         if not self._still_held(held):
             namespace, name = held.key.split("/", 1)
             await self.materializer.delete_all(namespace, name, offer.workload.metadata.uid)

@@ -39,7 +39,7 @@ async def serve(settings: AgentSettings) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         asyncio.run(serve(settings))

@@ -29,6 +29,7 @@ Called by: agent.admission (on admission, and to stop: `delete_all`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import hashlib
@@ -43,6 +44,10 @@ from api.v1alpha1.queues import ResourceFlavor
 from api.v1alpha1.workload import Admission, Workload
 
 __all__ = ["Materializer", "identity_labels", "plan_jobs"]
+
+_ATTEMPTS = 50
+_PAUSE = 0.2
+"""Waiting for an older dispatch's Job to go: up to _ATTEMPTS × _PAUSE seconds."""
 
 JOBSET_KINDS = {("jobset.x-k8s.io/v1alpha2", "JobSet"), ("multiq.dev/v1alpha1", "JobSet")}
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -311,7 +316,7 @@ class Materializer:
     async def _ensure_job(self, namespace: str, job: JsonObject) -> JsonObject:
         want = job["metadata"]["labels"]
         name = str(job["metadata"]["name"])
-        for _ in range(3):
+        for _ in range(_ATTEMPTS):
             try:
                 return await self.kube.create(Resource.JOBS, namespace, job)
             except K8sAlreadyExistsError:
@@ -329,12 +334,15 @@ class Materializer:
                 return existing  # adopt
             if int(have.get(Labels.GENERATION) or 0) > int(want[Labels.GENERATION]):
                 raise MaterializeError(f"job {namespace}/{name} belongs to a newer dispatch")
-            # An older dispatch of the same workload: it is stale, remove it first.
+            # An older dispatch of the same workload: it is stale; delete it, wait, create.
             uid = (existing.get("metadata") or {}).get("uid")
             with contextlib.suppress(K8sNotFoundError):
                 await self.kube.delete(Resource.JOBS, namespace, name, uid=uid)
-            raise MaterializeError(f"job {namespace}/{name} of an older dispatch is being deleted")
-        raise MaterializeError(f"job {namespace}/{name} could not be created")
+            await asyncio.sleep(_PAUSE)
+        raise MaterializeError(
+            f"job {namespace}/{name} of an older dispatch is still there after "
+            f"{_ATTEMPTS * _PAUSE:.0f}s"
+        )
 
     async def delete_all(self, namespace: str, name: str, uid: str | None = None) -> int:
         """Delete every Job made for workload namespace/name (any generation); returns how many."""

@@ -65,6 +65,7 @@ class AgentSettings(BaseModel):
     log_buffer_lines: int = Field(default=10_000, ge=1)
     """Bound of each log stream's buffer; the oldest lines are dropped past it."""
     log_batch_lines: int = Field(default=500, ge=1)
+    log_level: str = "INFO"
 
     @model_validator(mode="after")
     def _hub_is_http(self) -> AgentSettings:
@@ -105,4 +106,5 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         context=args.context,
         state_dir=args.state_dir,
+        log_level=args.log_level.upper(),
     )

@@ -10,7 +10,7 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import WSMsgType, web
@@ -33,6 +33,8 @@ from api.v1alpha1.queues import ClusterQueue, LocalQueue, ResourceFlavor
 from api.v1alpha1.workload import Workload
 from kubesim.cluster import ClusterConfig
 from kubesim.testing import RunningSimulator, running
+
+T = TypeVar("T")
 
 TOKEN = "s3cret"
 CLUSTER = "sim-0"
@@ -106,7 +108,7 @@ class FakeHub:
     def payloads(self) -> list[Payload]:
         return [e.payload for e in self.envelopes if not isinstance(e.payload, Ack)]
 
-    def of_type(self, kind: type[Any]) -> list[Any]:
+    def of_type(self, kind: type[T]) -> list[T]:
         return [p for p in self.payloads if isinstance(p, kind)]
 
     def log_payloads(self) -> list[Any]:

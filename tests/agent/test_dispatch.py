@@ -4,6 +4,7 @@ the flavor injected, run, reported; rejected or kept pending when it must be."""
 from __future__ import annotations
 
 from agent.k8s.client import KubeClient, Resource
+from api.quantity import Quantity
 from api.v1alpha1.messages import (
     CapacityReport,
     Hello,
@@ -77,3 +78,55 @@ async def test_an_offer_that_must_wait_is_pending_with_a_reason_until_quota_free
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "first"), within=20)
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "second"))
     await eventually(lambda: kube.get(Resource.JOBS, "team-a", "second"))
+
+
+async def test_an_offer_no_flavor_can_ever_hold_is_rejected_as_inadmissible(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("huge", cpu="5")))
+    rejected = await hub.wait_for(lambda p: isinstance(p, OfferRejected))
+    assert rejected.reason is RejectReason.INADMISSIBLE
+    assert "exceeds" in rejected.message
+    assert not agent.admission.held
+
+
+async def test_a_failing_job_is_reported_failed_with_its_exit_code_and_reason(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    source = job_source("broken", script="echo oops; exit 3")
+    source["spec"]["backoffLimit"] = 0
+    await hub.offer(offer_for(source))
+    failed = await hub.wait_for(status(WorkloadPhase.FAILED, "broken"), within=20)
+    assert [(e.container, e.exit_code, e.reason) for e in failed.exits] == [("main", 3, "Error")]
+    assert failed.conditions[0].type == "Finished"
+    assert failed.conditions[0].reason == "Failed"
+
+
+async def test_capacity_reports_nominal_usage_and_headroom_per_queue_flavor_and_resource(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    first = await hub.wait_for(lambda p: isinstance(p, CapacityReport))
+    assert first.cluster == "sim-0" and first.nodes.total == 2 and first.nodes.ready == 2
+    await hub.offer(offer_for(job_source("usage", cpu="500m", script="sleep 2")))
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "usage"))
+
+    def used() -> CapacityReport | None:
+        for report in reversed(hub.of_type(CapacityReport)):
+            # (The report right after the first Hello precedes any config: no queues.)
+            if report.queues and report.queues[0].usage == Quantity.parse("500m"):
+                return report
+        return None
+
+    report = await eventually(used, within=5)
+    [cell] = report.queues
+    assert (cell.cluster_queue, cell.flavor, cell.resource) == ("cq", "default", "cpu")
+    assert cell.nominal == Quantity.parse("2")
+    assert cell.headroom == Quantity.parse("1500m")
+    assert report.config_revision == 1
+    assert report.nodes.free["cpu"] < report.nodes.allocatable["cpu"]
