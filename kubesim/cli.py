@@ -48,6 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--lease-interval", type=float, default=10.0, help="node lease renewal")
     up.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
+    up.add_argument(
+        "--job-backoff-seconds",
+        type=float,
+        default=0.0,
+        help="base delay before a Job replaces a failed pod (real clusters: 10)",
+    )
+    up.add_argument(
+        "--job-pod-duration",
+        type=float,
+        default=0.0,
+        help="simulated runtime: seconds a Job pod runs without a kubesim.dev/duration",
+    )
     up.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -62,6 +74,8 @@ async def _up(args: argparse.Namespace) -> None:
         bookmark_interval=args.bookmark_interval,
         lease_interval=args.lease_interval,
         record_events=not args.no_events,
+        job_backoff_seconds=args.job_backoff_seconds,
+        job_pod_duration=args.job_pod_duration,
     )
     configs = [
         replace(
