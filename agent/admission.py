@@ -123,6 +123,7 @@ class AdmissionShell:
         clock: Callable[[], float] = time.time,
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
+        status_interval: float = 1.0,
         finished_ttl: float = 3600.0,
     ) -> None:
         self.store = store
@@ -132,6 +133,7 @@ class AdmissionShell:
         self.clock = clock
         self.on_change = on_change
         self.cycle_min_interval = cycle_min_interval
+        self.status_interval = status_interval
         self.finished_ttl = finished_ttl
         self.config: ConfigSync | None = None
         self.held: dict[str, Held] = {}
@@ -506,6 +508,12 @@ class AdmissionShell:
             if not report_changed(last, obs):
                 continue
             phase_changed = obs.phase is not held.phase
+            if not phase_changed and last is not None and last.observed_at is not None:
+                # Only pod counts changed: at most one report per status_interval.
+                due = last.observed_at.timestamp() + self.status_interval
+                if now < due:
+                    self._wake_at(due)
+                    continue
             held.phase = obs.phase
             conditions = []
             if obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
@@ -529,6 +537,10 @@ class AdmissionShell:
             )
             if phase_changed:
                 self.store.save(held)
+
+    def _wake_at(self, when: float) -> None:
+        if self._next_wakeup is None or when < self._next_wakeup:
+            self._next_wakeup = when
 
     def _jobs_exist(self, held: Held) -> bool:
         namespace, _ = held.key.split("/", 1)

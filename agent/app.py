@@ -84,6 +84,7 @@ class Agent:
             on_message=self._on_message,
             on_log_message=self._on_log_message,
             on_disconnect=self._on_disconnect,
+            on_logs_lost=self._on_disconnect,
         )
         self.admission = AdmissionShell(
             store=self.store,
@@ -93,6 +94,7 @@ class Agent:
             clock=clock,
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
+            status_interval=timings.status_interval,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,

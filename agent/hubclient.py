@@ -1,7 +1,8 @@
 """The agent's session with the hub: two WebSocket lanes, sequence numbers and acks, an
 outbox that survives disconnects, and reconnection with capped exponential backoff.
 
-Lanes (both dialled with `Authorization: Bearer <token>` and `?cluster=<name>`):
+Lanes (both dialled with `Authorization: Bearer <token>` and `?cluster=<name>`; losing the
+control lane closes both and redials both, losing only the log lane redials only it):
   control  GET {hub}/agent/v1/session — every message except log traffic;
   logs     GET {hub}/agent/v1/logs    — LogOpen/LogClose in, LogData out, so a saturated log
                                         stream can never delay a control message.
@@ -169,6 +170,7 @@ class HubSession:
         on_message: MessageHandler,
         on_log_message: Callable[[LogOpen | LogClose], Awaitable[None]],
         on_disconnect: Callable[[], Awaitable[None]] | None = None,
+        on_logs_lost: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self._hello = hello
@@ -176,6 +178,7 @@ class HubSession:
         self._on_message = on_message
         self._on_log_message = on_log_message
         self._on_disconnect = on_disconnect
+        self._on_logs_lost = on_logs_lost
         self.outbox = Outbox()
         self.control: Lane | None = None
         self.logs: Lane | None = None
@@ -215,15 +218,14 @@ class HubSession:
                 )
                 control, logs = await retry.call(policy, lambda: self._connect(http))
                 try:
-                    await self._serve(control, logs)
+                    await self._serve(http, control, logs)
                 except HubUnreachableError as exc:
                     log.warning("hub session lost: %s", exc)
                 finally:
                     self.connected.clear()
-                    self.control = self.logs = None
-                    for ws in (control, logs):
-                        with contextlib.suppress(Exception):
-                            await ws.close()
+                    self.control = None
+                    with contextlib.suppress(Exception):
+                        await control.close()
                     if self._on_disconnect is not None:
                         await self._on_disconnect()
                 await asyncio.sleep(timings.reconnect_initial)
@@ -263,11 +265,13 @@ class HubSession:
         return control, logs
 
     async def _serve(
-        self, control_ws: aiohttp.ClientWebSocketResponse, logs_ws: aiohttp.ClientWebSocketResponse
+        self,
+        http: aiohttp.ClientSession,
+        control_ws: aiohttp.ClientWebSocketResponse,
+        logs_ws: aiohttp.ClientWebSocketResponse,
     ) -> None:
         control = Lane(control_ws, "control")
-        logs = Lane(logs_ws, "logs")
-        self.control, self.logs = control, logs
+        self.control = control
         self.connections += 1
         # Hello is the first control message: nobody else may send before it is out.
         await control.send(self._hello())
@@ -279,14 +283,39 @@ class HubSession:
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._read(control, logs=False))
-                tasks.create_task(self._read(logs, logs=True))
                 tasks.create_task(control.ack_loop(self.settings.timings.ack_delay))
-                tasks.create_task(logs.ack_loop(self.settings.timings.ack_delay))
                 tasks.create_task(self._flush_outbox(control))
+                tasks.create_task(self._log_lane(http, logs_ws))
         except* HubUnreachableError as group:
             lost += [e for e in group.exceptions if isinstance(e, HubUnreachableError)]
         if lost:
             raise lost[0]
+
+    async def _log_lane(
+        self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse
+    ) -> None:
+        """Serve the log lane while the control lane lives; when only the log lane breaks
+        (a slow or restarted log consumer), redial it alone — control is never disturbed."""
+        timings = self.settings.timings
+        while True:
+            lane = Lane(ws, "logs")
+            self.logs = lane
+            try:
+                async with asyncio.TaskGroup() as tasks:
+                    tasks.create_task(self._read(lane, logs=True))
+                    tasks.create_task(lane.ack_loop(timings.ack_delay))
+            except* HubUnreachableError as group:
+                log.warning("log lane lost: %s", group.exceptions[0])
+            finally:
+                self.logs = None
+                with contextlib.suppress(Exception):
+                    await ws.close()
+                if self._on_logs_lost is not None:
+                    await self._on_logs_lost()
+            policy = retry.hub_reconnect(
+                initial=timings.reconnect_initial, maximum=timings.reconnect_max
+            )
+            ws = await retry.call(policy, lambda: self._dial(http, LOGS_PATH))
 
     async def _flush_outbox(self, lane: Lane) -> None:
         while True:

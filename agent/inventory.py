@@ -12,6 +12,7 @@ agent.capacity, agent.logs, agent.materialize (adoption).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 
 from agent.k8s.client import JsonObject, Kube, Resource
@@ -32,6 +33,16 @@ class Labels:
     GENERATION = "multiq.dev/dispatch-generation"
     MANAGED = "multiq.dev/managed-by"
     MANAGED_VALUE = "multiq-agent"
+    WORKLOAD_ANNOTATION = "multiq.dev/workload"
+    """Annotation with the full `namespace/name` (a label value holds at most 63 chars)."""
+
+    @staticmethod
+    def value(text: str) -> str:
+        """`text` as a label value: itself when short enough, else shortened with a hash."""
+        if len(text) <= 63:
+            return text
+        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+        return f"{text[:52].rstrip('-._')}-{digest}"
 
 
 def _ready(node: JsonObject) -> bool:
@@ -162,4 +173,6 @@ class Inventory:
 
 def _belongs(obj: JsonObject, namespace: str, name: str) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(Labels.NAMESPACE) == namespace and labels.get(Labels.NAME) == name)
+    return bool(
+        labels.get(Labels.NAMESPACE) == namespace and labels.get(Labels.NAME) == Labels.value(name)
+    )

@@ -78,7 +78,7 @@ def identity_labels(workload: Workload, generation: int) -> dict[str, str]:
     meta = workload.metadata
     return {
         Labels.NAMESPACE: meta.namespace or "default",
-        Labels.NAME: meta.name,
+        Labels.NAME: Labels.value(meta.name),
         Labels.UID: meta.uid or "",
         Labels.GENERATION: str(generation),
         Labels.MANAGED: Labels.MANAGED_VALUE,
@@ -174,6 +174,23 @@ def plan_jobs(
     namespace = workload.metadata.namespace or "default"
     labels = identity_labels(workload, generation)
     injections = _injections(workload, admission, flavors)
+    jobs = _plan(workload, namespace, labels, injections, source)
+    key = f"{namespace}/{workload.metadata.name}"
+    for job in jobs:
+        job["metadata"]["annotations"] = {
+            **(job["metadata"].get("annotations") or {}),
+            Labels.WORKLOAD_ANNOTATION: key,
+        }
+    return jobs
+
+
+def _plan(
+    workload: Workload,
+    namespace: str,
+    labels: Mapping[str, str],
+    injections: Mapping[str, _Injection],
+    source: Mapping[str, Any] | None,
+) -> list[JsonObject]:
     if source is None:
         return _jobs_for_pod_sets(workload, namespace, labels, injections)
     kind = (str(source.get("apiVersion", "")), str(source.get("kind", "")))
@@ -346,7 +363,7 @@ class Materializer:
 
     async def delete_all(self, namespace: str, name: str, uid: str | None = None) -> int:
         """Delete every Job made for workload namespace/name (any generation); returns how many."""
-        selector = {Labels.NAMESPACE: namespace, Labels.NAME: name}
+        selector = {Labels.NAMESPACE: namespace, Labels.NAME: Labels.value(name)}
         if uid:
             selector[Labels.UID] = uid
         jobs = await self.kube.list(Resource.JOBS, label_selector=labels_selector(selector))

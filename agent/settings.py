@@ -43,6 +43,8 @@ class Timings(BaseModel):
     """How long a log batch may wait to fill before it is sent."""
     cycle_min_interval: float = 0.05
     """At most one admission cycle this often (events within it are coalesced)."""
+    status_interval: float = 1.0
+    """At most one report per workload this often when only its pod counts change."""
 
 
 class AgentSettings(BaseModel):

@@ -3,8 +3,8 @@
 `observe` is pure over the mirrored objects: Failed when any of the workload's Jobs has a
 Failed condition, Succeeded when every Job it made is Complete, Running once a pod runs,
 otherwise Admitted. `report_changed` decides whether a new report is worth sending (phase,
-pod counts or exits changed), so the cadence is one report per observable transition,
-coalesced to at most one per admission-loop pass.
+pod counts or exits changed). The cadence (applied by agent.admission): a phase change is
+reported at once; a change of pod counts alone at most once per `status_interval` (1 s).
 
 Called by: agent.admission (after every inventory change).
 """

@@ -96,6 +96,7 @@ class FakeHub:
         self.envelopes: list[Envelope] = []
         self.log_envelopes: list[Envelope] = []
         self.connects = 0
+        self.log_connects = 0
         self.refuse = False
         self.logs_paused = asyncio.Event()
         self.logs_paused.set()  # set: the log lane is read
@@ -124,6 +125,7 @@ class FakeHub:
         lane = HubLane(ws)
         if logs:
             self.logs = lane
+            self.log_connects += 1
         else:
             self.control = lane
             self.connects += 1
@@ -173,6 +175,11 @@ class FakeHub:
         """Close every agent connection (the agent must reconnect)."""
         for ws in list(self._sockets):
             await ws.close()
+
+    async def drop_logs(self) -> None:
+        """Close only the log lane."""
+        if self.logs is not None:
+            await self.logs.ws.close()
 
     async def stop(self) -> None:
         await self.drop()
@@ -313,6 +320,7 @@ def fast_timings() -> Timings:
         watch_retry=0.1,
         log_batch_interval=0.05,
         cycle_min_interval=0.01,
+        status_interval=0.2,
     )
 
 

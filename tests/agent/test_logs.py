@@ -70,3 +70,23 @@ async def test_control_messages_flow_while_a_log_stream_is_saturated(
         lambda: any(isinstance(p, LogData) and p.dropped for p in hub.log_payloads()), within=20
     )
     await hub.send_log(LogClose(stream_id="flood"))
+
+
+async def test_losing_only_the_log_lane_redials_it_without_touching_the_control_lane(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await eventually(lambda: hub.log_connects == 1)
+    await hub.drop_logs()
+    await eventually(lambda: hub.log_connects == 2)
+    assert hub.connects == 1 and agent.session.connections == 1
+    offer = offer_for(job_source("after-drop", script="echo still-here"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "after-drop"), within=20)
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.send_log(LogOpen(stream_id="s2", workload=key, follow=False))
+    frame = await eventually(
+        lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData) and p.lines), None)
+    )
+    assert [line.text for line in frame.lines] == ["still-here"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent.errors import MaterializeError
+from agent.inventory import Labels
 from agent.k8s.client import KubeClient, Resource
 from agent.materialize import plan_jobs
 from api.k8s.jobset import JobSet
@@ -188,3 +189,14 @@ async def test_a_jobset_runs_as_its_jobs_and_succeeds_when_all_of_them_complete(
         return sorted(j["metadata"]["name"] for j in listed.items)
 
     assert await eventually(names) == ["train-leader-0", "train-workers-0", "train-workers-1"]
+
+
+def test_a_long_workload_name_becomes_a_hashed_label_and_stays_whole_in_an_annotation() -> None:
+    source = job_source("x" * 60)
+    offer = offer_for(source)
+    name = offer.workload.metadata.name
+    assert len(name) > 63
+    [job] = plan_jobs(offer.workload, 1, source, admission(("main", 1)), FLAVORS)
+    label = job["metadata"]["labels"]["multiq.dev/workload-name"]
+    assert len(label) <= 63 and label == Labels.value(name) and label != name
+    assert job["metadata"]["annotations"]["multiq.dev/workload"] == f"team-a/{name}"
