@@ -55,6 +55,8 @@ class ClusterConfig:
     profile: NodeProfile = field(default_factory=NodeProfile)
     bookmark_interval: float = 5.0
     """Seconds between watch BOOKMARK events (real servers: about a minute)."""
+    watch_max_seconds: float = 1800.0
+    """Watches without timeoutSeconds end after this times a random factor in [1, 2)."""
     history_limit: int = 10000
     """Watch history kept per resource type; older resourceVersions get 410 Expired."""
     lease_interval: float = 10.0
@@ -93,6 +95,7 @@ class Cluster:
             registry=self.registry,
             logs=self.logs,
             bookmark_interval=self.config.bookmark_interval,
+            watch_max_seconds=self.config.watch_max_seconds,
         )
         self.controllers: list[Controller] = []
         self._tasks: list[asyncio.Task[None]] = []

@@ -47,6 +47,7 @@ class ApiContext:
     logs: LogBook
     watches: WatchHub = field(default_factory=WatchHub)
     bookmark_interval: float = 5.0
+    watch_max_seconds: float = 1800.0
     server_address: str = "127.0.0.1:0"
     custom_validators: dict[tuple[str, str], CustomValidator] = field(default_factory=dict)
 

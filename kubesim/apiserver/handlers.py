@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -332,6 +333,8 @@ async def _watch(ctx: ApiContext, request: web.Request, target: Target) -> web.S
         fields_text = f"metadata.name={target.name}" + (f",{fields_text}" if fields_text else "")
     _check_not_in_future(ctx, query.get("resourceVersion"))
     timeout = query.get("timeoutSeconds")
+    # Without timeoutSeconds the apiserver still ends a watch after minRequestTimeout x [1, 2).
+    timeout_seconds = float(timeout) if timeout else ctx.watch_max_seconds * (1 + random.random())
     watch_request = WatchRequest(
         resource=resource,
         namespace=target.namespace if resource.namespaced else None,
@@ -339,7 +342,7 @@ async def _watch(ctx: ApiContext, request: web.Request, target: Target) -> web.S
         fields=parse_field_selector(fields_text, resource),
         resource_version=query.get("resourceVersion"),
         bookmarks=go_bool(query.get("allowWatchBookmarks")),
-        timeout_seconds=float(timeout) if timeout else None,
+        timeout_seconds=timeout_seconds,
         send_initial_events=go_bool(query.get("sendInitialEvents")),
         as_table=_wants_table(request),
         include_object=query.get("includeObject", "Metadata"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -197,3 +198,17 @@ async def test_dropping_all_watches_ends_open_streams(
             assert (await dropped.json())["dropped"] == 1
         await response.read()  # returns: the server ended the stream
     assert len(cluster.api.watches) == 0
+
+
+async def test_a_watch_without_timeout_still_ends_after_the_server_maximum() -> None:
+    from kubesim.cluster import ClusterConfig
+    from kubesim.testing import running
+
+    async with running(template=ClusterConfig(watch_max_seconds=0.3)) as sim:
+        url = sim.urls["sim-0"] + "/api/v1/namespaces/default/configmaps"
+        async with aiohttp.ClientSession() as session:
+            started = asyncio.get_running_loop().time()
+            async with session.get(url, params={"watch": "1"}) as response:
+                await response.read()
+            elapsed = asyncio.get_running_loop().time() - started
+    assert 0.3 <= elapsed < 1.5
