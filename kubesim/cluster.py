@@ -61,6 +61,8 @@ class ClusterConfig:
     """Watch history kept per resource type; older resourceVersions get 410 Expired."""
     lease_interval: float = 10.0
     """Seconds between node Lease renewals (kubelet default 10 s)."""
+    node_status_interval: float = 300.0
+    """Seconds between node status reports (condition lastHeartbeatTime), as a kubelet's."""
     record_events: bool = True
     """Emit core/v1 Events (scheduling, job pods); scale runs may turn them off."""
     job_pod_duration: float = 0.0

@@ -2,8 +2,11 @@
 
 Every node gets a `coordination.k8s.io/v1` Lease named after it, owned by the node and
 renewed every `lease_interval` seconds, spread over the interval in slices so big clusters
-renew smoothly. `fail` stops a node's heartbeats, turns its Ready condition Unknown and taints
-it unreachable (the node lifecycle controller's doing on a real cluster) and tells the kubelet
+renew smoothly; every `node_status_interval` seconds (a kubelet's nodeStatusReportFrequency,
+5 min by default) the node's conditions get a fresh lastHeartbeatTime.
+
+`fail` stops a node's heartbeats, turns its Ready condition Unknown and taints it
+unreachable (the node lifecycle controller's doing on a real cluster) and tells the kubelet
 to fail its pods; `recover` undoes that; `cordon` flips spec.unschedulable with the matching
 taint. Called by `kubesim.admin` and started by `kubesim.cluster`.
 """
@@ -88,8 +91,21 @@ class NodeController:
             if name not in self.failed:
                 self.registry.mutate(self.leases, LEASE_NAMESPACE, name, renew)
 
+    def _report_status(self, names: list[str]) -> None:
+        """Refresh the conditions' lastHeartbeatTime, as a kubelet's periodic status report."""
+        stamp = rfc3339()
+
+        def heartbeat(node: JsonObject) -> None:
+            for condition in node.get("status", {}).get("conditions") or []:
+                condition["lastHeartbeatTime"] = stamp
+
+        for name in names:
+            if name not in self.failed:
+                self.registry.mutate(self.nodes, "", name, heartbeat)
+
     async def run(self) -> None:
         interval = self.cluster.config.lease_interval
+        status_every = max(1, round(self.cluster.config.node_status_interval / interval))
         turn = 0
         while True:
             if self._new_nodes:
@@ -101,7 +117,10 @@ class NodeController:
             except TimeoutError:
                 pass
             names = sorted(n["metadata"]["name"] for n in self.cluster.store.list(self.nodes, None))
-            self._renew(names[turn % _SLICES :: _SLICES])
+            due = names[turn % _SLICES :: _SLICES]
+            self._renew(due)
+            if (turn // _SLICES) % status_every == status_every - 1:
+                self._report_status(due)
             turn += 1
 
     # -- admin faults -------------------------------------------------------------------------

@@ -280,3 +280,34 @@ async def test_several_clusters_run_side_by_side_with_a_merged_kubeconfig() -> N
                 assert [cm.metadata.name for cm in listed.items] == [name]
             finally:
                 await api.close()
+
+
+async def test_node_status_is_reported_periodically() -> None:
+    from kubesim.cluster import ClusterConfig
+
+    template = ClusterConfig(lease_interval=0.1, node_status_interval=0.2)
+    async with running(nodes=1, template=template) as sim:
+        cluster = sim.clusters[0]
+        node = cluster.get("nodes", "", "node-0")
+        assert node is not None
+        first = node["metadata"]["resourceVersion"]
+        await eventually(
+            lambda: (
+                (cluster.get("nodes", "", "node-0") or {})["metadata"]["resourceVersion"] != first
+            ),
+            within=5,
+        )
+        node = cluster.get("nodes", "", "node-0")
+        assert node is not None
+        assert all(c["lastHeartbeatTime"] for c in node["status"]["conditions"])
+
+
+async def test_the_admin_status_endpoint_reports_counts(simulator: RunningSimulator) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(simulator.urls["sim-0"] + "/_kubesim/status") as response,
+    ):
+        status = await response.json()
+    assert status["cluster"] == "sim-0"
+    assert status["objects"]["nodes"] == 3
+    assert status["paused"] is False
