@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -35,10 +36,11 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from agent.engine.cycle import schedule
-from agent.engine.from_api import build_snapshot
+from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import CycleResult, PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import Admission as EngineAdmission
-from agent.engine.snapshot import Snapshot
+from agent.engine.snapshot import Snapshot, WorkloadId
+from agent.engine.snapshot import Workload as EngineWorkload
 from agent.errors import K8sClientError, MaterializeError
 from agent.inventory import Inventory
 from agent.materialize import Materializer, plan_jobs
@@ -58,7 +60,7 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
     WorkloadStatusReport,
 )
-from api.v1alpha1.workload import Admission, PodSetAssignment, WorkloadStatus
+from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
 
 __all__ = ["AdmissionShell", "HubMessage", "Reporter"]
 
@@ -144,6 +146,14 @@ class AdmissionShell:
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._dirty: dict[str, bool] = {}
+        """Workloads to save at the end of this pass → whether their offer file too."""
+        self._base: Snapshot | None = None
+        self._base_config: ConfigSync | None = None
+        self._priorities: dict[str, int] = {}
+        self._engine_workloads: dict[
+            str, tuple[Workload, WorkloadStatus | None, bool, EngineWorkload]
+        ] = {}
 
     # state -----------------------------------------------------------------------------------
 
@@ -172,16 +182,38 @@ class AdmissionShell:
         )
 
     def snapshot(self) -> Snapshot:
+        """The engine's snapshot: the config converted once per ConfigSync, each workload
+        once per change of its status (the cycle runs on every event, so this matters)."""
         cfg = self.config or ConfigSync(revision=0)
-        return build_snapshot(
-            flavors=cfg.resource_flavors,
-            cluster_queues=cfg.cluster_queues,
-            local_queues=cfg.local_queues,
-            cohorts=cfg.cohorts,
-            priority_classes=cfg.workload_priority_classes,
-            workloads=[h.offer.workload for h in self.held.values()],
-            preempting=self.preempting,
-        )
+        if self._base is None or self._base_config is not cfg:
+            self._base = build_snapshot(
+                flavors=cfg.resource_flavors,
+                cluster_queues=cfg.cluster_queues,
+                local_queues=cfg.local_queues,
+                cohorts=cfg.cohorts,
+                workloads=(),
+            )
+            self._base_config = cfg
+            self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
+            self._engine_workloads.clear()
+        workloads: dict[WorkloadId, EngineWorkload] = {}
+        for key, held in self.held.items():
+            if held.finished:
+                continue  # holds no quota
+            wl = held.offer.workload
+            sticky = key in self.preempting
+            cached = self._engine_workloads.get(key)
+            if (
+                cached is None
+                or cached[0] is not wl
+                or cached[1] is not wl.status
+                or cached[2] != sticky
+            ):
+                engine_wl = workload_from_api(wl, priorities=self._priorities, preempting=sticky)
+                cached = (wl, wl.status, sticky, engine_wl)
+                self._engine_workloads[key] = cached
+            workloads[cached[3].id] = cached[3]
+        return dataclasses.replace(self._base, workloads=workloads)
 
     # input -----------------------------------------------------------------------------------
 
@@ -194,8 +226,10 @@ class AdmissionShell:
         """Something in the cluster changed: run a pass soon."""
         self._wake.set()
 
-    async def run(self) -> None:
-        """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
+    async def prime(self) -> None:
+        """After a restart, once the inventory is listed and before the hub hears from us:
+        finish interrupted materialisations and bring every phase up to date, so the Hello
+        reports what the cluster runs now."""
         for held in self.held.values():
             admitted = held.offer.workload.status is not None and (
                 held.offer.workload.status.admission is not None
@@ -204,6 +238,10 @@ class AdmissionShell:
                 # Admitted, but the agent stopped before every Job existed: finish the job
                 # (existing Jobs are adopted, so nothing is created twice).
                 self._start_materialize(held)
+        await self.observe()
+
+    async def run(self) -> None:
+        """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
         next_wakeup: float | None = None
         while True:
             timeout = None if next_wakeup is None else max(0.0, next_wakeup - self.clock())
@@ -219,6 +257,7 @@ class AdmissionShell:
             await self.handle(self._inbox.get_nowait())
         await self.cycle()
         await self.observe()
+        await self._flush()
 
     async def handle(self, message: HubMessage) -> None:
         if isinstance(message, ConfigSync):
@@ -292,7 +331,7 @@ class AdmissionShell:
             offered_at=now,
         )
         self.held[key] = held
-        self.store.save(held)
+        self._persist(held, with_offer=True)
 
     async def _withdraw(self, message: Withdraw | Cancel) -> None:
         key = message.workload
@@ -327,11 +366,29 @@ class AdmissionShell:
         )
         self.reporter.report(report)
 
+    def _persist(self, held: Held, *, with_offer: bool = False) -> None:
+        """Save `held` at the end of this loop pass (one write per workload per pass)."""
+        self._dirty[held.key] = self._dirty.get(held.key, False) or with_offer
+        self._wake.set()
+
+    async def _flush(self) -> None:
+        """Encode here, write in a worker thread: the loop never waits for the disk."""
+        items = []
+        for key, with_offer in self._dirty.items():
+            held = self.held.get(key)
+            if held is not None:
+                items.append((key, held.offer_json() if with_offer else None, held.state_json()))
+        self._dirty.clear()
+        if items:
+            await asyncio.to_thread(self.store.save_many, items)
+
     def _forget(self, held: Held) -> None:
         self.held.pop(held.key, None)
+        self._engine_workloads.pop(held.key, None)
         self.preempting.discard(held.key)
         self.last_reports.pop(held.key, None)
         self.finished_at.pop(held.key, None)
+        self._dirty.pop(held.key, None)
         self.store.forget(held.key)
 
     async def _stop(self, held: Held) -> None:
@@ -402,7 +459,8 @@ class AdmissionShell:
         )
         held.phase = WorkloadPhase.ADMITTED
         held.job_names = []
-        self.store.save(held)
+        # Not persisted until the Jobs exist: after a crash in between, the workload is
+        # admitted again and its Jobs (if any were made) are adopted.
         self._start_materialize(held)
 
     def _start_materialize(self, held: Held) -> None:
@@ -446,7 +504,7 @@ class AdmissionShell:
             namespace, name = held.key.split("/", 1)
             await self.materializer.delete_all(namespace, name, offer.workload.metadata.uid)
             return
-        self.store.save(held)
+        self._persist(held)
         self._report(held, WorkloadPhase.ADMITTED)
         self._wake.set()
 
@@ -527,16 +585,18 @@ class AdmissionShell:
                     )
                 )
                 status = held.offer.workload.status or WorkloadStatus()
-                status.conditions = [*status.conditions, *conditions]
-                held.offer.workload.status = status
+                # A new status object: the snapshot cache keys on its identity.
+                held.offer.workload.status = status.model_copy(
+                    update={"conditions": [*status.conditions, *conditions]}
+                )
                 self.finished_at[held.key] = now
                 self._changed()
                 self._wake.set()  # its quota is free: admit who waits
             self._report(
                 held, obs.phase, pods=obs.pods, exits=list(obs.exits), conditions=conditions
             )
-            if phase_changed:
-                self.store.save(held)
+            if phase_changed and obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+                self._persist(held)
 
     def _wake_at(self, when: float) -> None:
         if self._next_wakeup is None or when < self._next_wakeup:
@@ -547,6 +607,8 @@ class AdmissionShell:
         return any(f"{namespace}/{n}" in self.inventory.jobs.objects for n in held.job_names)
 
     async def close(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._flush()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

@@ -2,10 +2,11 @@
 session, capacity reports and log streams — run as guarded tasks until cancelled.
 
 Start-up order: restore state (last config, held workloads) → list nodes, pods and jobs →
-dial the hub (Hello carries the inventory and the held workloads) → admission loop and
-capacity loop. A crash of any eternal task is logged and ends the agent (its supervisor
-restarts it; state and adoption make that safe). Cancellation (SIGTERM/SIGINT in
-`agent.main`) closes both lanes and leaves every Job running.
+bring held workloads up to date (`AdmissionShell.prime`) → dial the hub (Hello carries the
+inventory and the held workloads) → admission loop and capacity loop. A crash of any eternal
+task is logged and ends the agent (its supervisor restarts it; state and adoption make that
+safe). Cancellation (SIGTERM/SIGINT in `agent.main`) closes both lanes and leaves every Job
+running.
 
 Called by: agent.main; tests construct `Agent` directly with a `KubeClient` on kubesim.
 """
@@ -172,6 +173,7 @@ class Agent:
                 for mirror in self.inventory.mirrors:
                     tasks.create_task(guard(f"watch {mirror.resource}", mirror.run()))
                 await self.inventory.wait_listed()
+                await self.admission.prime()
                 tasks.create_task(guard("admission", self.admission.run()))
                 tasks.create_task(guard("hub session", self.session.run()))
                 tasks.create_task(guard("capacity", self._capacity_loop()))

@@ -98,6 +98,7 @@ class Inventory:
                 on_change=on_change,
                 timeout_seconds=watch_timeout,
                 retry_delay=retry_delay,
+                index=(Labels.NAMESPACE, Labels.NAME),
             )
 
         self.kube = kube
@@ -116,10 +117,10 @@ class Inventory:
     # selections ------------------------------------------------------------------------------
 
     def workload_jobs(self, namespace: str, name: str) -> list[JsonObject]:
-        return [j for j in self.jobs.objects.values() if _belongs(j, namespace, name)]
+        return self.jobs.owned_by(namespace, Labels.value(name))
 
     def workload_pods(self, namespace: str, name: str) -> list[JsonObject]:
-        return [p for p in self.pods.objects.values() if _belongs(p, namespace, name)]
+        return self.pods.owned_by(namespace, Labels.value(name))
 
     def managed_jobs(self) -> list[JsonObject]:
         return [
@@ -169,10 +170,3 @@ class Inventory:
             allocatable=nodes.allocatable,
             flavors=flavors,
         )
-
-
-def _belongs(obj: JsonObject, namespace: str, name: str) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return bool(
-        labels.get(Labels.NAMESPACE) == namespace and labels.get(Labels.NAME) == Labels.value(name)
-    )

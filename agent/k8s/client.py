@@ -107,6 +107,8 @@ class Kube(Protocol):
 
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+_CONNECT_TIMEOUT = 10.0
+_WATCH_GRACE = 30.0
 
 
 class KubeClient:
@@ -201,6 +203,11 @@ class KubeClient:
             "resource_version": resource_version,
             "allow_watch_bookmarks": True,
             "timeout_seconds": timeout_seconds,
+            # A stream silent for longer than the server's own timeout is dead (a half-open
+            # connection): give up on it so the caller resumes or relists.
+            "_request_timeout": aiohttp.ClientTimeout(
+                sock_connect=_CONNECT_TIMEOUT, sock_read=timeout_seconds + _WATCH_GRACE
+            ),
         }
         if label_selector:
             kwargs["label_selector"] = label_selector

@@ -83,7 +83,9 @@ async def watch_objects(
 
 
 class Mirror:
-    """The objects of one resource by `namespace/name`, kept current by `run()`."""
+    """The objects of one resource by `namespace/name`, kept current by `run()`, and — when
+    `index` names two labels — grouped by their values, so "the objects of owner X" is a
+    lookup, not a scan."""
 
     def __init__(
         self,
@@ -94,11 +96,14 @@ class Mirror:
         on_change: Callable[[Resource], None] | None = None,
         timeout_seconds: int = 300,
         retry_delay: float = 1.0,
+        index: tuple[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
         self.label_selector = label_selector
         self.objects: dict[str, JsonObject] = {}
+        self.index = index
+        self.by_owner: dict[tuple[str, str], dict[str, JsonObject]] = {}
         self.listed = asyncio.Event()
         self.relists = 0
         self._on_change = on_change
@@ -114,12 +119,44 @@ class Mirror:
             retry_delay=self._retry,
         ):
             if isinstance(item, Relisted):
-                self.objects = {object_key(o): o for o in item.items}
+                self.objects = {}
+                self.by_owner = {}
+                for obj in item.items:
+                    self._put(object_key(obj), obj)
                 self.relists += 1
                 self.listed.set()
             elif item.type == "DELETED":
-                self.objects.pop(object_key(item.object), None)
+                self._drop(object_key(item.object))
             else:
-                self.objects[object_key(item.object)] = item.object
+                key = object_key(item.object)
+                self._drop(key)
+                self._put(key, item.object)
             if self._on_change is not None:
                 self._on_change(self.resource)
+
+    def _owner(self, obj: JsonObject) -> tuple[str, str] | None:
+        if self.index is None:
+            return None
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        first, second = labels.get(self.index[0]), labels.get(self.index[1])
+        return None if first is None or second is None else (str(first), str(second))
+
+    def _put(self, key: str, obj: JsonObject) -> None:
+        self.objects[key] = obj
+        owner = self._owner(obj)
+        if owner is not None:
+            self.by_owner.setdefault(owner, {})[key] = obj
+
+    def _drop(self, key: str) -> None:
+        old = self.objects.pop(key, None)
+        owner = None if old is None else self._owner(old)
+        if owner is not None:
+            group = self.by_owner.get(owner)
+            if group is not None:
+                group.pop(key, None)
+                if not group:
+                    del self.by_owner[owner]
+
+    def owned_by(self, first: str, second: str) -> list[JsonObject]:
+        """Objects whose index labels are (first, second)."""
+        return list(self.by_owner.get((first, second), {}).values())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +95,8 @@ class FakeHub:
         self.control: HubLane | None = None
         self.logs: HubLane | None = None
         self.envelopes: list[Envelope] = []
+        self.arrivals: list[float] = []
+        """time.perf_counter() at which each of `envelopes` arrived."""
         self.log_envelopes: list[Envelope] = []
         self.connects = 0
         self.log_connects = 0
@@ -140,6 +143,8 @@ class FakeHub:
                     assert env.seq == lane.received + 1, "seq must count from 1 without gaps"
                     lane.received = env.seq
                 (self.log_envelopes if logs else self.envelopes).append(env)
+                if not logs:
+                    self.arrivals.append(time.perf_counter())
                 if not logs and env.type == "Hello":
                     if self.config is not None:
                         await lane.send(self.config)

@@ -1,0 +1,168 @@
+"""The agent's dispatch path in real time: offers in over the WebSocket, admitted by the
+engine, materialised as Jobs on kubesim (simulated runtime), reported back.
+
+    .venv/bin/python -m bench.agent_dispatch [--offers 500] [--nodes 20]
+
+An in-process hub peer (the component tests' `FakeHub`) sends `--offers` small Job offers —
+as a burst, or at `--rate` offers/s — into one cluster queue with room for all of them; the
+figures are the offer
+rate, offer→Admitted latency (p50/p99, from the hub's send to the report's arrival), the
+admission throughput and the time until every workload is reported Succeeded. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from agent.app import Agent
+from agent.k8s.client import open_client
+from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
+from kubesim.cluster import ClusterConfig
+from kubesim.testing import running
+from tests.agent.conftest import (
+    CLUSTER,
+    AgentRunner,
+    FakeHub,
+    cluster_queue,
+    flavor,
+    job_source,
+    local_queue,
+    offer_for,
+)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@asynccontextmanager
+async def _kubesim_process(nodes: int) -> AsyncIterator[Path]:
+    """kubesim in its own process (its CPU is not the agent's): yields its kubeconfig."""
+    with tempfile.TemporaryDirectory() as directory:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kubesim.cli", "up", "--dir", directory, "--base-port", "0",
+            "--nodes", str(nodes), "--runtime", "simulated", "--job-pod-duration", "0.5",
+            "--no-events",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        kubeconfig = Path(directory) / "kubesim-0.kubeconfig"
+        try:
+            await _wait(kubeconfig.exists)
+            await asyncio.sleep(0.5)
+            yield kubeconfig
+        finally:
+            process.terminate()
+            await process.wait()
+
+
+@asynccontextmanager
+async def _kubesim_in_process(nodes: int) -> AsyncIterator[Path]:
+    template = ClusterConfig(job_pod_duration=0.5)
+    async with running(clusters=1, nodes=nodes, runtime="simulated", template=template) as sim:
+        yield sim.kubeconfigs[CLUSTER]
+
+
+async def bench(
+    offers: int, nodes: int, rate: float | None = None, *, separate: bool = False
+) -> dict[str, object]:
+    config = ConfigSync(
+        revision=1,
+        resource_flavors=[flavor()],
+        cluster_queues=[cluster_queue(cpu=str(offers))],
+        local_queues=[local_queue()],
+    )
+    hub = FakeHub(config)
+    await hub.start()
+    cluster = _kubesim_process(nodes) if separate else _kubesim_in_process(nodes)
+    try:
+        async with cluster as kubeconfig, open_client(kubeconfig) as kube:
+            with tempfile.TemporaryDirectory() as state:
+                runner = AgentRunner(kube, hub, Path(state))
+                agent: Agent = await runner.start()
+                await _wait(lambda: hub.control is not None and agent.admission.config is not None)
+                sent: dict[str, float] = {}
+                admitted: dict[str, float] = {}
+                done: dict[str, float] = {}
+                seen = 0
+
+                def collect() -> None:
+                    nonlocal seen
+                    for env, now in zip(hub.envelopes[seen:], hub.arrivals[seen:], strict=True):
+                        p = env.payload
+                        if isinstance(p, WorkloadStatusReport):
+                            if p.phase is WorkloadPhase.ADMITTED:
+                                admitted.setdefault(p.workload, now)
+                            elif p.phase is WorkloadPhase.SUCCEEDED:
+                                done.setdefault(p.workload, now)
+                    seen = len(hub.envelopes)
+
+                start = time.perf_counter()
+                for i in range(offers):
+                    if rate is not None:
+                        delay = start + i / rate - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                    offer = offer_for(job_source(f"b{i}", cpu="1", script="true"))
+                    sent[f"team-a/{offer.workload.metadata.name}"] = time.perf_counter()
+                    await hub.offer(offer)
+                offered = time.perf_counter() - start
+                while len(done) < offers and time.perf_counter() - start < 600:
+                    collect()
+                    await asyncio.sleep(0.02)
+                collect()
+                total = time.perf_counter() - start
+                latencies = [admitted[k] - sent[k] for k in admitted if k in sent]
+                await runner.stop()
+    finally:
+        await hub.stop()
+    last_admit = max(admitted.values()) - start if admitted else float("nan")
+    return {
+        "benchmark": "agent_dispatch",
+        "offers": offers,
+        "nodes": nodes,
+        "target_rate_per_s": rate,
+        "kubesim": "separate process" if separate else "in process",
+        "offer_rate_per_s": round(offers / offered, 1),
+        "admitted": len(admitted),
+        "succeeded": len(done),
+        "admit_latency_p50_ms": round(statistics.median(latencies) * 1000, 1),
+        "admit_latency_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "admitted_per_s": round(len(admitted) / last_admit, 1),
+        "all_succeeded_s": round(total, 2),
+    }
+
+
+async def _wait(check: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.perf_counter() + within
+    while not check():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("setup did not complete")
+        await asyncio.sleep(0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--offers", type=int, default=500)
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=None, help="offers/s (default: a burst)")
+    parser.add_argument(
+        "--separate", action="store_true", help="run kubesim in its own process (2+ cores)"
+    )
+    args = parser.parse_args()
+    result = bench(args.offers, args.nodes, args.rate, separate=args.separate)
+    print(json.dumps(asyncio.run(result), indent=2))
+
+
+if __name__ == "__main__":
+    main()
