@@ -28,6 +28,7 @@ from kubesim.apiserver.registry import DeleteOptions
 from kubesim.errors import KubeSimError
 from kubesim.kubelet.env import container_env, expand
 from kubesim.kubelet.status import ContainerState, render_status
+from kubesim.logs import ContainerLog
 from kubesim.objects import JsonObject, rfc3339
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class ProcessRuntime:
         self.kubelet = kubelet
         self.registry = kubelet.registry
         self._pods: dict[str, _ProcessPod] = {}
+        self._reapers: set[asyncio.Task[None]] = set()
         self._root: Path | None = None
 
     # -- kubelet interface --------------------------------------------------------------------
@@ -78,10 +80,16 @@ class ProcessRuntime:
         run = self._pods.pop(uid, None)
         if run is not None:
             run.terminating.set()
+            processes = list(run.processes.values())
             self._kill_now(run)
             if run.task is not None:
                 run.task.cancel()
             self._cleanup_dir(run)
+            if processes:
+                # Reap the killed children so their transports close while the loop runs.
+                reaper = asyncio.get_running_loop().create_task(_reap(processes))
+                self._reapers.add(reaper)
+                reaper.add_done_callback(self._reapers.discard)
 
     def stop(self, uid: str) -> None:
         self.forget(uid)
@@ -99,9 +107,10 @@ class ProcessRuntime:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await run.task
             self._cleanup_dir(run)
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                await process.wait()
+        await _reap(processes)
+        for reaper in list(self._reapers):
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
@@ -257,14 +266,21 @@ class ProcessRuntime:
         self._event(run, "Pulled", f'Container image "{image}" already present on machine')
         self._event(run, "Created", f"Created container: {name}")
         self._event(run, "Started", f"Started container {name}")
-        killer = asyncio.get_running_loop().create_task(self._kill_on_termination(run, process))
+        loop = asyncio.get_running_loop()
+        killer = loop.create_task(self._kill_on_termination(run, process))
+        reader = loop.create_task(_copy_lines(process, log))
         try:
-            assert process.stdout is not None
-            async for line in process.stdout:
-                log.append(line)
+            # The container ends with its main process: then whatever it left behind is killed
+            # (a container runtime tears down the whole PID namespace), which also closes the
+            # log pipe. Process.wait() alone would wait for every holder of that pipe.
+            await _main_process_exit(process.pid)
+            _kill_group(process.pid)
             code = await process.wait()
         finally:
             killer.cancel()
+            _kill_group(process.pid)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(reader, 5)
             run.processes.pop(name, None)
             log.finish()
         exit_code = code if code >= 0 else 128 - code
@@ -301,15 +317,46 @@ class ProcessRuntime:
         try:
             await asyncio.wait_for(process.wait(), run.grace_seconds)
         except TimeoutError:
-            _signal_group(process, signal.SIGKILL)
+            _kill_group(process.pid)
 
     def _kill_now(self, run: _ProcessPod) -> None:
         for process in run.processes.values():
-            _signal_group(process, signal.SIGKILL)
+            _kill_group(process.pid)
 
 
-def _signal_group(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    if process.returncode is not None:
-        return
+async def _main_process_exit(pid: int) -> None:
+    """Wait until process `pid` itself exits (a pidfd becomes readable), pipes aside."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # already gone
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+
+    def on_readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, on_readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+
+async def _copy_lines(process: asyncio.subprocess.Process, log: ContainerLog) -> None:
+    assert process.stdout is not None
+    async for line in process.stdout:
+        log.append(line)
+
+
+def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, sig)
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def _reap(processes: list[asyncio.subprocess.Process]) -> None:
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            await process.wait()

@@ -298,3 +298,15 @@ async def test_the_working_directory_is_honoured_when_it_exists(
     await process_core.create_namespaced_pod("default", pod)
     await eventually(lambda: _phase(process_cluster, "pwd") == "Succeeded")
     assert await process_core.read_namespaced_pod_log("pwd", "default") == f"{directory}\n"
+
+
+async def test_a_container_ends_with_its_main_process_and_takes_its_children_along(
+    process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    marker = Path(tempfile.mkdtemp()) / "child-alive"
+    script = f"(sleep 1; touch {marker}) & echo parent-done"
+    await process_core.create_namespaced_pod("default", _pod("parent", script))
+    await eventually(lambda: _phase(process_cluster, "parent") == "Succeeded")
+    assert await process_core.read_namespaced_pod_log("parent", "default") == "parent-done\n"
+    await asyncio.sleep(1.3)
+    assert not marker.exists()
