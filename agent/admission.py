@@ -228,16 +228,8 @@ class AdmissionShell:
 
     async def prime(self) -> None:
         """After a restart, once the inventory is listed and before the hub hears from us:
-        finish interrupted materialisations and bring every phase up to date, so the Hello
-        reports what the cluster runs now."""
-        for held in self.held.values():
-            admitted = held.offer.workload.status is not None and (
-                held.offer.workload.status.admission is not None
-            )
-            if admitted and not held.job_names and not held.finished:
-                # Admitted, but the agent stopped before every Job existed: finish the job
-                # (existing Jobs are adopted, so nothing is created twice).
-                self._start_materialize(held)
+        bring every held workload's phase up to date, so the Hello reports what the cluster
+        runs now."""
         await self.observe()
 
     async def run(self) -> None:

@@ -90,3 +90,22 @@ async def test_losing_only_the_log_lane_redials_it_without_touching_the_control_
         lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData) and p.lines), None)
     )
     assert [line.text for line in frame.lines] == ["still-here"]
+
+
+async def test_a_log_request_without_follow_honours_tail_lines_and_ends(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("tail", script="echo one; echo two; echo three"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "tail"), within=20)
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.send_log(LogOpen(stream_id="t", workload=key, tail_lines=2))
+
+    def frames() -> list[LogData]:
+        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+
+    await eventually(lambda: any(f.eof for f in frames()))
+    assert [line.text for f in frames() for line in f.lines] == ["two", "three"]
+    await eventually(lambda: "t" not in agent.logs.streams)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from agent.capacity import CapacityPacer
 from agent.errors import (
     K8sAlreadyExistsError,
     K8sConflictError,
@@ -131,3 +132,34 @@ async def test_a_new_config_replaces_the_old_one_and_is_kept_on_disk(
         lambda: agent.admission.config is not None and agent.admission.config.revision == 7
     )
     assert agent.store.load_config() == newer
+
+
+async def test_a_frame_that_is_not_a_valid_envelope_is_logged_and_the_session_goes_on(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert hub.control is not None
+    await hub.control.ws.send_str('{"type": "DispatchOffer", "seq": 99, "payload": {}}')
+    await hub.control.ws.send_str("not json at all")
+    newer = config(revision=2)
+    await hub.send(newer)
+    await eventually(
+        lambda: agent.admission.config is not None and agent.admission.config.revision == 2
+    )
+    assert agent.session.connections == 1
+
+
+async def test_capacity_is_paced_by_debounce_after_changes_and_by_heartbeat_without() -> None:
+    pacer = CapacityPacer(debounce=0.05, heartbeat=0.3)
+    started = time.monotonic()
+    await pacer.wait()  # nothing changed: the heartbeat
+    assert 0.28 <= time.monotonic() - started < 0.6
+    pacer.changed()
+    pacer.changed()
+    started = time.monotonic()
+    await pacer.wait()  # a change: after the debounce, coalesced
+    assert 0.04 <= time.monotonic() - started < 0.2
+    started = time.monotonic()
+    await pacer.wait()  # the two changes made one report
+    assert time.monotonic() - started >= 0.28
