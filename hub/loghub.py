@@ -18,7 +18,7 @@ import collections
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,9 @@ __all__ = ["LogHub", "LogRequest"]
 log = logging.getLogger(__name__)
 
 READER_BUFFER_BATCHES = 1024
+IDLE_END_SECONDS = 0.5
+# Once the workload finished, how long a silent stream may still bring its last lines.
+FINISHED_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +90,28 @@ class LogHub:
         lines = list(self._tails.get(workload, ()))
         return lines[-limit:] if limit else lines
 
-    async def stream(self, cluster: str, request: LogRequest) -> AsyncIterator[dict[str, Any]]:
-        """Records from the cluster's agent until the stream ends or the cluster is lost."""
+    async def stream(
+        self,
+        cluster: str,
+        request: LogRequest,
+        *,
+        finished: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Records from the cluster's agent until the stream ends or the cluster is lost.
+
+        The stream ends on the agent's end-of-stream frame; failing that, once the workload
+        has `finished` (or, without follow, at once) and every pod/container stream seen has
+        sent its eof — or nothing came for FINISHED_GRACE_SECONDS — so a reader is never
+        left hanging on a quiet agent.
+        """
         state = self.fleet.get(cluster)
         if state is None or state.logs is None or state.logs.closed:
             return
         stream_id = uuid.uuid4().hex
         stream = _Stream(cluster)
+        # (pod, container) → still open; the stream may end once all have ended.
+        open_streams: dict[tuple[str, str], bool] = {}
+        idle = 0.0
         self._streams[stream_id] = stream
         try:
             state.logs.send(
@@ -109,7 +127,18 @@ class LogHub:
                 )
             )
             while True:
-                data = await stream.queue.get()
+                try:
+                    async with asyncio.timeout(IDLE_END_SECONDS):
+                        data = await stream.queue.get()
+                except TimeoutError:
+                    idle += IDLE_END_SECONDS
+                    all_ended = bool(open_streams) and not any(open_streams.values())
+                    if (finished() and (all_ended or idle >= FINISHED_GRACE_SECONDS)) or (
+                        not request.follow and (all_ended or idle >= FINISHED_GRACE_SECONDS)
+                    ):
+                        return
+                    continue
+                idle = 0.0
                 if data is None:
                     yield {
                         "cluster": cluster,
@@ -124,6 +153,8 @@ class LogHub:
                     yield _record(cluster, data, line.text, line.timestamp)
                 if data.eof and not data.pod:
                     return
+                if data.pod:
+                    open_streams[(data.pod, data.container)] = not data.eof
         except LaneClosedError:
             return
         finally:

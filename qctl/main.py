@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from qctl.commands import schema, validate
+from qctl.commands import dev, resources, schema, validate, workloads
 from qctl.errors import QctlError, exit_code
 
 __all__ = ["build_parser", "main"]
@@ -25,8 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qctl {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    workloads.register(subparsers)
+    resources.register(subparsers)
     validate.register(subparsers)
     schema.register(subparsers)
+    dev.register(subparsers)
     return parser
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -46,6 +46,13 @@ class LogRoutes:
     def __init__(self, state: HubState, logs: LogHub) -> None:
         self.state = state
         self.logs = logs
+
+    def _finished(self, key: str) -> Callable[[], bool]:
+        def finished() -> bool:
+            entry = self.state.workloads.get(key)
+            return entry is None or transitions.is_finished(entry.workload)
+
+        return finished
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get(
@@ -82,7 +89,8 @@ class LogRoutes:
             if cluster and cluster != streamed_from:
                 streamed_from = cluster
                 got_any = False
-                async for record in self.logs.stream(cluster, log_request):
+                done = self._finished(key)
+                async for record in self.logs.stream(cluster, log_request, finished=done):
                     got_any = True
                     await _write(response, record)
                 if not got_any:
