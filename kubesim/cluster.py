@@ -170,6 +170,30 @@ class Cluster:
             await self._runner.cleanup()
             self._runner = None
 
+    # -- admin and fault hooks for in-process tests (the same as the /_kubesim/ HTTP paths) ---
+
+    def fail_node(self, name: str) -> None:
+        """Stop the node's heartbeats, mark it NotReady/unreachable and fail its pods."""
+        self.nodes.fail(name)
+
+    def recover_node(self, name: str) -> None:
+        self.nodes.recover(name)
+
+    def cordon_node(self, name: str, *, unschedulable: bool = True) -> None:
+        self.nodes.cordon(name, unschedulable=unschedulable)
+
+    def drop_watches(self) -> int:
+        """End every open watch stream; returns how many there were."""
+        return self.api.watches.drop_all()
+
+    def compact(self) -> None:
+        """Forget watch history: watches and continue tokens from before now get 410."""
+        self.store.compact()
+
+    def fail_next_requests(self, count: int, code: int) -> None:
+        """Answer the next `count` API requests with 429, 500 or 504."""
+        self.faults.fail_next(count, code)
+
     def get(self, plural: str, namespace: str, name: str) -> JsonObject | None:
         """Convenience read for tests and the admin API."""
         resource = self.types.core(plural)

@@ -119,6 +119,18 @@ async def test_a_cordoned_node_shows_scheduling_disabled(
     assert "node-2   Ready,SchedulingDisabled" in nodes.stdout
 
 
+async def test_in_process_hooks_match_the_admin_paths(
+    cluster: Cluster, core: client.CoreV1Api
+) -> None:
+    cluster.cordon_node("node-1")
+    assert (cluster.get("nodes", "", "node-1") or {})["spec"]["unschedulable"] is True
+    cluster.fail_next_requests(1, 500)
+    with pytest.raises(ApiException):
+        await core.list_namespace()
+    cluster.compact()
+    assert cluster.drop_watches() == 0
+
+
 async def test_injected_errors_answer_the_next_requests_then_stop(
     simulator: RunningSimulator, core: client.CoreV1Api
 ) -> None:
