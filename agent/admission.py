@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import re
 import time
@@ -146,6 +147,8 @@ class AdmissionShell:
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._seen_jobs: set[str] = set()
+        """Workloads whose Jobs the mirror has shown (so their absence means deletion)."""
         self._dirty: dict[str, bool] = {}
         """Workloads to save at the end of this pass → whether their offer file too."""
         self._base: Snapshot | None = None
@@ -230,7 +233,7 @@ class AdmissionShell:
         """After a restart, once the inventory is listed and before the hub hears from us:
         bring every held workload's phase up to date, so the Hello reports what the cluster
         runs now."""
-        await self.observe()
+        await self.observe(priming=True)
 
     async def run(self) -> None:
         """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
@@ -316,7 +319,9 @@ class AdmissionShell:
         if workload.metadata.creation_timestamp is None:
             workload.metadata.creation_timestamp = _now_dt(now)
         if not workload.metadata.uid:
-            workload.metadata.uid = f"{key}@{offer.generation}"
+            # The hub gives every Workload a uid; without one, a stable stand-in (it must be
+            # a valid label value, and the same for every generation of the workload).
+            workload.metadata.uid = hashlib.sha256(key.encode()).hexdigest()[:36]
         held = Held(
             offer=offer.model_copy(update={"workload": workload}),
             phase=WorkloadPhase.PENDING,
@@ -380,6 +385,7 @@ class AdmissionShell:
         self.preempting.discard(held.key)
         self.last_reports.pop(held.key, None)
         self.finished_at.pop(held.key, None)
+        self._seen_jobs.discard(held.key)
         self._dirty.pop(held.key, None)
         self.store.forget(held.key)
 
@@ -527,7 +533,9 @@ class AdmissionShell:
 
     # status pass -----------------------------------------------------------------------------
 
-    async def observe(self) -> None:
+    async def observe(self, *, priming: bool = False) -> None:
+        """The status pass: report what changed in the held workloads' Jobs and pods.
+        `priming`: the mirrors were just listed, so a missing Job is really missing."""
         now = self.clock()
         for held in list(self.held.values()):
             if held.finished:
@@ -545,16 +553,18 @@ class AdmissionShell:
                 pods=self.inventory.workload_pods(namespace, name),
             )
             last = self.last_reports.get(held.key)
+            if self._jobs_exist(held):
+                self._seen_jobs.add(held.key)
+            elif held.key in self._seen_jobs or priming:
+                # Seen and gone (or gone while the agent was away): deleted behind our back.
+                obs = Observation(
+                    WorkloadPhase.FAILED,
+                    obs.pods,
+                    obs.exits,
+                    "its Jobs were deleted outside MultiQ",
+                )
             if obs.phase is WorkloadPhase.ADMITTED and held.phase is not WorkloadPhase.ADMITTED:
-                if held.phase is WorkloadPhase.RUNNING and not self._jobs_exist(held):
-                    obs = Observation(
-                        WorkloadPhase.FAILED,
-                        obs.pods,
-                        obs.exits,
-                        "its Jobs were deleted outside MultiQ",
-                    )
-                else:
-                    continue  # the mirror lags behind: never go backwards
+                continue  # the mirror lags behind: never go backwards
             if not report_changed(last, obs):
                 continue
             phase_changed = obs.phase is not held.phase

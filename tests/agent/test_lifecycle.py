@@ -144,3 +144,19 @@ async def test_a_higher_priority_offer_preempts_and_the_victim_is_reported_evict
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "high"))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
     assert "low" not in await job_names(kube)
+
+
+async def test_a_workload_whose_jobs_someone_deletes_is_reported_failed_and_frees_its_quota(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("doomed", cpu="2", script="sleep 30"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "doomed"))
+    await kube.delete(Resource.JOBS, "team-a", "doomed")
+    failed = await hub.wait_for(status(WorkloadPhase.FAILED, "doomed"))
+    assert "deleted outside MultiQ" in failed.conditions[0].message
+    await hub.offer(offer_for(job_source("next", cpu="2", script="true")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "next"))
+    assert agent.admission.held[f"team-a/{offer.workload.metadata.name}"].finished
