@@ -43,7 +43,7 @@ from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot, WorkloadId
 from agent.engine.snapshot import Workload as EngineWorkload
 from agent.errors import K8sClientError, MaterializeError
-from agent.inventory import Inventory
+from agent.inventory import Inventory, Labels
 from agent.materialize import Materializer, plan_jobs
 from agent.retry import K8S_TRANSIENT
 from agent.state import Held, StateStore
@@ -174,10 +174,34 @@ class AdmissionShell:
         )
 
     def held_summary(self) -> list[HeldWorkload]:
-        return [
-            HeldWorkload(workload=h.key, generation=h.generation, phase=h.phase)
-            for h in sorted(self.held.values(), key=lambda h: h.key)
-        ]
+        """What Hello lists: every held workload, and every workload whose Jobs run here
+        though the agent does not hold it (its state was lost) — so the hub can withdraw
+        those, or re-offer them and have their Jobs adopted."""
+        held = {
+            h.key: HeldWorkload(workload=h.key, generation=h.generation, phase=h.phase)
+            for h in self.held.values()
+        }
+        for job in self.inventory.managed_jobs():
+            meta = job.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
+            generation = labels.get(Labels.GENERATION, "")
+            if not key or key in held or not generation.isdigit() or int(generation) < 1:
+                continue
+            conditions = {
+                c.get("type")
+                for c in (job.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            }
+            phase = (
+                WorkloadPhase.FAILED
+                if "Failed" in conditions
+                else WorkloadPhase.SUCCEEDED
+                if "Complete" in conditions
+                else WorkloadPhase.RUNNING
+            )
+            held[key] = HeldWorkload(workload=key, generation=int(generation), phase=phase)
+        return [held[k] for k in sorted(held)]
 
     def flavors(self) -> list[str]:
         return (

@@ -54,6 +54,11 @@ async def test_an_agent_that_lost_its_state_adopts_the_job_it_finds(
     hub.envelopes.clear()
     hub.on_hello = lambda lane: lane.send(offer)
     await agents.start()
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    # Without state, the Hello still names what runs here, from the Jobs' labels.
+    [listed] = hello.workloads
+    assert (listed.workload, listed.generation) == (f"team-a/{offer.workload.metadata.name}", 1)
+    assert listed.phase in (WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED)
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "adopted"))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "adopted"), within=20)
     again = await kube.get(Resource.JOBS, "team-a", "adopted")
