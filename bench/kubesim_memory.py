@@ -1,6 +1,6 @@
 """Benchmark: resident memory of a 5,000-node kubesim cluster (target < 1 GiB).
 
-Starts one in-process cluster with `--nodes` nodes (from examples/kubesim/scale.yaml), waits
+Starts one in-process cluster with `--nodes` nodes (from examples/kubesim/scale.profile), waits
 until every node has its Lease, optionally runs `--pods` simulated pods to completion, lets
 node leases renew for a few seconds, then reports VmRSS and VmHWM from /proc/self/status.
 Prints one JSON object.
@@ -32,7 +32,7 @@ async def _until(condition: Callable[[], bool], interval: float) -> None:
         await asyncio.sleep(interval)
 
 
-PROFILE = Path(__file__).resolve().parents[1] / "examples" / "kubesim" / "scale.yaml"
+PROFILE = Path(__file__).resolve().parents[1] / "examples" / "kubesim" / "scale.profile"
 
 
 def _memory() -> dict[str, int]:

@@ -1,6 +1,6 @@
 """`kubesim up`: run simulated clusters until stopped, with kubeconfigs on disk.
 
-    kubesim up --clusters 3 --nodes 8 --profile examples/kubesim/gpu-topology.yaml \\
+    kubesim up --clusters 3 --nodes 8 --profile examples/kubesim/gpu-topology.profile \\
                --runtime process --dir ./.kubesim
 
 writes `<dir>/<name>.kubeconfig` per cluster and a merged `<dir>/kubeconfig` with one context

@@ -4,7 +4,8 @@ A profile lists node groups; each group has a count, a capacity (cpu, memory, po
 nvidia.com/gpu or any extended resource), labels, taints, and topology levels that label node
 i of the group with its block / rack / ... (`index // size`). `build_nodes` turns a profile
 into Node objects; the CLI's `--nodes M` overrides the total count. Read by `kubesim.cli` and
-`kubesim.testing`; examples live in `examples/kubesim/`.
+`kubesim.testing`; examples live in `examples/kubesim/*.profile` (YAML; not named .yaml
+because `qctl validate -f examples/` reads those as Kubernetes manifests).
 
     nodes:
       - namePrefix: gpu

@@ -1,3 +1,5 @@
+# kubesim node profile (YAML). Named .profile, not .yaml: `qctl validate -f examples/` reads
+# every .yaml file under examples/ as a Kubernetes manifest.
 # A GPU cluster with a block / rack topology (for topology-aware placement) and a CPU pool.
 # GPU nodes are tainted, as on real GPU node pools: GPU pods need the toleration.
 nodes:

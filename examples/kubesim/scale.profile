@@ -1,3 +1,5 @@
+# kubesim node profile (YAML). Named .profile, not .yaml: `qctl validate -f examples/` reads
+# every .yaml file under examples/ as a Kubernetes manifest.
 # Scale runs: many identical nodes (use --nodes to set the count, e.g. 5000).
 nodes:
   - namePrefix: sim

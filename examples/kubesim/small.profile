@@ -1,4 +1,6 @@
-# A small general-purpose cluster: 4 CPU nodes. `kubesim up --profile examples/kubesim/small.yaml`
+# kubesim node profile (YAML). Named .profile, not .yaml: `qctl validate -f examples/` reads
+# every .yaml file under examples/ as a Kubernetes manifest.
+# A small general-purpose cluster: 4 CPU nodes. `kubesim up --profile examples/kubesim/small.profile`
 nodes:
   - namePrefix: node
     count: 4

@@ -18,7 +18,7 @@ from tests.kubesim.conftest import Kubectl
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kubesim"
 
 
-@pytest.mark.parametrize("profile", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("profile", sorted(EXAMPLES.glob("*.profile")), ids=lambda p: p.name)
 def test_every_example_profile_loads_and_builds_nodes(profile: Path) -> None:
     nodes = build_nodes(load_profile(profile))
     assert nodes
@@ -27,7 +27,8 @@ def test_every_example_profile_loads_and_builds_nodes(profile: Path) -> None:
 
 def test_the_gpu_profile_labels_blocks_and_subblocks() -> None:
     nodes = {
-        n["metadata"]["name"]: n for n in build_nodes(load_profile(EXAMPLES / "gpu-topology.yaml"))
+        n["metadata"]["name"]: n
+        for n in build_nodes(load_profile(EXAMPLES / "gpu-topology.profile"))
     }
     labels = nodes["gpu-9"]["metadata"]["labels"]
     assert labels["cloud.google.com/gce-topology-block"] == "block-1"
@@ -46,7 +47,7 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
         "--nodes",
         "3",
         "--profile",
-        str(EXAMPLES / "small.yaml"),
+        str(EXAMPLES / "small.profile"),
         "--dir",
         str(directory),
         stdout=asyncio.subprocess.PIPE,
