@@ -81,6 +81,8 @@ class Kubelet:
         if runtime is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return
+            if self.registry.find(self.nodes, "", node) is None:
+                return  # no such node, so no kubelet: the pod stays Pending, as on a real cluster
             wanted = (meta.get("annotations") or {}).get(
                 RUNTIME_ANNOTATION
             ) or self.cluster.config.runtime

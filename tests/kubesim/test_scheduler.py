@@ -154,3 +154,15 @@ async def test_profile_topology_levels_label_the_nodes(cluster: Cluster) -> None
     gpu = cluster.get("nodes", "", "gpu-0")
     assert gpu is not None
     assert gpu["status"]["capacity"]["nvidia.com/gpu"] == "2"
+
+
+async def test_a_pod_bound_to_a_missing_node_stays_pending(cluster: Cluster) -> None:
+    _create(cluster, "orphan", nodeName="no-such-node")
+    _create(cluster, "control", nodeName="cpu-0")
+    await eventually(
+        lambda: (
+            (cluster.get("pods", "default", "control") or {}).get("status", {}).get("phase")
+            == "Running"
+        )
+    )
+    assert (cluster.get("pods", "default", "orphan") or {})["status"]["phase"] == "Pending"
