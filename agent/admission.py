@@ -61,13 +61,27 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
     WorkloadStatusReport,
 )
-from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
+from api.v1alpha1.workload import (
+    Admission,
+    EvictedReason,
+    PodSetAssignment,
+    Workload,
+    WorkloadStatus,
+)
 
-__all__ = ["AdmissionShell", "HubMessage", "Reporter"]
+__all__ = ["AdmissionShell", "Fence", "HubMessage", "Reporter"]
 
 log = logging.getLogger(__name__)
 
-HubMessage = ConfigSync | DispatchOffer | Withdraw | Cancel
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fence:
+    """Not from the hub: the agent lost the hub for too long and stops what it runs."""
+
+    message: str
+
+
+HubMessage = ConfigSync | DispatchOffer | Withdraw | Cancel | Fence
 
 _NEVER_HERE = frozenset(
     {
@@ -284,6 +298,8 @@ class AdmissionShell:
             self.store.save_config(message)
         elif isinstance(message, DispatchOffer):
             await self._offer(message)
+        elif isinstance(message, Fence):
+            await self._fence(message.message)
         else:
             await self._withdraw(message)
         self._changed()
@@ -402,6 +418,13 @@ class AdmissionShell:
         self._dirty.clear()
         if items:
             await asyncio.to_thread(self.store.save_many, items)
+
+    async def _fence(self, message: str) -> None:
+        """Stop every unfinished workload and give it back (reported Evicted, ClusterLost),
+        so the hub may run it elsewhere after its own loss timeout."""
+        for held in list(self.held.values()):
+            if not held.finished:
+                await self._evict(held.key, EvictedReason.CLUSTER_LOST.value, message)
 
     def _forget(self, held: Held) -> None:
         self.held.pop(held.key, None)

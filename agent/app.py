@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.admission import AdmissionShell
+from agent.admission import AdmissionShell, Fence
 from agent.capacity import CapacityPacer, capacity_report
 from agent.errors import HubUnreachableError, K8sError
 from agent.hubclient import HubSession
@@ -155,6 +155,20 @@ class Agent:
         with contextlib.suppress(HubUnreachableError):
             await self.session.send(report)
 
+    async def _fence_loop(self, after: float) -> None:
+        """Self-fencing: stop everything once the hub has been gone for `after` seconds
+        (never before the first connection)."""
+        session = self.session
+        while True:
+            await session.connected.wait()
+            await session.disconnected.wait()
+            try:
+                await asyncio.wait_for(session.connected.wait(), after)
+            except TimeoutError:
+                message = f"fenced: no contact with the hub for {after:g}s"
+                log.warning("%s; stopping every running workload", message)
+                self.admission.submit(Fence(message))
+
     async def _capacity_loop(self) -> None:
         while True:
             await self.pacer.wait()
@@ -177,6 +191,8 @@ class Agent:
                 tasks.create_task(guard("admission", self.admission.run()))
                 tasks.create_task(guard("hub session", self.session.run()))
                 tasks.create_task(guard("capacity", self._capacity_loop()))
+                if self.settings.fence_after is not None:
+                    tasks.create_task(guard("fencing", self._fence_loop(self.settings.fence_after)))
                 self.ready.set()
         finally:
             await self.logs.close_all()

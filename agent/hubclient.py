@@ -183,6 +183,9 @@ class HubSession:
         self.control: Lane | None = None
         self.logs: Lane | None = None
         self.connected = asyncio.Event()
+        self.disconnected = asyncio.Event()
+        """Set exactly when `connected` is not (so either can be awaited)."""
+        self.disconnected.set()
         self.connections = 0
         self._wake_outbox = asyncio.Event()
 
@@ -223,6 +226,7 @@ class HubSession:
                     log.warning("hub session lost: %s", exc)
                 finally:
                     self.connected.clear()
+                    self.disconnected.set()
                     self.control = None
                     with contextlib.suppress(Exception):
                         await control.close()
@@ -276,6 +280,7 @@ class HubSession:
         # Hello is the first control message: nobody else may send before it is out.
         await control.send(self._hello())
         self.connected.set()
+        self.disconnected.clear()
         await self._on_connect()
         self.outbox.reset()
         self._wake_outbox.set()

@@ -363,6 +363,7 @@ class AgentRunner:
         self.hub = hub
         self.state_dir = state_dir
         self.tasks: list[asyncio.Task[None]] = []
+        self.fence_after: float | None = None
 
     def settings(self) -> AgentSettings:
         return AgentSettings(
@@ -373,6 +374,7 @@ class AgentRunner:
             timings=fast_timings(),
             log_buffer_lines=200,
             log_batch_lines=50,
+            fence_after=self.fence_after,
         )
 
     async def start(self) -> Agent:

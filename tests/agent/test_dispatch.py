@@ -12,7 +12,15 @@ from api.v1alpha1.messages import (
     RejectReason,
     WorkloadPhase,
 )
-from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    config,
+    eventually,
+    job_source,
+    offer_for,
+    status,
+)
 
 
 async def test_an_offer_is_admitted_run_and_reported_until_it_succeeds(
@@ -130,3 +138,16 @@ async def test_capacity_reports_nominal_usage_and_headroom_per_queue_flavor_and_
     assert cell.headroom == Quantity.parse("1500m")
     assert report.config_revision == 1
     assert report.nodes.free["cpu"] < report.nodes.allocatable["cpu"]
+
+
+async def test_a_pending_offer_is_admitted_when_a_new_config_brings_more_quota(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("hog", cpu="2", script="sleep 30")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "hog"))
+    await hub.offer(offer_for(job_source("patient", cpu="1", script="true")))
+    await hub.wait_for(status(WorkloadPhase.PENDING, "patient"))
+    await hub.send(config(revision=2, cpu="3"))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "patient"))
