@@ -42,8 +42,9 @@ from agent.engine.result import CycleResult, PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot, WorkloadId
 from agent.engine.snapshot import Workload as EngineWorkload
-from agent.errors import K8sClientError, MaterializeError
+from agent.errors import K8sClientError, K8sNotFoundError, MaterializeError
 from agent.inventory import Inventory, Labels
+from agent.k8s.client import Resource
 from agent.materialize import Materializer, plan_jobs
 from agent.retry import K8S_TRANSIENT
 from agent.state import Held, StateStore
@@ -69,7 +70,7 @@ from api.v1alpha1.workload import (
     WorkloadStatus,
 )
 
-__all__ = ["AdmissionShell", "Fence", "HubMessage", "Reporter"]
+__all__ = ["AdmissionShell", "Fence", "HubMessage", "ReapOrphans", "Reporter"]
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,14 @@ class Fence:
     message: str
 
 
-HubMessage = ConfigSync | DispatchOffer | Withdraw | Cancel | Fence
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReapOrphans:
+    """Not from the hub: the hub has had its chance to re-offer after a Hello; Jobs made for
+    workloads this agent does not hold (its state was lost, and the hub did not re-offer
+    them, so they were withdrawn, cancelled or moved while it was away) are deleted."""
+
+
+HubMessage = ConfigSync | DispatchOffer | Withdraw | Cancel | Fence | ReapOrphans
 
 _NEVER_HERE = frozenset(
     {
@@ -188,34 +196,10 @@ class AdmissionShell:
         )
 
     def held_summary(self) -> list[HeldWorkload]:
-        """What Hello lists: every held workload, and every workload whose Jobs run here
-        though the agent does not hold it (its state was lost) — so the hub can withdraw
-        those, or re-offer them and have their Jobs adopted."""
-        held = {
-            h.key: HeldWorkload(workload=h.key, generation=h.generation, phase=h.phase)
-            for h in self.held.values()
-        }
-        for job in self.inventory.managed_jobs():
-            meta = job.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
-            generation = labels.get(Labels.GENERATION, "")
-            if not key or key in held or not generation.isdigit() or int(generation) < 1:
-                continue
-            conditions = {
-                c.get("type")
-                for c in (job.get("status") or {}).get("conditions") or []
-                if c.get("status") == "True"
-            }
-            phase = (
-                WorkloadPhase.FAILED
-                if "Failed" in conditions
-                else WorkloadPhase.SUCCEEDED
-                if "Complete" in conditions
-                else WorkloadPhase.RUNNING
-            )
-            held[key] = HeldWorkload(workload=key, generation=int(generation), phase=phase)
-        return [held[k] for k in sorted(held)]
+        return [
+            HeldWorkload(workload=h.key, generation=h.generation, phase=h.phase)
+            for h in sorted(self.held.values(), key=lambda h: h.key)
+        ]
 
     def flavors(self) -> list[str]:
         return (
@@ -300,6 +284,8 @@ class AdmissionShell:
             await self._offer(message)
         elif isinstance(message, Fence):
             await self._fence(message.message)
+        elif isinstance(message, ReapOrphans):
+            await self._reap_orphans()
         else:
             await self._withdraw(message)
         self._changed()
@@ -425,6 +411,25 @@ class AdmissionShell:
         for held in list(self.held.values()):
             if not held.finished:
                 await self._evict(held.key, EvictedReason.CLUSTER_LOST.value, message)
+
+    async def _reap_orphans(self) -> None:
+        for job in self.inventory.managed_jobs():
+            meta = job.get("metadata") or {}
+            key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
+            if not key or key in self.held or meta.get("deletionTimestamp"):
+                continue
+            namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+            log.warning(
+                "deleting job %s/%s: it runs %s, which this agent does not hold and the hub "
+                "did not offer again",
+                namespace,
+                name,
+                key,
+            )
+            with contextlib.suppress(K8sNotFoundError):
+                await self.materializer.kube.delete(
+                    Resource.JOBS, namespace, name, uid=meta.get("uid")
+                )
 
     def _forget(self, held: Held) -> None:
         self.held.pop(held.key, None)

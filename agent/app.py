@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.admission import AdmissionShell, Fence
+from agent.admission import AdmissionShell, Fence, ReapOrphans
 from agent.capacity import CapacityPacer, capacity_report
 from agent.errors import HubUnreachableError, K8sError
 from agent.hubclient import HubSession
@@ -169,6 +169,18 @@ class Agent:
                 log.warning("%s; stopping every running workload", message)
                 self.admission.submit(Fence(message))
 
+    async def _orphan_loop(self, grace: float) -> None:
+        """After each Hello, once the hub has had `grace` seconds to re-offer what it wants
+        here (without the session dropping), reap Jobs of workloads nobody holds."""
+        session = self.session
+        while True:
+            await session.connected.wait()
+            try:
+                await asyncio.wait_for(session.disconnected.wait(), grace)
+            except TimeoutError:
+                self.admission.submit(ReapOrphans())
+                await session.disconnected.wait()
+
     async def _capacity_loop(self) -> None:
         while True:
             await self.pacer.wait()
@@ -191,6 +203,9 @@ class Agent:
                 tasks.create_task(guard("admission", self.admission.run()))
                 tasks.create_task(guard("hub session", self.session.run()))
                 tasks.create_task(guard("capacity", self._capacity_loop()))
+                tasks.create_task(
+                    guard("orphans", self._orphan_loop(self.settings.timings.orphan_grace))
+                )
                 if self.settings.fence_after is not None:
                     tasks.create_task(guard("fencing", self._fence_loop(self.settings.fence_after)))
                 self.ready.set()

@@ -9,8 +9,8 @@ control lane closes both and redials both, losing only the log lane redials only
 
 Each lane numbers the messages it sends from 1 per connection (`seq`) and acknowledges the
 highest `seq` it received (`ack`, piggy-backed on every envelope). A bare `Ack` goes out when
-input has been unacknowledged for `ack_delay` with nothing else to send; it carries the
-lane's last used `seq` without consuming a new one. Envelopes whose `seq` is not above the
+input other than Acks has been unacknowledged for `ack_delay` with nothing else to send; it
+is numbered like any message (as the hub's are). Envelopes whose `seq` is not above the
 highest received are duplicates and dropped (their `ack` is still read).
 
 On every connect Hello goes first (built by the `hello` callback), then `on_connect` runs
@@ -66,43 +66,46 @@ class Lane:
         self.ws = ws
         self.name = name
         self.seq = 0
-        """Our last used sequence number."""
+        """Our last used sequence number (bare Acks are numbered too)."""
         self.received = 0
-        """The peer's highest sequence number received."""
+        """The peer's highest sequence number received (what `ack` carries)."""
+        self.to_ack = 0
+        """The peer's highest sequence number of a message that is not a bare Ack."""
         self.ack_sent = 0
         """The highest peer sequence number we acknowledged."""
         self.peer_acked = 0
         """Our highest sequence number the peer acknowledged."""
         self._lock = asyncio.Lock()
-        self.acked = asyncio.Condition()
 
     async def send(self, payload: Payload) -> int:
         async with self._lock:
-            if isinstance(payload, Ack):
-                env = Envelope.wrap(payload, seq=self.seq, ack=self.received)
-            else:
-                self.seq += 1
-                env = Envelope.wrap(payload, seq=self.seq, ack=self.received or None)
+            self.seq += 1
+            ack = self.received or None
+            env = Envelope.wrap(payload, seq=self.seq, ack=ack)
             try:
                 await self.ws.send_str(env.to_json())
             except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
                 raise HubUnreachableError(f"{self.name} lane: send failed: {exc}") from exc
-            self.ack_sent = max(self.ack_sent, self.received)
+            self.ack_sent = max(self.ack_sent, ack or 0)
             return env.seq
 
     def accept(self, env: Envelope) -> bool:
-        """Record an incoming envelope; False when it is a duplicate (or a bare Ack)."""
+        """Record an incoming envelope; True when it is news to act on (not a duplicate, not
+        a bare Ack). Acks are never acknowledged, so two idle peers do not ping-pong."""
         if env.ack is not None and env.ack > self.peer_acked:
             self.peer_acked = env.ack
-        if isinstance(env.payload, Ack) or env.seq <= self.received:
+        if env.seq <= self.received:
             return False
         self.received = env.seq
+        if isinstance(env.payload, Ack):
+            return False
+        self.to_ack = env.seq
         return True
 
     async def ack_loop(self, delay: float) -> None:
         while True:
             await asyncio.sleep(delay)
-            if self.received > self.ack_sent:
+            if self.to_ack > self.ack_sent:
                 await self.send(Ack())
 
 

@@ -43,6 +43,9 @@ class Timings(BaseModel):
     """How long a log batch may wait to fill before it is sent."""
     cycle_min_interval: float = 0.05
     """At most one admission cycle this often (events within it are coalesced)."""
+    orphan_grace: float = 30.0
+    """After a Hello, how long the hub has to re-offer workloads whose Jobs run here without
+    the agent holding them (lost state) before those Jobs are deleted."""
     status_interval: float = 1.0
     """At most one report per workload this often when only its pod counts change."""
 

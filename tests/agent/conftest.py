@@ -139,9 +139,8 @@ class FakeHub:
                 if msg.type is not WSMsgType.TEXT:
                     continue
                 env = Envelope.decode(msg.data)
-                if not isinstance(env.payload, Ack):
-                    assert env.seq == lane.received + 1, "seq must count from 1 without gaps"
-                    lane.received = env.seq
+                assert env.seq == lane.received + 1, "seq must count from 1 without gaps"
+                lane.received = env.seq
                 (self.log_envelopes if logs else self.envelopes).append(env)
                 if not logs:
                     self.arrivals.append(time.perf_counter())
@@ -326,6 +325,7 @@ def fast_timings() -> Timings:
         log_batch_interval=0.05,
         cycle_min_interval=0.01,
         status_interval=0.2,
+        orphan_grace=0.5,
     )
 
 

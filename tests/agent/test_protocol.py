@@ -4,6 +4,7 @@ statuses map to one error class each, and only transient errors are retried."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -115,7 +116,10 @@ async def test_the_agent_acknowledges_hub_messages_with_a_bare_ack_when_it_has_n
     ack = await eventually(
         lambda: next((e for e in hub.log_envelopes if isinstance(e.payload, Ack)), None)
     )
-    assert ack.ack == 1 and ack.seq == 0  # a bare Ack does not consume a sequence number
+    assert ack.ack == 1 and ack.seq == 1  # numbered like any message
+    await asyncio.sleep(0.5)
+    # Nothing more to acknowledge: one Ack only (Acks are never acknowledged themselves).
+    assert sum(isinstance(e.payload, Ack) for e in hub.log_envelopes) == 1
     # Control lane: the ConfigSync (seq 1) is acknowledged, piggy-backed or bare.
     await eventually(lambda: any((e.ack or 0) >= 1 for e in hub.envelopes))
 

@@ -55,10 +55,7 @@ async def test_an_agent_that_lost_its_state_adopts_the_job_it_finds(
     hub.on_hello = lambda lane: lane.send(offer)
     await agents.start()
     hello = await hub.wait_for(lambda p: isinstance(p, Hello))
-    # Without state, the Hello still names what runs here, from the Jobs' labels.
-    [listed] = hello.workloads
-    assert (listed.workload, listed.generation) == (f"team-a/{offer.workload.metadata.name}", 1)
-    assert listed.phase in (WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED)
+    assert hello.workloads == []  # it holds nothing: the hub re-offers what it bound here
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "adopted"))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "adopted"), within=20)
     again = await kube.get(Resource.JOBS, "team-a", "adopted")
@@ -142,3 +139,25 @@ async def test_with_fencing_on_an_agent_cut_off_from_the_hub_stops_its_workloads
     evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "cut-off"))
     assert evicted.conditions[0].reason == "ClusterLost"
     assert "no contact with the hub" in evicted.conditions[0].message
+
+
+async def test_jobs_of_workloads_the_agent_lost_and_the_hub_does_not_re_offer_are_reaped(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("orphan", script="sleep 30"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "orphan"))
+
+    await agents.stop()
+    shutil.rmtree(agents.state_dir)
+    hub.envelopes.clear()
+    await agents.start()  # the hub moved it elsewhere meanwhile: no re-offer
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert await jobs_of(kube, "uid-orphan") == ["orphan"]
+    await eventually(lambda: _gone(kube, "uid-orphan"), within=5)
+
+
+async def _gone(kube: KubeClient, uid: str) -> bool:
+    return await jobs_of(kube, uid) == []
