@@ -211,4 +211,4 @@ async def test_a_watch_without_timeout_still_ends_after_the_server_maximum() -> 
             async with session.get(url, params={"watch": "1"}) as response:
                 await response.read()
             elapsed = asyncio.get_running_loop().time() - started
-    assert 0.3 <= elapsed < 1.5
+    assert 0.3 <= elapsed < 5
