@@ -261,6 +261,16 @@ async def test_a_crd_serves_validated_custom_resources(
         ) as response,
     ):
         assert response.status == 415  # strategic merge is for built-in types only
+    with_status = await custom.patch_namespaced_custom_object_status(
+        "example.io", "v1", "default", "batchruns", "r1", {"status": {"phase": "Done"}},
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )  # fmt: skip
+    assert with_status["status"] == {"phase": "Done"}
+    ignored = await custom.patch_namespaced_custom_object(
+        "example.io", "v1", "default", "batchruns", "r1", {"status": {"phase": "Lost"}},
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )  # fmt: skip
+    assert ignored["status"] == {"phase": "Done"}  # the main resource ignores status
     listed = await kubectl("get", "br")
     assert listed.stdout.splitlines()[0].split() == ["NAME", "SIZE", "AGE"]
     assert listed.stdout.splitlines()[1].split()[:2] == ["r1", "3"]
