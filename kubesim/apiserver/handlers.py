@@ -211,22 +211,26 @@ def _get(ctx: ApiContext, request: web.Request, target: Target) -> web.Response:
     return json_response(obj)
 
 
-def _encode_continue(revision: int, last_key: str) -> str:
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": last_key}).encode()
+ObjectKey = tuple[str, str]  # (namespace, name): the order lists are served in
+
+
+def _encode_continue(revision: int, last_key: ObjectKey) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": list(last_key)}).encode()
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def _decode_continue(token: str) -> tuple[int, str]:
+def _decode_continue(token: str) -> tuple[int, ObjectKey]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return int(data["rv"]), str(data["start"])
+        namespace, name = data["start"]
+        return int(data["rv"]), (str(namespace), str(name))
     except (ValueError, KeyError, TypeError, binascii.Error) as error:
         raise BadRequestError(f"continue key is not valid: {error}") from error
 
 
-def _key(obj: JsonObject) -> str:
+def _key(obj: JsonObject) -> ObjectKey:
     meta = obj["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}"
+    return (meta.get("namespace", ""), meta["name"])
 
 
 def _check_not_in_future(ctx: ApiContext, requested: str | None) -> None:
@@ -280,7 +284,7 @@ def _list(ctx: ApiContext, request: web.Request, target: Target) -> web.Response
     else:
         candidates = ctx.store.list(resource, namespace)
     revision = ctx.store.revision
-    start_after: str | None = None
+    start_after: ObjectKey | None = None
     if query.get("continue"):
         token_rv, start_after = _decode_continue(query["continue"])
         if token_rv < bucket.compacted_rv:

@@ -228,3 +228,24 @@ async def test_a_continue_token_older_than_compaction_is_410_expired(
         await core.list_namespaced_config_map("default", limit=1, _continue=page.metadata._continue)
     assert caught.value.status == 410
     assert "The provided continue parameter is too old" in str(caught.value.body)
+
+
+async def test_pagination_across_namespaces_follows_the_served_order(
+    core: client.CoreV1Api,
+) -> None:
+    # "a-b/..." sorts before "a/..." as text but after it as (namespace, name): no skips.
+    for namespace in ("a", "a-b"):
+        await core.create_namespace(manifest({"metadata": {"name": namespace}}))
+        for name in ("x", "y"):
+            await core.create_namespaced_config_map(
+                namespace, manifest({"metadata": {"name": name}})
+            )
+    seen: list[tuple[str, str]] = []
+    token = ""
+    while True:
+        page = await core.list_config_map_for_all_namespaces(limit=1, _continue=token)
+        seen += [(cm.metadata.namespace, cm.metadata.name) for cm in page.items]
+        token = page.metadata._continue or ""
+        if not token:
+            break
+    assert seen == [("a", "x"), ("a", "y"), ("a-b", "x"), ("a-b", "y")]
