@@ -37,20 +37,18 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from agent.engine.cycle import schedule
-from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import CycleResult, PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import Admission as EngineAdmission
-from agent.engine.snapshot import Snapshot, WorkloadId
-from agent.engine.snapshot import Workload as EngineWorkload
+from agent.engine.snapshot import Snapshot
 from agent.errors import K8sClientError, K8sNotFoundError, MaterializeError
 from agent.inventory import Inventory, Labels
 from agent.k8s.client import Resource
 from agent.materialize import Materializer, plan_jobs
 from agent.retry import K8S_TRANSIENT
+from agent.snapshots import SnapshotCache, api_admission
 from agent.state import Held, StateStore
 from agent.status import Observation, observe, report_changed
 from api.meta import Condition
-from api.quantity import Quantity
 from api.v1alpha1.messages import (
     Cancel,
     ConfigSync,
@@ -63,10 +61,7 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import (
-    Admission,
     EvictedReason,
-    PodSetAssignment,
-    Workload,
     WorkloadStatus,
 )
 
@@ -111,21 +106,6 @@ def _now_dt(now: float) -> datetime:
 def _condition_reason(text: str) -> str:
     cleaned = _REASON_CHARS.sub("", text) or "Unknown"
     return cleaned if cleaned[0].isalpha() else "R" + cleaned
-
-
-def api_admission(adm: EngineAdmission) -> Admission:
-    return Admission(
-        cluster_queue=adm.cluster_queue,
-        pod_set_assignments=[
-            PodSetAssignment(
-                name=ps.name,
-                flavors={str(r): str(f) for r, f in ps.flavors.items()},
-                resource_usage={r: Quantity.from_milli(v) for r, v in ps.usage.items()},
-                count=ps.count,
-            )
-            for ps in adm.pod_sets
-        ],
-    )
 
 
 def rejection(reason: PendingReason) -> RejectReason | None:
@@ -173,12 +153,7 @@ class AdmissionShell:
         """Workloads whose Jobs the mirror has shown (so their absence means deletion)."""
         self._dirty: dict[str, bool] = {}
         """Workloads to save at the end of this pass → whether their offer file too."""
-        self._base: Snapshot | None = None
-        self._base_config: ConfigSync | None = None
-        self._priorities: dict[str, int] = {}
-        self._engine_workloads: dict[
-            str, tuple[Workload, WorkloadStatus | None, bool, EngineWorkload]
-        ] = {}
+        self._snapshots = SnapshotCache()
 
     # state -----------------------------------------------------------------------------------
 
@@ -207,38 +182,8 @@ class AdmissionShell:
         )
 
     def snapshot(self) -> Snapshot:
-        """The engine's snapshot: the config converted once per ConfigSync, each workload
-        once per change of its status (the cycle runs on every event, so this matters)."""
-        cfg = self.config or ConfigSync(revision=0)
-        if self._base is None or self._base_config is not cfg:
-            self._base = build_snapshot(
-                flavors=cfg.resource_flavors,
-                cluster_queues=cfg.cluster_queues,
-                local_queues=cfg.local_queues,
-                cohorts=cfg.cohorts,
-                workloads=(),
-            )
-            self._base_config = cfg
-            self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
-            self._engine_workloads.clear()
-        workloads: dict[WorkloadId, EngineWorkload] = {}
-        for key, held in self.held.items():
-            if held.finished:
-                continue  # holds no quota
-            wl = held.offer.workload
-            sticky = key in self.preempting
-            cached = self._engine_workloads.get(key)
-            if (
-                cached is None
-                or cached[0] is not wl
-                or cached[1] is not wl.status
-                or cached[2] != sticky
-            ):
-                engine_wl = workload_from_api(wl, priorities=self._priorities, preempting=sticky)
-                cached = (wl, wl.status, sticky, engine_wl)
-                self._engine_workloads[key] = cached
-            workloads[cached[3].id] = cached[3]
-        return dataclasses.replace(self._base, workloads=workloads)
+        """The engine's snapshot of the config and every unfinished held workload."""
+        return self._snapshots.build(self.config, self.held, self.preempting)
 
     # input -----------------------------------------------------------------------------------
 
@@ -433,7 +378,7 @@ class AdmissionShell:
 
     def _forget(self, held: Held) -> None:
         self.held.pop(held.key, None)
-        self._engine_workloads.pop(held.key, None)
+        self._snapshots.forget(held.key)
         self.preempting.discard(held.key)
         self.last_reports.pop(held.key, None)
         self.finished_at.pop(held.key, None)

@@ -1,0 +1,98 @@
+"""Between the api models the agent holds and the engine's frozen types: the snapshot each
+admission cycle reads, built incrementally, and the engine's admissions turned back into the
+api form the agent reports and persists.
+
+The cycle runs on every event, so `SnapshotCache.build` must not re-convert everything: the
+configuration is converted once per ConfigSync (with `agent.engine.from_api`), each workload
+once per change of its status object (the shell replaces `workload.status` on every
+transition, never mutates it in place), and finished workloads are left out (they hold no
+quota).
+
+Called by: agent.admission (every cycle, and on admission); agent.capacity reads the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from agent.engine.from_api import build_snapshot, workload_from_api
+from agent.engine.snapshot import Admission as EngineAdmission
+from agent.engine.snapshot import Snapshot, WorkloadId
+from agent.engine.snapshot import Workload as EngineWorkload
+from agent.state import Held
+from api.quantity import Quantity
+from api.v1alpha1.messages import ConfigSync
+from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
+
+__all__ = ["SnapshotCache", "api_admission"]
+
+
+def api_admission(adm: EngineAdmission) -> Admission:
+    """The engine's admission in the api form (what reports and the state carry)."""
+    return Admission(
+        cluster_queue=adm.cluster_queue,
+        pod_set_assignments=[
+            PodSetAssignment(
+                name=ps.name,
+                flavors={str(r): str(f) for r, f in ps.flavors.items()},
+                resource_usage={r: Quantity.from_milli(v) for r, v in ps.usage.items()},
+                count=ps.count,
+            )
+            for ps in adm.pod_sets
+        ],
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _Converted:
+    workload: Workload
+    status: WorkloadStatus | None
+    sticky: bool
+    engine: EngineWorkload
+
+
+class SnapshotCache:
+    def __init__(self) -> None:
+        self._base: Snapshot | None = None
+        self._config: ConfigSync | None = None
+        self._priorities: dict[str, int] = {}
+        self._workloads: dict[str, _Converted] = {}
+
+    def forget(self, key: str) -> None:
+        self._workloads.pop(key, None)
+
+    def build(
+        self, config: ConfigSync | None, held: Mapping[str, Held], preempting: Iterable[str]
+    ) -> Snapshot:
+        cfg = config or ConfigSync(revision=0)
+        if self._base is None or self._config is not cfg:
+            self._base = build_snapshot(
+                flavors=cfg.resource_flavors,
+                cluster_queues=cfg.cluster_queues,
+                local_queues=cfg.local_queues,
+                cohorts=cfg.cohorts,
+                workloads=(),
+            )
+            self._config = cfg
+            self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
+            self._workloads.clear()
+        sticky_keys = set(preempting)
+        workloads: dict[WorkloadId, EngineWorkload] = {}
+        for key, item in held.items():
+            if item.finished:
+                continue
+            wl = item.offer.workload
+            sticky = key in sticky_keys
+            cached = self._workloads.get(key)
+            if (
+                cached is None
+                or cached.workload is not wl
+                or cached.status is not wl.status
+                or cached.sticky != sticky
+            ):
+                engine = workload_from_api(wl, priorities=self._priorities, preempting=sticky)
+                cached = _Converted(wl, wl.status, sticky, engine)
+                self._workloads[key] = cached
+            workloads[cached.engine.id] = cached.engine
+        return dataclasses.replace(self._base, workloads=workloads)
