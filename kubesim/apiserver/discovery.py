@@ -2,8 +2,9 @@
 
 * `/version` reports 1.32: the GKE kubectl dispatcher installed here picks the kubectl binary
   from the server's minor version.
-* `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>` in the legacy (non-aggregated) JSON form, which
-  kubectl 1.32 accepts.
+* `/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>` in the legacy JSON form, and `/api` and `/apis`
+  also as aggregated discovery (apidiscovery.k8s.io/v2) when the client asks for it, as
+  kubectl 1.32 does first.
 * `/openapi/v3` and one document per group-version whose paths carry a `patch` operation with
   `x-kubernetes-group-version-kind` and a `fieldValidation` parameter: exactly what kubectl's
   `supportsQueryParamV3` looks for before it leaves validation to the server.
@@ -19,7 +20,10 @@ from typing import Any
 from kubesim.resources import ResourceRegistry, ResourceType
 
 __all__ = [
+    "AGGREGATED_CONTENT_TYPE",
+    "AGGREGATED_MEDIA_TYPE",
     "VERSION_INFO",
+    "aggregated",
     "api_group_list",
     "api_resource_list",
     "api_versions",
@@ -109,6 +113,74 @@ def api_resource_list(types: ResourceRegistry, group: str, version: str) -> dict
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}" if group else version,
         "resources": entries,
+    }
+
+
+AGGREGATED_MEDIA_TYPE = "g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+AGGREGATED_CONTENT_TYPE = f"application/json;{AGGREGATED_MEDIA_TYPE}"
+
+
+def _aggregated_resource(resource: ResourceType) -> dict[str, Any]:
+    kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
+    entry: dict[str, Any] = {
+        "resource": resource.plural,
+        "responseKind": kind,
+        "scope": "Namespaced" if resource.namespaced else "Cluster",
+        "singularResource": resource.singular,
+        "verbs": list(resource.verbs),
+    }
+    if resource.short_names:
+        entry["shortNames"] = list(resource.short_names)
+    if resource.categories:
+        entry["categories"] = list(resource.categories)
+    subresources = []
+    for sub in sorted(resource.subresources):
+        sub_kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction"}.get(
+            sub, resource.kind
+        )
+        subresources.append(
+            {
+                "subresource": sub,
+                "responseKind": {"group": "", "version": "v1", "kind": sub_kind}
+                if sub in ("log", "binding", "eviction")
+                else kind,
+                "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"]),
+            }
+        )
+    if subresources:
+        entry["subresources"] = subresources
+    return entry
+
+
+def aggregated(types: ResourceRegistry, *, core: bool) -> dict[str, Any]:
+    """apidiscovery.k8s.io/v2 APIGroupDiscoveryList for /api (core) or /apis (the rest)."""
+    items = []
+    for group, versions in sorted(types.group_versions().items()):
+        if (group == "") != core:
+            continue
+        items.append(
+            {
+                "metadata": {"name": group, "creationTimestamp": None},
+                "versions": [
+                    {
+                        "version": version,
+                        "resources": [
+                            _aggregated_resource(r)
+                            for r in sorted(
+                                types.in_group_version(group, version), key=lambda r: r.plural
+                            )
+                        ],
+                        "freshness": "Current",
+                    }
+                    for version in versions
+                ],
+            }
+        )
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
     }
 
 

@@ -103,6 +103,11 @@ async def handle_api(request: web.Request) -> web.StreamResponse:
     """Entry point for every path under /api and /apis."""
     ctx = request.app[API_CONTEXT]
     parts = [p for p in request.path.split("/") if p]
+    if len(parts) == 1 and discovery.AGGREGATED_MEDIA_TYPE in request.headers.get("Accept", ""):
+        # kubectl 1.32 asks for aggregated discovery first: one round trip per prefix.
+        response = json_response(discovery.aggregated(ctx.types, core=parts[0] == "api"))
+        response.headers["Content-Type"] = discovery.AGGREGATED_CONTENT_TYPE
+        return response
     if parts[0] == "api":
         if len(parts) == 1:
             return json_response(discovery.api_versions(ctx.server_address))
