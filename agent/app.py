@@ -105,10 +105,15 @@ class Agent:
             buffer_lines=settings.log_buffer_lines,
             batch_lines=settings.log_batch_lines,
             batch_interval=timings.log_batch_interval,
+            finished=self._workload_done,
         )
         self.ready = asyncio.Event()
 
     # callbacks -------------------------------------------------------------------------------
+
+    def _workload_done(self, key: str) -> bool:
+        held = self.admission.held.get(key)
+        return held is None or held.finished
 
     def _on_cluster_change(self, _resource: Resource) -> None:
         self.admission.wake()

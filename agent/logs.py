@@ -8,8 +8,10 @@ append to one bounded buffer per stream — when the hub is slow and the buffer 
 oldest lines are dropped and counted in the next frame's `dropped`; a sender drains the
 buffer in batches of up to `batch_lines` lines of one (pod, container), awaiting the lane
 (backpressure stays here and never reaches the control lane). When a reader ends the
-(pod, container) gets a frame with `eof=True`. Without follow the stream ends once every
-reader ended; LogClose (or a lost lane) cancels it.
+(pod, container) gets a frame with `eof=True`. The stream ends — with a last frame
+`pod="", container="", eof=True` — once every reader ended and no more can come: at once
+without follow, and with follow when the workload is finished here (or not held at all).
+LogClose (or a lost lane) cancels it.
 
 Called by: agent.app (LogOpen/LogClose from the hub session's log lane).
 """
@@ -123,8 +125,9 @@ class _Stream:
                     if key in self.readers or not _started(pod, cname):
                         continue
                     self.readers[key] = asyncio.create_task(self.read(namespace, key))
-            if not req.follow:
-                # Without follow: what has started now is what there is.
+            if not req.follow or self.owner.finished(req.workload):
+                # Without follow, what has started now is what there is; with follow, once
+                # the workload is finished no pod will come or start any more.
                 self.discovery_done = True
                 self.data.set()
                 return
@@ -174,6 +177,7 @@ class _Stream:
                     and not self.ended
                     and all(t.done() for t in self.readers.values())
                 ):
+                    await self.owner.send(self._frame(("", ""), [], eof=True))  # stream done
                     return
         finally:
             discovery.cancel()
@@ -197,6 +201,7 @@ class LogStreams:
         batch_lines: int = 500,
         batch_interval: float = 0.1,
         poll_interval: float = 0.25,
+        finished: Callable[[str], bool] = lambda _workload: False,
     ) -> None:
         self.cluster = cluster
         self.kube = kube
@@ -206,6 +211,8 @@ class LogStreams:
         self.batch_lines = batch_lines
         self.batch_interval = batch_interval
         self.poll_interval = poll_interval
+        self.finished = finished
+        """Whether a workload (`namespace/name`) is done here: no pod will start any more."""
         self.streams: dict[str, _Stream] = {}
 
     async def handle(self, message: LogOpen | LogClose) -> None:

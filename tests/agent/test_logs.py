@@ -30,9 +30,15 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     def frames() -> list[LogData]:
         return [p for p in hub.log_payloads() if isinstance(p, LogData)]
 
-    await eventually(lambda: sum(f.eof for f in frames()) == 2, within=20)
+    # Each pod's container ends with eof; once the workload finished, the stream ends with
+    # an eof frame that names no pod.
+    end = await eventually(
+        lambda: next((f for f in frames() if f.eof and not f.pod), None), within=20
+    )
+    assert end.container == "" and not end.lines
+    assert frames()[-1] is end
     by_pod: dict[str, list[str]] = {}
-    for frame in frames():
+    for frame in frames()[:-1]:
         assert frame.stream_id == "s1" and frame.workload == key
         assert frame.cluster == "sim-0" and frame.container == "main"
         by_pod.setdefault(frame.pod, []).extend(line.text for line in frame.lines)
@@ -40,9 +46,8 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     assert len(by_pod) == 2
     assert all(p.startswith("talk-") for p in by_pod)
     assert all(lines == ["line-1", "line-2", "line-3"] for lines in by_pod.values())
-    eofs = [f for f in frames() if f.eof]
-    assert {f.pod for f in eofs} == set(by_pod)
-    await hub.send_log(LogClose(stream_id="s1"))
+    eofs = [f for f in frames()[:-1] if f.eof]
+    assert sorted(f.pod for f in eofs) == sorted(by_pod)
 
 
 async def test_control_messages_flow_while_a_log_stream_is_saturated(
@@ -106,6 +111,20 @@ async def test_a_log_request_without_follow_honours_tail_lines_and_ends(
     def frames() -> list[LogData]:
         return [p for p in hub.log_payloads() if isinstance(p, LogData)]
 
-    await eventually(lambda: any(f.eof for f in frames()))
+    await eventually(lambda: any(f.eof and not f.pod for f in frames()))
     assert [line.text for f in frames() for line in f.lines] == ["two", "three"]
+    assert [(f.pod != "", f.eof) for f in frames()] == [(True, False), (True, True), (False, True)]
     await eventually(lambda: "t" not in agent.logs.streams)
+
+
+async def test_a_log_request_for_a_workload_not_held_here_ends_at_once(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await eventually(lambda: hub.logs is not None)
+    await hub.send_log(LogOpen(stream_id="none", workload="team-a/nothing", follow=True))
+    end = await eventually(
+        lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData)), None)
+    )
+    assert (end.stream_id, end.pod, end.eof, end.lines) == ("none", "", True, [])
