@@ -37,6 +37,7 @@ from api.v1alpha1.messages import (
     Cancel,
     CapacityReport,
     DispatchOffer,
+    HeldWorkload,
     Hello,
     OfferRejected,
     Withdraw,
@@ -578,6 +579,22 @@ class Dispatcher:
                 ),
             )
 
+    async def _catch_up(self, cluster: str, wl: Workload, held: HeldWorkload) -> None:
+        """A report may have been lost with the old session: take the phase from Hello."""
+        st = wl.status
+        bound = st is not None and st.cluster_name == cluster
+        catch_up = (
+            held.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED)
+            and not transitions.is_finished(wl)
+        ) or (held.phase in (WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING) and not bound)
+        if catch_up:
+            await self.on_status(
+                cluster,
+                WorkloadStatusReport(
+                    workload=held.workload, generation=held.generation, phase=held.phase
+                ),
+            )
+
     async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
         """After (re)connect: stop what the hub no longer wants there, re-send open offers."""
         held = {h.workload: h for h in hello.workloads}
@@ -598,6 +615,9 @@ class Dispatcher:
                 WorkloadPhase.FAILED,
                 WorkloadPhase.WITHDRAWN,
             )
+            if same_generation and (bound_here or nominated_here):
+                await self._catch_up(cluster, entry.workload, item)
+                continue
             if (not same_generation or not (bound_here or nominated_here)) and not settled:
                 self._send(
                     cluster,
