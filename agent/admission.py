@@ -317,17 +317,21 @@ class AdmissionShell:
         await self.materializer.delete_all(namespace, name)
         if held is not None:
             self._forget(held)
+        text = message.message or f"{message.type} by the hub"
         report = WorkloadStatusReport(
             workload=key,
             generation=message.generation,
             phase=WorkloadPhase.WITHDRAWN,
             observed_at=_now_dt(self.clock()),
+            # The hub reads the why of any phase from pending_reason/pending_message.
+            pending_reason=message.reason or message.type,
+            pending_message=text,
             conditions=[
                 Condition(
                     type="Evicted",
                     status="True",
                     reason=_condition_reason(message.reason or message.type),
-                    message=message.message or f"{message.type} by the hub",
+                    message=text,
                     last_transition_time=_now_dt(self.clock()),
                 )
             ],
@@ -516,6 +520,8 @@ class AdmissionShell:
                 generation=held.generation,
                 phase=WorkloadPhase.EVICTED,
                 observed_at=now,
+                pending_reason=reason,
+                pending_message=message,
                 conditions=[
                     Condition(
                         type="Evicted",
@@ -591,8 +597,16 @@ class AdmissionShell:
                 self.finished_at[held.key] = now
                 self._changed()
                 self._wake.set()  # its quota is free: admit who waits
+            extra = {}
+            if obs.phase is WorkloadPhase.FAILED and not obs.exits and obs.message:
+                extra["pending_message"] = obs.message  # no exit codes to tell why
             self._report(
-                held, obs.phase, pods=obs.pods, exits=list(obs.exits), conditions=conditions
+                held,
+                obs.phase,
+                pods=obs.pods,
+                exits=list(obs.exits),
+                conditions=conditions,
+                **extra,
             )
             if phase_changed and obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
                 self._persist(held)

@@ -43,6 +43,7 @@ async def test_a_withdrawn_workload_is_stopped_and_reported_withdrawn(
     await hub.send(Withdraw(workload=key, generation=1, reason="Rebalance"))
     gone = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "going"))
     assert gone.generation == 1 and gone.conditions[0].reason == "Rebalance"
+    assert (gone.pending_reason, gone.pending_message) == ("Rebalance", "Withdraw by the hub")
     await eventually(lambda: _no_jobs(kube))
     assert key not in agent.admission.held
 
@@ -140,7 +141,8 @@ async def test_a_higher_priority_offer_preempts_and_the_victim_is_reported_evict
     await hub.offer(high)
     evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "low"))
     assert evicted.conditions[0].reason == "Preempted"
-    assert evicted.conditions[0].message
+    assert evicted.pending_reason == "Preempted"
+    assert evicted.pending_message == evicted.conditions[0].message != ""
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "high"))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
     assert "low" not in await job_names(kube)
@@ -157,6 +159,7 @@ async def test_a_workload_whose_jobs_someone_deletes_is_reported_failed_and_free
     await kube.delete(Resource.JOBS, "team-a", "doomed")
     failed = await hub.wait_for(status(WorkloadPhase.FAILED, "doomed"))
     assert "deleted outside MultiQ" in failed.conditions[0].message
+    assert "deleted outside MultiQ" in failed.pending_message
     await hub.offer(offer_for(job_source("next", cpu="2", script="true")))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "next"))
     assert agent.admission.held[f"team-a/{offer.workload.metadata.name}"].finished
