@@ -11,6 +11,7 @@ because `qctl validate -f examples/` reads those as Kubernetes manifests).
       - namePrefix: gpu
         count: 8
         capacity: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "8"}
+        allocatable: {cpu: "31500m"}
         labels: {node.kubernetes.io/instance-type: a3-highgpu-8g}
         taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
         topology:
@@ -48,6 +49,10 @@ class NodeGroup(BaseModel):
     count: int = Field(default=1, ge=0)
     capacity: dict[str, str] = Field(
         default_factory=lambda: {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    )
+    allocatable: dict[str, str] = Field(
+        default_factory=dict,
+        description="Overrides of allocatable (e.g. less than capacity for system reserve).",
     )
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, Any]] = Field(default_factory=list)
@@ -134,7 +139,7 @@ def _node(name: str, group: NodeGroup, index: int, ordinal: int) -> JsonObject:
         },
         "status": {
             "capacity": dict(capacity),
-            "allocatable": dict(capacity),
+            "allocatable": {**capacity, **group.allocatable},
             "conditions": conditions,
             "addresses": [
                 {"type": "InternalIP", "address": ip},

@@ -11,6 +11,9 @@ event selects the next stage. Per-pod annotations drive timings and outcomes:
                                          pods; other pods run until deleted)
     kubesim.dev/exit-code                exit code of every container             (default 0)
     kubesim.dev/log-lines-per-second     synthetic log lines while Running        (default 0)
+    kubesim.dev/waiting-reason           stay Pending with containers waiting for this reason
+                                         (e.g. ImagePullBackOff); kubesim.dev/waiting-message
+                                         sets the message
 
 restartPolicy is honoured (OnFailure / Always restart with a doubling back-off from 1 s,
 capped at 10 s). A deleted pod's containers are stopped (exit 143) and the pod is removed.
@@ -39,6 +42,8 @@ START_DELAY = "kubesim.dev/start-delay"
 DURATION = "kubesim.dev/duration"
 EXIT_CODE = "kubesim.dev/exit-code"
 LOG_RATE = "kubesim.dev/log-lines-per-second"
+WAITING_REASON = "kubesim.dev/waiting-reason"
+WAITING_MESSAGE = "kubesim.dev/waiting-message"
 _GRACEFUL_EXIT = 143  # 128 + SIGTERM
 
 
@@ -55,6 +60,7 @@ class _SimPod:
     log_timer: asyncio.TimerHandle | None = None
     lines_written: int = 0
     restart_pending: bool = False
+    stuck: bool = False
 
     def cancel(self) -> None:
         for handle in (self.timer, self.log_timer):
@@ -96,6 +102,11 @@ def _pending(pod: JsonObject, sim: _SimPod) -> bool:
     return sim.start_time is None and pod.get("status", {}).get("phase") == "Pending"
 
 
+def _stuck(pod: JsonObject, sim: _SimPod) -> bool:
+    annotations = pod["metadata"].get("annotations") or {}
+    return _pending(pod, sim) and WAITING_REASON in annotations and not sim.stuck
+
+
 def _running(pod: JsonObject, sim: _SimPod) -> bool:
     return (
         sim.start_time is not None
@@ -123,7 +134,13 @@ def _remaining_run(runtime: SimulatedRuntime, pod: JsonObject, sim: _SimPod) -> 
 
 STAGES: tuple[Stage, ...] = (
     Stage("pod-delete", _deleting, _no_delay, lambda r, p, s: r.terminate(p, s)),
-    Stage("pod-ready", _pending, _start_delay, lambda r, p, s: r.start(p, s)),
+    Stage("pod-stuck", _stuck, _start_delay, lambda r, p, s: r.hold(p, s)),
+    Stage(
+        "pod-ready",
+        lambda p, s: _pending(p, s) and not s.stuck,
+        _start_delay,
+        lambda r, p, s: r.start(p, s),
+    ),
     Stage("pod-complete", _running, _remaining_run, lambda r, p, s: r.complete(p, s)),
 )
 
@@ -191,6 +208,19 @@ class SimulatedRuntime:
                 pod["status"]["phase"] = phase
 
         self.registry.mutate(self.kubelet.pods, sim.namespace, sim.name, write)
+
+    def hold(self, pod: JsonObject, sim: _SimPod) -> None:
+        """Keep the pod Pending with its containers waiting for the annotated reason."""
+        annotations = pod["metadata"].get("annotations") or {}
+        reason = str(annotations.get(WAITING_REASON))
+        message = annotations.get(WAITING_MESSAGE)
+        sim.stuck = True
+        sim.start_time = None
+        sim.containers = [
+            ContainerState(c["name"], c.get("image", ""), reason=reason, message=message)
+            for c in pod.get("spec", {}).get("containers") or []
+        ]
+        self._publish(sim, phase="Pending")
 
     def start(self, pod: JsonObject, sim: _SimPod) -> None:
         now = rfc3339()

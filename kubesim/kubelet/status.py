@@ -61,7 +61,10 @@ class ContainerState:
         elif self.state == "terminated":
             state = {"terminated": self._terminated()}
         else:
-            state = {"waiting": {"reason": self.reason}}
+            waiting: dict[str, Any] = {"reason": self.reason}
+            if self.message:
+                waiting["message"] = self.message
+            state = {"waiting": waiting}
         status: dict[str, Any] = {
             "name": self.name,
             "state": state,

@@ -11,7 +11,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim.cluster import Cluster, ClusterConfig
 from kubesim.testing import running
-from tests.kubesim.conftest import eventually, manifest
+from tests.kubesim.conftest import Kubectl, eventually, manifest
 
 
 def _job(name: str, *, annotations: dict[str, str] | None = None, **spec: Any) -> Any:
@@ -338,3 +338,31 @@ async def test_failed_pods_are_replaced_after_the_configured_backoff() -> None:
         # three replacements after failures 1, 2 and 3: 0.5 + 1 + 2 seconds of back-off
         assert loop_time() - started >= 3.5
         assert _job_status(cluster, "patient")["failed"] == 4
+
+
+async def test_a_waiting_reason_annotation_keeps_a_pod_pending_with_that_status(
+    core: client.CoreV1Api, kubectl: Kubectl
+) -> None:
+    pod = manifest(
+        {
+            "metadata": {
+                "name": "stuck",
+                "annotations": {
+                    "kubesim.dev/waiting-reason": "ImagePullBackOff",
+                    "kubesim.dev/waiting-message": 'Back-off pulling image "nope"',
+                },
+            },
+            "spec": {"containers": [{"name": "main", "image": "nope"}]},
+        }
+    )
+    await core.create_namespaced_pod("default", pod)
+
+    async def waiting() -> Any:
+        current = await core.read_namespaced_pod("stuck", "default")
+        statuses = current.status.container_statuses or []
+        return statuses and statuses[0].state.waiting
+
+    state = await eventually(waiting)
+    assert (state.reason, state.message) == ("ImagePullBackOff", 'Back-off pulling image "nope"')
+    table = await kubectl("get", "pod", "stuck")
+    assert table.stdout.splitlines()[1].split()[1:3] == ["0/1", "ImagePullBackOff"]

@@ -166,3 +166,14 @@ async def test_a_pod_bound_to_a_missing_node_stays_pending(cluster: Cluster) -> 
         )
     )
     assert (cluster.get("pods", "default", "orphan") or {})["status"]["phase"] == "Pending"
+
+
+def test_a_profile_can_reserve_part_of_the_capacity() -> None:
+    from kubesim.profile import build_nodes
+
+    profile = NodeProfile.model_validate(
+        {"nodes": [{"count": 1, "capacity": {"cpu": "8"}, "allocatable": {"cpu": "7500m"}}]}
+    )
+    node = build_nodes(profile)[0]
+    assert node["status"]["capacity"]["cpu"] == "8"
+    assert node["status"]["allocatable"]["cpu"] == "7500m"
