@@ -273,7 +273,7 @@ class ProcessRuntime:
             # The container ends with its main process: then whatever it left behind is killed
             # (a container runtime tears down the whole PID namespace), which also closes the
             # log pipe. Process.wait() alone would wait for every holder of that pipe.
-            await _main_process_exit(process.pid)
+            await _main_process_exit(process)
             _kill_group(process.pid)
             code = await process.wait()
         finally:
@@ -324,12 +324,15 @@ class ProcessRuntime:
             _kill_group(process.pid)
 
 
-async def _main_process_exit(pid: int) -> None:
-    """Wait until process `pid` itself exits (a pidfd becomes readable), pipes aside."""
+async def _main_process_exit(process: asyncio.subprocess.Process) -> None:
+    """Wait until the process itself exits (its pidfd becomes readable), pipes aside."""
     try:
-        pidfd = os.pidfd_open(pid)
+        pidfd = os.pidfd_open(process.pid)
     except ProcessLookupError:
         return  # already gone
+    except OSError:
+        await process.wait()  # no pidfd (old kernel): fall back to exit plus closed pipes
+        return
     loop = asyncio.get_running_loop()
     exited = loop.create_future()
 
