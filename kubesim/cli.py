@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="simulated runtime: seconds a Job pod runs without a kubesim.dev/duration",
     )
-    up.add_argument("-v", "--verbose", action="store_true")
+    up.add_argument("-v", "--verbose", action="store_true", help="log every API request to stderr")
     return parser
 
 
@@ -76,6 +76,7 @@ async def _up(args: argparse.Namespace) -> None:
         record_events=not args.no_events,
         job_backoff_seconds=args.job_backoff_seconds,
         job_pod_duration=args.job_pod_duration,
+        access_log=args.verbose,
     )
     configs = [
         replace(

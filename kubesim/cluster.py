@@ -63,6 +63,8 @@ class ClusterConfig:
     """Seconds between node Lease renewals (kubelet default 10 s)."""
     node_status_interval: float = 300.0
     """Seconds between node status reports (condition lastHeartbeatTime), as a kubelet's."""
+    access_log: bool = False
+    """Log every API request (logger kubesim.access.<name>, INFO)."""
     record_events: bool = True
     """Emit core/v1 Events (scheduling, job pods); scale runs may turn them off."""
     job_pod_duration: float = 0.0
@@ -144,7 +146,13 @@ class Cluster:
 
     async def start(self) -> None:
         app = build_app(self.api, self.faults, add_admin_routes=lambda a: add_admin_routes(a, self))
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1)
+        access_log = logging.getLogger(f"kubesim.access.{self.config.name}")
+        self._runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=access_log if self.config.access_log else None,
+            shutdown_timeout=1,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.config.port, reuse_address=True)
         await site.start()
