@@ -380,6 +380,14 @@ class JobController(QueueController[tuple[str, str]]):
             return active
         parallelism = spec.get("parallelism", 1)
         completions = spec.get("completions")
+        if len(active) > parallelism:
+            # Parallelism was lowered: remove the newest pods beyond it.
+            newest_first = sorted(
+                active, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True
+            )
+            excess = newest_first[: len(active) - parallelism]
+            self._delete_pods(excess)
+            active = [p for p in active if p not in excess]
         created: list[JsonObject] = []
         if spec.get("completionMode") == "Indexed" and completions is not None:
             busy = {_pod_index(p) for p in active}

@@ -366,3 +366,17 @@ async def test_a_waiting_reason_annotation_keeps_a_pod_pending_with_that_status(
     assert (state.reason, state.message) == ("ImagePullBackOff", 'Back-off pulling image "nope"')
     table = await kubectl("get", "pod", "stuck")
     assert table.stdout.splitlines()[1].split()[1:3] == ["0/1", "ImagePullBackOff"]
+
+
+async def test_lowering_parallelism_removes_excess_pods(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job("wide", parallelism=3, completions=6, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: _job_status(cluster, "wide").get("active") == 3)
+    await batch.patch_namespaced_job("wide", "default", {"spec": {"parallelism": 1}})
+    await eventually(lambda: len(_job_pods(cluster, "wide")) == 1)
+    assert _job_status(cluster, "wide")["active"] == 1
+    assert _job_status(cluster, "wide").get("failed", 0) == 0
