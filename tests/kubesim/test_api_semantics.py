@@ -350,3 +350,20 @@ async def test_a_status_update_leaves_the_previous_version_untouched_for_watcher
     old_rv = before["metadata"]["resourceVersion"]
     await core.patch_namespaced_pod_status("versions", "default", {"status": {"message": "x"}})
     assert before["metadata"]["resourceVersion"] == old_rv
+
+
+async def test_dry_run_update_and_delete_change_nothing(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    created = await core.create_namespaced_config_map(
+        "default", manifest({"metadata": {"name": "keep"}, "data": {"a": "1"}})
+    )
+    patched = await core.patch_namespaced_config_map(
+        "keep", "default", {"data": {"a": "2"}}, dry_run="All"
+    )
+    assert patched.data == {"a": "2"}
+    await core.delete_namespaced_config_map("keep", "default", dry_run="All")
+    stored = cluster.get("configmaps", "default", "keep")
+    assert stored is not None
+    assert stored["data"] == {"a": "1"}
+    assert stored["metadata"]["resourceVersion"] == created.metadata.resource_version
