@@ -233,8 +233,7 @@ class Simulator:
             raise
 
     async def stop(self) -> None:
-        for cluster in self.clusters:
-            await cluster.stop()
+        await asyncio.gather(*(cluster.stop() for cluster in self.clusters))
 
     def cluster(self, name: str) -> Cluster:
         for cluster in self.clusters:
