@@ -389,19 +389,21 @@ class JobController(QueueController[tuple[str, str]]):
             self._delete_pods(excess)
             active = [p for p in active if p not in excess]
         created: list[JsonObject] = []
+        # podReplacementPolicy Failed: a terminating pod still holds its slot (and index).
+        occupying = active + terminating if spec.get("podReplacementPolicy") == "Failed" else active
         if spec.get("completionMode") == "Indexed" and completions is not None:
-            busy = {_pod_index(p) for p in active}
+            busy = {_pod_index(p) for p in occupying}
             missing = [
                 i for i in range(completions) if i not in completed_indexes and i not in busy
             ]
-            for index in missing[: max(0, parallelism - len(active))]:
+            for index in missing[: max(0, parallelism - len(occupying))]:
                 created.append(self._create_pod(job, index))
         else:
             if completions is None:
                 wanted = 0 if status["succeeded"] > 0 else parallelism
             else:
                 wanted = min(parallelism, completions - status["succeeded"])
-            for _ in range(max(0, wanted - len(active))):
+            for _ in range(max(0, wanted - len(occupying))):
                 created.append(self._create_pod(job, None))
         return active + [p for p in created if p]
 
