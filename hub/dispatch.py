@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -61,19 +61,37 @@ log = logging.getLogger(__name__)
 
 CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
 SOURCE_PREFIX = "/workloadsources/"
+COALESCE_SECONDS = 0.01
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def workload_requests(wl: Workload, *, minimum: bool = False) -> dict[str, int]:
-    """Total requests of all pod sets in milli-units (at minCount when `minimum`)."""
+def _requests_of(wl: Workload, minimum: bool) -> dict[str, int]:
     total: dict[str, Quantity] = {}
     for ps in wl.spec.pod_sets:
         count = ps.min_count if minimum and ps.min_count is not None else ps.count
         add_resources(total, ps.total_requests(count))
     return {name: q.milli() for name, q in total.items()}
+
+
+_REQUESTS_CACHE: dict[tuple[str, bool], dict[str, int]] = {}
+
+
+def workload_requests(wl: Workload, *, minimum: bool = False) -> dict[str, int]:
+    """Total requests of all pod sets in milli-units (at minCount when `minimum`).
+
+    Pod sets are immutable, so the answer is cached per workload uid."""
+    uid = wl.metadata.uid
+    if uid is None:
+        return _requests_of(wl, minimum)
+    found = _REQUESTS_CACHE.get((uid, minimum))
+    if found is None:
+        if len(_REQUESTS_CACHE) > 100_000:
+            _REQUESTS_CACHE.clear()
+        found = _REQUESTS_CACHE[(uid, minimum)] = _requests_of(wl, minimum)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +126,13 @@ class Dispatcher:
     # key → cluster → when offered (open offers only)
     offers: dict[str, dict[str, datetime]] = field(default_factory=dict)
     assumed: dict[str, dict[str, _Assumed]] = field(default_factory=dict)
+    # Per cluster and (cluster queue, flavor): the sum of `assumed`, kept as offers come and go.
+    _assumed_totals: dict[str, dict[tuple[str, str], dict[str, int]]] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _waiting_written: dict[str, str] = field(default_factory=dict)
     cycles: int = 0
+    _last_members: frozenset[str] = frozenset()
+    _offer_modes: dict[str, str] = field(default_factory=dict)
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -125,6 +147,8 @@ class Dispatcher:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval_seconds):
                     await self._wake.wait()
+            # Let a burst of events (submissions, reports) land before deciding on all of it.
+            await asyncio.sleep(COALESCE_SECONDS)
             self._wake.clear()
             try:
                 await self.cycle()
@@ -146,8 +170,9 @@ class Dispatcher:
         await self._expire_offers(now)
         await self._handle_lost(now)
         usage = self._fleet_usage()
-        for key, entry in self._pending():
-            await self._dispatch_one(key, entry, usage, now)
+        work = [self._dispatch_one(key, entry, usage, now) for key, entry in self._pending()]
+        # Decisions were made in order; their writes go out together (one group commit).
+        await asyncio.gather(*(w for w in work if w is not None))
 
     # --- step 1: offer timeouts -----------------------------------------------------------
 
@@ -175,6 +200,10 @@ class Dispatcher:
     # --- step 2: lost clusters ----------------------------------------------------------------
 
     async def _handle_lost(self, now: datetime) -> None:
+        known = self.fleet.clusters
+        members_ok = all(c.connected for c in known.values())
+        if members_ok and self._bound_clusters_known(known):
+            return  # nobody is lost: skip the walk over every workload
         for key, entry in list(self.state.workloads.items()):
             st = entry.workload.status
             if st is None or transitions.is_finished(entry.workload):
@@ -209,6 +238,15 @@ class Dispatcher:
                             now=now,
                         ),
                     )
+
+    def _bound_clusters_known(self, known: Mapping[str, object]) -> bool:
+        # Cheap check that no workload points at a cluster that left the fleet; recomputed
+        # only when membership changed since the last look.
+        names = frozenset(known)
+        if names == self._last_members:
+            return True
+        self._last_members = names
+        return False
 
     # --- steps 3-7 ----------------------------------------------------------------------------
 
@@ -306,6 +344,11 @@ class Dispatcher:
     def _fleet_usage(self) -> dict[str, dict[str, int]]:
         """Per global queue, what its bound and offered workloads request."""
         usage: dict[str, dict[str, int]] = {}
+        if not any(
+            isinstance(gq, GlobalQueue) and gq.spec.fleet_quota
+            for gq in self.state.objects(GlobalQueue)
+        ):
+            return usage  # no fleet quota anywhere: nothing to count
         for entry in self.state.workloads.values():
             wl = entry.workload
             st = wl.status
@@ -338,28 +381,37 @@ class Dispatcher:
                 )
         return None
 
-    def _assumed_view(self) -> dict[str, dict[tuple[str, str], dict[str, int]]]:
-        out: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
-        for cluster, entries in self.assumed.items():
-            for item in entries.values():
-                cell = out.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
-                for resource, amount in item.requests.items():
-                    cell[resource] = cell.get(resource, 0) + amount
-        return out
+    def _assume(self, cluster: str, key: str, item: _Assumed) -> None:
+        self._unassume(cluster, key)
+        self.assumed.setdefault(cluster, {})[key] = item
+        cell = self._assumed_totals.setdefault(cluster, {}).setdefault(
+            (item.cluster_queue, item.flavor), {}
+        )
+        for resource, amount in item.requests.items():
+            cell[resource] = cell.get(resource, 0) + amount
 
-    async def _dispatch_one(
+    def _unassume(self, cluster: str, key: str) -> None:
+        item = self.assumed.get(cluster, {}).pop(key, None)
+        if item is None:
+            return
+        cell = self._assumed_totals[cluster][(item.cluster_queue, item.flavor)]
+        for resource, amount in item.requests.items():
+            cell[resource] -= amount
+
+    def _dispatch_one(
         self, key: str, entry: WorkloadEntry, usage: dict[str, dict[str, int]], now: datetime
-    ) -> None:
+    ) -> Coroutine[Any, Any, None] | None:
+        """Decide now (in memory); return the write-and-send to run, or None."""
         wl = entry.workload
+        if self.offers.get(key) and self._offer_modes.get(key) != DispatchMode.INCREMENTAL:
+            return None  # offered, waiting for the answer (or the offer timeout)
         route = self.route(wl)
         if isinstance(route, str):
-            await self._write_waiting(key, "Misconfigured", route, now)
-            return
+            return self._write_waiting(key, "Misconfigured", route, now)
         requests = workload_requests(wl)
         quota_reason = self._fleet_quota_reason(route, requests, usage)
         if quota_reason is not None:
-            await self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
-            return
+            return self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
         st = wl.status
         open_offers = self.offers.get(key, {})
         history = [Offer(ClusterName(c), when) for c, when in open_offers.items()] + [
@@ -386,38 +438,60 @@ class Dispatcher:
             interval_seconds=route.interval_seconds,
             offers=tuple(history),
         )
-        views = self.fleet.views(self._assumed_view())
+        views = self.fleet.views(self._assumed_totals)
         placement = place(views, request, now)
         if not placement.offer_to:
             if not open_offers:
-                await self._write_waiting(key, "Waiting", placement.waiting_reason, now)
-            return
+                return self._write_waiting(key, "Waiting", placement.waiting_reason, now)
+            return None
         generation = (st.dispatch_generation or 0) if st else 0
         if not open_offers:
             generation += 1  # a new round of offers fences off replies to older rounds
-        written = await self._update(
-            key,
-            lambda w: transitions.mark_offered(
-                w, [str(c) for c in placement.offer_to], generation, now
-            ),
-            expected=entry.revision,
-        )
-        if written is None:
-            return
+        # Book the offer in memory first, so the next decision of this cycle sees the room
+        # taken; `_commit_offer` undoes it if the write loses a race.
         by_name = {v.name: v for v in views}
         for cluster in placement.offer_to:
-            view = by_name[cluster]
-            fit = headroom_score(view.queues[route.cluster_queue], requests)
-            flavor = fit[1] if fit else ""
-            self.assumed.setdefault(cluster, {})[key] = _Assumed(
-                route.cluster_queue, flavor, requests
+            fit = headroom_score(by_name[cluster].queues[route.cluster_queue], requests)
+            self._assume(
+                cluster, key, _Assumed(route.cluster_queue, fit[1] if fit else "", requests)
             )
             self.offers.setdefault(key, {})[cluster] = now
-            await self._send_offer(cluster, written, generation)
         if route.global_queue is not None:
             bucket = usage.setdefault(route.global_queue.name, {})
             for resource, amount in requests.items():
                 bucket[resource] = bucket.get(resource, 0) + amount
+        self._offer_modes[key] = route.mode
+        return self._commit_offer(key, entry, list(placement.offer_to), generation, now)
+
+    async def _commit_offer(
+        self,
+        key: str,
+        entry: WorkloadEntry,
+        clusters: list[ClusterName],
+        generation: int,
+        now: datetime,
+    ) -> None:
+        """Make the offer durable in the workload's status, then send it."""
+        written = await self._update_cached(
+            key,
+            entry,
+            partial(
+                transitions.mark_offered,
+                clusters=[str(c) for c in clusters],
+                generation=generation,
+                now=now,
+            ),
+        )
+        if written is None:
+            for cluster in clusters:
+                self._unassume(cluster, key)
+                self.offers.get(key, {}).pop(cluster, None)
+            return
+        source = await self._source(written)
+        for cluster in clusters:
+            self._send(
+                cluster, DispatchOffer(workload=written, generation=generation, source=source)
+            )
 
     async def _send_offer(self, cluster: str, wl: Workload, generation: int) -> None:
         state = self.fleet.get(cluster)
@@ -448,6 +522,23 @@ class Dispatcher:
         await self._update(key, change)
 
     # --- writes -------------------------------------------------------------------------------
+
+    async def _update_cached(
+        self, key: str, entry: WorkloadEntry, change: Callable[[Workload], Workload]
+    ) -> Workload | None:
+        """Write `change` of the mirrored workload, CAS on the mirrored revision (no read)."""
+        new = change(entry.workload.model_copy(deep=True))
+        wire = new.to_wire()
+        wire.get("metadata", {}).pop("resourceVersion", None)
+        try:
+            stored = await self.state.store.update(
+                f"/{Workload.plural()}/{key}", wire, expected=entry.revision
+            )
+        except (store_base.NotFound, store_base.Conflict):
+            return None
+        if self.state.workloads.get(key) is entry:
+            self.state.workloads[key] = WorkloadEntry(new, stored.revision)
+        return new
 
     async def _update(
         self,
@@ -490,7 +581,7 @@ class Dispatcher:
         self.offers.get(key, {}).pop(cluster, None)
         if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
             self._drop_assumed(key)
-        if cluster in self.assumed and key in self.assumed[cluster]:
+        if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
 
@@ -499,7 +590,10 @@ class Dispatcher:
             wl, withdraw = transitions.apply_report(wl, cluster, report, now)
             return wl
 
-        written = await self._update(key, change)
+        entry = self.state.workloads.get(key)
+        written = await self._update_cached(key, entry, change) if entry else None
+        if written is None:
+            written = await self._update(key, change)
         if written is None and key not in self.state.workloads:
             # The user deleted it meanwhile: the cluster must let it go.
             self._send(
@@ -524,7 +618,7 @@ class Dispatcher:
         key = message.workload
         now = self.clock()
         self.offers.get(key, {}).pop(cluster, None)
-        self.assumed.get(cluster, {}).pop(key, None)
+        self._unassume(cluster, key)
         entry = self.state.workloads.get(key)
         if (
             entry
@@ -543,16 +637,17 @@ class Dispatcher:
     def on_capacity(self, cluster: str, report: CapacityReport) -> None:
         entries = self.assumed.get(cluster, {})
         for key in [k for k, v in entries.items() if v.answered]:
-            entries.pop(key)
+            self._unassume(cluster, key)
         self.wake()
 
     def on_disconnect(self, cluster: str) -> None:
-        self.assumed.pop(cluster, None)
+        for key in list(self.assumed.get(cluster, {})):
+            self._unassume(cluster, key)
         self.wake()
 
     def _drop_assumed(self, key: str) -> None:
-        for entries in self.assumed.values():
-            entries.pop(key, None)
+        for cluster in list(self.assumed):
+            self._unassume(cluster, key)
 
     def _send(self, cluster: str, payload: Cancel | Withdraw | DispatchOffer) -> None:
         state = self.fleet.get(cluster)
@@ -565,6 +660,7 @@ class Dispatcher:
         """A user deleted a workload: every cluster holding or offered it must drop it."""
         st = last.status
         self.offers.pop(key, None)
+        self._offer_modes.pop(key, None)
         self._drop_assumed(key)
         if st is None:
             return

@@ -27,7 +27,7 @@ from hub.lanes import Lane
 from hub.objects import ObjectRepository
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
 
-__all__ = ["ClusterState", "Fleet"]
+__all__ = ["ClusterState", "Fleet", "capacity_cells"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,10 @@ class ClusterState:
     agent_version: str = ""
     kubernetes_version: str = ""
     capacity: CapacityReport | None = None
+    # The last capacity report in milli-units, converted once when it arrives.
+    cells: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = field(
+        default_factory=dict
+    )
     held: dict[str, HeldWorkload] = field(default_factory=dict)
     config_revision: int | None = None
 
@@ -142,32 +146,33 @@ class Fleet:
         views = []
         for state in self.clusters.values():
             queues: dict[str, list[FlavorHeadroom]] = {}
-            report = state.capacity
-            if report is not None:
-                cells: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
-                for cell in report.queues:
-                    headroom, capacity = cells.setdefault(
-                        (cell.cluster_queue, cell.flavor), ({}, {})
-                    )
-                    headroom[cell.resource] = _milli(cell.headroom)
-                    capacity[cell.resource] = max(
-                        _milli(cell.nominal), _milli(cell.usage) + _milli(cell.headroom)
-                    )
-                minus = assumed.get(state.name, {})
-                for (cq, flavor), (headroom, capacity) in cells.items():
-                    taken = minus.get((cq, flavor), {})
-                    free = {r: v - taken.get(r, 0) for r, v in headroom.items()}
-                    queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
+            minus = assumed.get(state.name, {})
+            for (cq, flavor), (headroom, capacity) in state.cells.items():
+                taken = minus.get((cq, flavor))
+                free = {r: v - taken.get(r, 0) for r, v in headroom.items()} if taken else headroom
+                queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
             views.append(
                 ClusterView(
                     ClusterName(state.name),
-                    dict(state.labels),
+                    state.labels,
                     connected=state.connected,
                     cordoned=state.cordoned,
                     queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
                 )
             )
         return views
+
+
+def capacity_cells(
+    report: CapacityReport,
+) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
+    """(cluster queue, flavor) → (headroom, capacity) per resource, in milli-units."""
+    cells: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
+    for cell in report.queues:
+        headroom, capacity = cells.setdefault((cell.cluster_queue, cell.flavor), ({}, {}))
+        free = headroom[cell.resource] = _milli(cell.headroom)
+        capacity[cell.resource] = max(_milli(cell.nominal), _milli(cell.usage) + free)
+    return cells
 
 
 def _iso(moment: datetime) -> str:

@@ -33,7 +33,7 @@ from hub.auth import Principal
 from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
 from hub.errors import BadRequestError, ForbiddenError, NotFoundError
-from hub.fleet import ClusterState, Fleet
+from hub.fleet import ClusterState, Fleet, capacity_cells
 from hub.http.middleware import PRINCIPAL
 from hub.lanes import Lane, LaneClosedError
 from hub.loghub import LogHub
@@ -113,6 +113,7 @@ class SessionRoutes:
                     await self.dispatcher.on_status(state.name, payload)
                 elif isinstance(payload, CapacityReport):
                     state.capacity = payload
+                    state.cells = capacity_cells(payload)
                     self.dispatcher.on_capacity(state.name, payload)
                     if (now - last_status_write).total_seconds() >= CAPACITY_STATUS_EVERY_SECONDS:
                         last_status_write = now

@@ -1,0 +1,197 @@
+"""Benchmark: the federation's dispatch path end to end, with real processes.
+
+Starts `qctl dev`'s federation (the hub with SQLite, 3 kubesim clusters in the simulated
+runtime, 3 agents), then
+1. throughput: submits N small workloads (1 pod, 100m CPU) with 32 concurrent clients and
+   measures the submit rate (201s per second) and the dispatch rate (workloads admitted on a
+   cluster per second, from the first submit to the last admission seen on the hub's watch);
+2. latency: submits M more at a steady 200/s and measures submit→admitted (201 received →
+   Admitted=True observed on the hub's watch), p50/p99.
+
+    .venv/bin/python -m bench.federation_dispatch [--workloads 2000] [--paced 1000] [--rate 200]
+
+Prints one JSON object. Targets (issue 5): ≥ 500/s submitted and dispatched; p99 < 1 s at
+200/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from qctl.client import HubClient
+from qctl.commands.dev import DevFederation
+
+API = "/apis/multiq.dev/v1alpha1"
+
+
+def small_job(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"multiq.dev/queue-name": "default"}},
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"kubesim.dev/duration": "30"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "command": ["true"],
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
+                },
+            }
+        },
+    }
+
+
+class AdmissionWatch:
+    """Follows the hub's workload watch and records when each workload got Admitted."""
+
+    def __init__(self, client: HubClient) -> None:
+        self.client = client
+        self.admitted: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def run(self) -> None:
+        async for event in self.client.stream(
+            f"{API}/namespaces/default/workloads", params={"watch": "true"}
+        ):
+            obj = event.get("object", {})
+            name = obj.get("metadata", {}).get("name")
+            for cond in (obj.get("status") or {}).get("conditions", []):
+                if cond["type"] == "Admitted" and cond["status"] == "True":
+                    if name not in self.admitted:
+                        self.admitted[name] = time.monotonic()
+                        self.changed.set()
+
+    async def wait_for(self, names: set[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not names <= set(self.admitted):
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                missing = len(names - set(self.admitted))
+                raise TimeoutError(f"{missing} workload(s) not admitted in {timeout}s")
+            try:
+                async with asyncio.timeout(min(remaining, 1.0)):
+                    await self.changed.wait()
+            except TimeoutError:
+                continue
+
+
+async def throughput(client: HubClient, watch: AdmissionWatch, count: int) -> dict[str, float]:
+    names = [f"t-{i}" for i in range(count)]
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for n in names:
+        queue.put_nowait(n)
+
+    async def worker() -> None:
+        while not queue.empty():
+            name = queue.get_nowait()
+            await client.submit(small_job(name), namespace="default")
+
+    start = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(32)))
+    submitted = time.monotonic()
+    await watch.wait_for({f"job-{n}" for n in names}, timeout=600)
+    last = max(watch.admitted[f"job-{n}"] for n in names)
+    return {
+        "workloads": count,
+        "submit_seconds": round(submitted - start, 3),
+        "submit_rate_per_s": round(count / (submitted - start), 1),
+        "dispatch_seconds": round(last - start, 3),
+        "dispatch_rate_per_s": round(count / (last - start), 1),
+    }
+
+
+async def latency(
+    client: HubClient, watch: AdmissionWatch, count: int, rate: float
+) -> dict[str, float]:
+    sent: dict[str, float] = {}
+    interval = 1.0 / rate
+    start = time.monotonic()
+    tasks = []
+
+    async def one(name: str) -> None:
+        await client.submit(small_job(name), namespace="default")
+        sent[f"job-{name}"] = time.monotonic()
+
+    for i in range(count):
+        target = start + i * interval
+        delay = target - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(f"l-{i}")))
+    await asyncio.gather(*tasks)
+    achieved = count / (time.monotonic() - start)
+    await watch.wait_for(set(sent), timeout=600)
+    lat = sorted(max(0.0, watch.admitted[n] - t) for n, t in sent.items())
+    return {
+        "workloads": count,
+        "target_rate_per_s": rate,
+        "achieved_rate_per_s": round(achieved, 1),
+        "p50_ms": round(statistics.median(lat) * 1000, 1),
+        "p99_ms": round(lat[int(len(lat) * 0.99) - 1] * 1000, 1),
+        "max_ms": round(lat[-1] * 1000, 1),
+    }
+
+
+async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
+    async with HubClient(fed.context, timeout=60) as client:
+        watch = AdmissionWatch(client)
+        watcher = asyncio.create_task(watch.run())
+        await asyncio.sleep(0.5)
+        try:
+            result = {
+                "throughput": await throughput(client, watch, args.workloads),
+                "latency": await latency(client, watch, args.paced, args.rate),
+            }
+        finally:
+            watcher.cancel()
+        return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=2000)
+    parser.add_argument("--paced", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--nodes", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-federation-") as scratch:
+        fed = DevFederation(
+            Path(scratch), clusters=3, nodes=args.nodes, runtime="simulated", port=0
+        )
+        started = time.monotonic()
+        try:
+            fed.start(detach=False)
+            startup = time.monotonic() - started
+            result = asyncio.run(measure(fed, args))
+        finally:
+            fed.stop()
+    result = {
+        "benchmark": "federation_dispatch",
+        "clusters": 3,
+        "nodes_per_cluster": args.nodes,
+        "startup_seconds": round(startup, 1),
+        **result,
+    }
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
