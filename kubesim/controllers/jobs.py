@@ -1,7 +1,8 @@
 """The batch/v1 Job controller.
 
 Implements the behaviour agents and users rely on: suspend / resume (Suspended condition,
-startTime reset), parallelism and completions, NonIndexed and Indexed completion modes
+startTime reset), parallelism (lowering it removes the newest pods) and completions,
+podReplacementPolicy (TerminatingOrFailed / Failed), NonIndexed and Indexed completion modes
 (JOB_COMPLETION_INDEX, completion-index label and annotation, completedIndexes),
 backoffLimit, activeDeadlineSeconds, a basic podFailurePolicy (FailJob / Ignore / Count on
 exit codes and pod conditions), ttlSecondsAfterFinished, and terminal conditions reached
