@@ -71,19 +71,19 @@ class AdmissionWatch:
             obj = event.get("object", {})
             name = obj.get("metadata", {}).get("name")
             for cond in (obj.get("status") or {}).get("conditions", []):
-                if cond["type"] == "Admitted" and cond["status"] == "True":
-                    if name not in self.admitted:
-                        self.admitted[name] = time.monotonic()
-                        self.changed.set()
+                admitted = cond["type"] == "Admitted" and cond["status"] == "True"
+                if admitted and name not in self.admitted:
+                    self.admitted[name] = time.monotonic()
+                    self.changed.set()
 
-    async def wait_for(self, names: set[str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    async def wait_for(self, names: set[str], within: float) -> None:
+        deadline = time.monotonic() + within
         while not names <= set(self.admitted):
             self.changed.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 missing = len(names - set(self.admitted))
-                raise TimeoutError(f"{missing} workload(s) not admitted in {timeout}s")
+                raise TimeoutError(f"{missing} workload(s) not admitted in {within}s")
             try:
                 async with asyncio.timeout(min(remaining, 1.0)):
                     await self.changed.wait()
@@ -105,7 +105,7 @@ async def throughput(client: HubClient, watch: AdmissionWatch, count: int) -> di
     start = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(32)))
     submitted = time.monotonic()
-    await watch.wait_for({f"job-{n}" for n in names}, timeout=600)
+    await watch.wait_for({f"job-{n}" for n in names}, within=600)
     last = max(watch.admitted[f"job-{n}"] for n in names)
     return {
         "workloads": count,
@@ -136,7 +136,7 @@ async def latency(
         tasks.append(asyncio.create_task(one(f"l-{i}")))
     await asyncio.gather(*tasks)
     achieved = count / (time.monotonic() - start)
-    await watch.wait_for(set(sent), timeout=600)
+    await watch.wait_for(set(sent), within=600)
     lat = sorted(max(0.0, watch.admitted[n] - t) for n, t in sent.items())
     return {
         "workloads": count,
