@@ -14,7 +14,8 @@ which is removed only after the pod is counted in the Job status. Jobs whose
 Keyed by (namespace, name); fed by Job and Pod store events; started by `kubesim.cluster`.
 Replacements for failed pods wait `job_backoff_seconds * 2^(failed-1)` (capped at 6 min; the
 real controller uses 10 s; kubesim defaults to 0 so tests stay fast). Not implemented:
-backoffLimitPerIndex, successPolicy, FailIndex.
+backoffLimitPerIndex, FailIndex. successPolicy (Indexed Jobs: succeededIndexes and/or
+succeededCount) is honoured.
 """
 
 from __future__ import annotations
@@ -333,6 +334,16 @@ class JobController(QueueController[tuple[str, str]]):
                 "CompletionsReached",
                 "Reached expected number of succeeded pods",
             )
+            return
+        matched = _success_policy_rule(spec, completed_indexes)
+        if matched is not None:
+            _set_condition(
+                status,
+                "SuccessCriteriaMet",
+                "True",
+                "SuccessPolicy",
+                f"Matched rules at index {matched}",
+            )
 
     def _drive(
         self,
@@ -545,6 +556,23 @@ class JobController(QueueController[tuple[str, str]]):
         self.registry.record_event(
             job, type_=type_, reason=reason, message=message, component="job-controller"
         )
+
+
+def _success_policy_rule(spec: dict[str, Any], completed: set[int]) -> int | None:
+    """The index of the first successPolicy rule the completed indexes satisfy (Indexed only)."""
+    if spec.get("completionMode") != "Indexed":
+        return None
+    for number, rule in enumerate((spec.get("successPolicy") or {}).get("rules") or []):
+        wanted = (
+            parse_indexes(rule["succeededIndexes"])
+            if rule.get("succeededIndexes")
+            else set(range(spec.get("completions") or 0))
+        )
+        count = rule.get("succeededCount")
+        succeeded = len(wanted & completed)
+        if (count is not None and succeeded >= count) or (count is None and wanted <= completed):
+            return number
+    return None
 
 
 def _failure_policy_action(rules: list[dict[str, Any]], pod: JsonObject) -> tuple[str, str]:

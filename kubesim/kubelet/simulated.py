@@ -61,6 +61,8 @@ class _SimPod:
     lines_written: int = 0
     restart_pending: bool = False
     stuck: bool = False
+    due: float | None = None  # loop time the scheduled stage fires (None: never)
+    seen_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
 
     def cancel(self) -> None:
         for handle in (self.timer, self.log_timer):
@@ -121,7 +123,9 @@ def _no_delay(runtime: SimulatedRuntime, pod: JsonObject, sim: _SimPod) -> float
 
 
 def _start_delay(runtime: SimulatedRuntime, pod: JsonObject, sim: _SimPod) -> float:
-    return _annotation_float(pod, START_DELAY) or 0.0
+    """Counted from when the kubelet first saw the pod, so later edits do not restart it."""
+    waited = asyncio.get_running_loop().time() - sim.seen_at
+    return max(0.0, (_annotation_float(pod, START_DELAY) or 0.0) - waited)
 
 
 def _remaining_run(runtime: SimulatedRuntime, pod: JsonObject, sim: _SimPod) -> float:
@@ -165,17 +169,20 @@ class SimulatedRuntime:
         if sim is None:
             sim = self._pods[meta["uid"]] = _SimPod(meta["namespace"], meta["name"], meta["uid"])
         stage = next((s for s in STAGES if s.selects(pod, sim)), None)
-        if stage is None or sim.stage == stage.name:
+        if stage is None:
             return
+        delay = stage.delay(self, pod, sim)
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay if delay >= 0 else None
+        if sim.stage == stage.name and (
+            due == sim.due
+            or (due is not None and sim.due is not None and abs(due - sim.due) < 0.05)
+        ):
+            return  # already scheduled for (about) then; annotations edits reschedule below
         if sim.timer is not None:
             sim.timer.cancel()
-        delay = stage.delay(self, pod, sim)
-        sim.stage = stage.name
-        if delay < 0:
-            sim.timer = None
-            return
-        loop = asyncio.get_running_loop()
-        sim.timer = loop.call_later(delay, self._fire, sim, stage)
+        sim.stage, sim.due = stage.name, due
+        sim.timer = None if delay < 0 else loop.call_later(delay, self._fire, sim, stage)
 
     def _fire(self, sim: _SimPod, stage: Stage) -> None:
         sim.timer = None

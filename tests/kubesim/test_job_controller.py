@@ -380,3 +380,49 @@ async def test_lowering_parallelism_removes_excess_pods(
     await eventually(lambda: len(_job_pods(cluster, "wide")) == 1)
     assert _job_status(cluster, "wide")["active"] == 1
     assert _job_status(cluster, "wide").get("failed", 0) == 0
+
+
+async def test_a_success_policy_completes_an_indexed_job_early(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    # Index 0 (the "leader") finishes at once; the workers would run for a minute.
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "leader",
+            completions=3,
+            parallelism=3,
+            completionMode="Indexed",
+            successPolicy={"rules": [{"succeededIndexes": "0"}]},
+            annotations={"kubesim.dev/duration": "60"},
+        ),
+    )
+    leader = await eventually(
+        lambda: next(
+            (
+                p
+                for p in _job_pods(cluster, "leader")
+                if p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0"
+            ),
+            None,
+        )
+    )
+    pods = cluster.types.core("pods")
+    await eventually(
+        lambda: (
+            (cluster.get("pods", "default", leader["metadata"]["name"]) or {})
+            .get("status", {})
+            .get("phase")
+            == "Running"
+        )
+    )
+
+    def finish(pod: dict[str, Any]) -> None:
+        pod["metadata"]["annotations"]["kubesim.dev/duration"] = "0"
+
+    cluster.registry.mutate(pods, "default", leader["metadata"]["name"], finish)
+    await eventually(lambda: "Complete" in _true_conditions(cluster, "leader"), within=10)
+    met = next(
+        c for c in _job_status(cluster, "leader")["conditions"] if c["type"] == "SuccessCriteriaMet"
+    )
+    assert (met["reason"], met["message"]) == ("SuccessPolicy", "Matched rules at index 0")
