@@ -283,7 +283,7 @@ def test_resource_quantities_are_parsed_exactly_and_rejected_when_malformed() ->
     }
     (error,) = errors_of(body)
     assert error.startswith(
-        'spec.template.spec.containers[0].resources.requests.cpu: Invalid value: "2 cores"'
+        'spec.template.spec.containers[0].resources.requests[cpu]: Invalid value: "2 cores"'
     )
 
 
