@@ -84,11 +84,13 @@ class OwnerReference(StrictModel):
 
 
 class ObjectMeta(StrictModel):
-    """metav1.ObjectMeta, minus the fields only an API server's internals use."""
+    """metav1.ObjectMeta: every field an API server returns, so that `kubectl get -o yaml`
+    output decodes and encodes back unchanged. Unknown keys are still rejected."""
 
     name: str = ""
     generate_name: str | None = None
     namespace: str | None = None
+    self_link: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     uid: str | None = None
@@ -96,8 +98,11 @@ class ObjectMeta(StrictModel):
     generation: int | None = None
     creation_timestamp: datetime | None = None
     deletion_timestamp: datetime | None = None
+    deletion_grace_period_seconds: int | None = None
     finalizers: list[str] = Field(default_factory=list)
     owner_references: list[OwnerReference] = Field(default_factory=list)
+    # Server-side apply bookkeeping; kept verbatim (fieldsV1 keys are `f:spec`, `k:{...}`).
+    managed_fields: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Object(StrictModel):
@@ -121,6 +126,7 @@ class Object(StrictModel):
         if lower.endswith(("s", "x", "ch", "sh")):
             return lower + "es"
         return lower + "s"
+
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
     def semantic_errors(self) -> list[FieldError]:
