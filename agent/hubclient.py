@@ -28,8 +28,9 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -57,6 +58,24 @@ CONTROL_PATH = "/agent/v1/session"
 LOGS_PATH = "/agent/v1/logs"
 
 OutboxPayload = WorkloadStatusReport | OfferRejected
+
+
+async def _until_one_ends(*coros: Coroutine[Any, Any, None]) -> None:
+    """Run `coros` as tasks until one ends, stop the others, and raise what that one raised
+    (HubUnreachableError when it just returned). Not a TaskGroup on purpose: on Python 3.11 a
+    TaskGroup whose child fails while the caller is being cancelled raises the child's error,
+    and catching it would swallow the cancellation (the caller would never stop)."""
+    tasks = [asyncio.create_task(coro) for coro in coros]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    raise HubUnreachableError("a lane task ended")
 
 
 class Lane:
@@ -287,17 +306,12 @@ class HubSession:
         await self._on_connect()
         self.outbox.reset()
         self._wake_outbox.set()
-        lost: list[HubUnreachableError] = []
-        try:
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._read(control, logs=False))
-                tasks.create_task(control.ack_loop(self.settings.timings.ack_delay))
-                tasks.create_task(self._flush_outbox(control))
-                tasks.create_task(self._log_lane(http, logs_ws))
-        except* HubUnreachableError as group:
-            lost += [e for e in group.exceptions if isinstance(e, HubUnreachableError)]
-        if lost:
-            raise lost[0]
+        await _until_one_ends(
+            self._read(control, logs=False),
+            control.ack_loop(self.settings.timings.ack_delay),
+            self._flush_outbox(control),
+            self._log_lane(http, logs_ws),
+        )
 
     async def _log_lane(
         self, http: aiohttp.ClientSession, ws: aiohttp.ClientWebSocketResponse
@@ -309,11 +323,9 @@ class HubSession:
             lane = Lane(ws, "logs")
             self.logs = lane
             try:
-                async with asyncio.TaskGroup() as tasks:
-                    tasks.create_task(self._read(lane, logs=True))
-                    tasks.create_task(lane.ack_loop(timings.ack_delay))
-            except* HubUnreachableError as group:
-                log.warning("log lane lost: %s", group.exceptions[0])
+                await _until_one_ends(self._read(lane, logs=True), lane.ack_loop(timings.ack_delay))
+            except HubUnreachableError as exc:
+                log.warning("log lane lost: %s", exc)
             finally:
                 self.logs = None
                 with contextlib.suppress(Exception):

@@ -107,6 +107,7 @@ class FakeHub:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
+        self._requests: list[web.Request] = []
 
     @property
     def payloads(self) -> list[Payload]:
@@ -125,6 +126,7 @@ class FakeHub:
         ws = web.WebSocketResponse(heartbeat=5)
         await ws.prepare(request)
         self._sockets.add(ws)
+        self._requests.append(request)
         lane = HubLane(ws)
         if logs:
             self.logs = lane
@@ -136,6 +138,8 @@ class FakeHub:
             async for msg in ws:
                 if logs:
                     await self.logs_paused.wait()
+                if msg.type is WSMsgType.ERROR:
+                    break
                 if msg.type is not WSMsgType.TEXT:
                     continue
                 env = Envelope.decode(msg.data)
@@ -153,6 +157,8 @@ class FakeHub:
                             await result
         finally:
             self._sockets.discard(ws)
+            if request in self._requests:
+                self._requests.remove(request)
         return ws
 
     async def start(self) -> None:
@@ -179,6 +185,13 @@ class FakeHub:
         """Close every agent connection (the agent must reconnect)."""
         for ws in list(self._sockets):
             await ws.close()
+
+    def kill(self) -> None:
+        """Cut every connection at the TCP level, without WebSocket close frames (as when
+        the hub process dies)."""
+        for request in list(self._requests):
+            if request.transport is not None:
+                request.transport.abort()
 
     async def drop_logs(self) -> None:
         """Close only the log lane."""

@@ -161,3 +161,13 @@ async def test_jobs_of_workloads_the_agent_lost_and_the_hub_does_not_re_offer_ar
 
 async def _gone(kube: KubeClient, uid: str) -> bool:
     return await jobs_of(kube, uid) == []
+
+
+async def test_a_hub_that_dies_without_closing_its_sockets_is_redialled(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    hub.kill()  # TCP reset on both lanes at once, no WebSocket close frames
+    await eventually(lambda: hub.connects == 2 and agent.session.connected.is_set())
+    assert hub.log_connects >= 2
