@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 
 from api.errors import FieldError, Path
 
@@ -44,7 +46,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 
 class StrictModel(BaseModel):
-    """Base of every contract model: camelCase aliases, unknown fields rejected."""
+    """Base of every contract model: camelCase aliases, unknown fields rejected, and fields at
+    an empty default ("", [], {}) left out of the serialized form."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -53,11 +56,52 @@ class StrictModel(BaseModel):
         extra="forbid",
         validate_assignment=False,
         ser_json_timedelta="float",
+        # Built on first use, after __pydantic_init_subclass__ has marked the empty defaults.
+        defer_build=True,
     )
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _omit_empty_defaults(cls)
+
     def to_wire(self) -> dict[str, Any]:
-        """The JSON-ready dict users write and the hub stores (camelCase, no nulls)."""
+        """The JSON-ready dict users write and the hub stores: camelCase, no nulls, and no
+        field left at an empty default (`labels: {}`, `finalizers: []`, `name: ''`)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _IsEmptyDefault:
+    """`exclude_if` of a field whose default is "", [] or {}: true for a value equal to it.
+
+    Kubernetes' `omitempty`: the serialized form leaves such a field out, and decoding puts
+    the default back, so decode(encode(x)) == x. A non-empty default (`operator: Equal`) is
+    always written; a None default is left out by `exclude_none`.
+    """
+
+    empty: type[str] | type[list[Any]] | type[dict[str, Any]]
+
+    def __call__(self, value: object) -> bool:
+        return type(value) is self.empty and not value
+
+
+def _empty_default(field: FieldInfo) -> _IsEmptyDefault | None:
+    if field.default_factory in (list, dict):
+        return _IsEmptyDefault(cast(type[list[Any]] | type[dict[str, Any]], field.default_factory))
+    if type(field.default) is str and field.default == "":
+        return _IsEmptyDefault(str)
+    return None
+
+
+def _omit_empty_defaults(cls: type[BaseModel]) -> None:
+    """Mark every field of `cls` with an empty default to be left out when serialized: the
+    rule `api.k8s.pod.CompactModel` applies to lists and maps, for strings too and for every
+    model. Field-level, so it holds whatever model serializer a subclass adds; it must run
+    before the schema is built (hence `defer_build`)."""
+    for field in cls.model_fields.values():
+        if field.exclude_if is None and (rule := _empty_default(field)) is not None:
+            field.exclude_if = rule
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
