@@ -246,9 +246,12 @@ class JobController(QueueController[tuple[str, str]]):
             and p["metadata"].get("deletionTimestamp")
         ]
         current = now()
-        if not finished and not spec.get("suspend"):
+        # A Job being deleted only has its pods accounted for: the garbage collector, not
+        # this controller, takes it from here (creating pods would race the GC forever).
+        live = not finished and not job["metadata"].get("deletionTimestamp")
+        if live and not spec.get("suspend"):
             self._judge(job, status, accounting, completed_indexes, active, current)
-        if not finished:
+        if live:
             active = self._drive(job, status, active, terminating, completed_indexes, current)
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _is_ready(p))

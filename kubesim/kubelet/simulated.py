@@ -327,10 +327,10 @@ class SimulatedRuntime:
         sim.timer = asyncio.get_running_loop().call_later(backoff, restart_now)
 
     def terminate(self, pod: JsonObject, sim: _SimPod) -> None:
-        if sim.start_time is not None and pod.get("status", {}).get("phase") not in (
-            "Succeeded",
-            "Failed",
-        ):
+        """A deleted pod ends Failed (as a kubelet reports it), then goes away."""
+        if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            if sim.start_time is None:
+                sim.start_time = rfc3339()  # never started: report it terminated all the same
             self._stop_containers(sim, _GRACEFUL_EXIT)
             self._publish(sim, phase="Failed")
         sim.cancel()

@@ -426,3 +426,18 @@ async def test_a_success_policy_completes_an_indexed_job_early(
         c for c in _job_status(cluster, "leader")["conditions"] if c["type"] == "SuccessCriteriaMet"
     )
     assert (met["reason"], met["message"]) == ("SuccessPolicy", "Matched rules at index 0")
+
+
+async def test_a_job_deleted_in_the_foreground_goes_away_without_recreating_pods(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job("fg", parallelism=2, completions=4, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: _job_status(cluster, "fg").get("active") == 2)
+    before = cluster.store.revision
+    await batch.delete_namespaced_job("fg", "default", propagation_policy="Foreground")
+    await eventually(lambda: cluster.get("jobs", "default", "fg") is None)
+    assert not _job_pods(cluster, "fg")
+    assert cluster.store.revision - before < 100  # no create/delete race with the GC
