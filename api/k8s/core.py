@@ -55,6 +55,8 @@ class Toleration(StrictModel):
         return self.value == taint.value
 
     def errors(self, path: Path) -> Iterator[FieldError]:
+        """The rules of ValidateTolerations (k8s.io/kubernetes/pkg/apis/core/validation), in
+        its order and with its paths."""
         if self.key:
             yield from label_key_errors(path.child("key"), self.key)
         elif self.operator != "Exists":
@@ -64,12 +66,21 @@ class Toleration(StrictModel):
                 'operator must be Exists when `key` is empty, which means "match all values '
                 'and all keys"',
             )
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            yield FieldError.invalid(
+                path.child("effect"),
+                self.effect,
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            )
         if self.operator == "Exists" and self.value:
             yield FieldError.invalid(
                 path.child("operator"),
                 self.value,
                 "value must be empty when `operator` is 'Exists'",
             )
+        elif self.operator == "Equal":
+            # Kubernetes reports a bad value at `operator`, as it does for Exists above.
+            yield from label_value_errors(path.child("operator"), self.value)
 
 
 class LabelSelectorRequirement(StrictModel):
