@@ -338,6 +338,11 @@ class Materializer:
                 return await self.kube.create(Resource.JOBS, namespace, job)
             except K8sAlreadyExistsError:
                 pass
+            except K8sNotFoundError:
+                # The namespace went away since we made it: make it again.
+                self._namespaces.discard(namespace)
+                await self.ensure_namespace(namespace)
+                continue
             try:
                 existing = await self.kube.get(Resource.JOBS, namespace, name)
             except K8sNotFoundError:

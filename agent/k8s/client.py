@@ -298,6 +298,8 @@ class KubeClient:
                 await self._json(
                     "delete pod", self._core.delete_namespaced_pod, name, namespace, body=body
                 )
+            case Resource.NAMESPACES:
+                await self._json("delete namespace", self._core.delete_namespace, name, body=body)
             case _:
                 raise AssertionError(resource)
 

@@ -200,3 +200,33 @@ def test_a_long_workload_name_becomes_a_hashed_label_and_stays_whole_in_an_annot
     label = job["metadata"]["labels"]["multiq.dev/workload-name"]
     assert len(label) <= 63 and label == Labels.value(name) and label != name
     assert job["metadata"]["annotations"]["multiq.dev/workload"] == f"team-a/{name}"
+
+
+async def test_materialising_into_a_namespace_deleted_since_creates_it_again(
+    kube: KubeClient,
+) -> None:
+    from agent.materialize import Materializer
+
+    materializer = Materializer(kube)
+    source = job_source("first")
+    offer = offer_for(source)
+    [job] = plan_jobs(offer.workload, 1, source, admission(("main", 1)), FLAVORS)
+    await materializer.ensure([job])
+    await kube.delete(Resource.JOBS, "team-a", "first")
+    await kube.delete(Resource.NAMESPACES, None, "team-a")
+    await eventually(lambda: _namespace_gone(kube, "team-a"))
+    second = job_source("second")
+    offer = offer_for(second)
+    [job] = plan_jobs(offer.workload, 1, second, admission(("main", 1)), FLAVORS)
+    [made] = await materializer.ensure([job])
+    assert made["metadata"]["name"] == "second"
+
+
+async def _namespace_gone(kube: KubeClient, name: str) -> bool:
+    from agent.errors import K8sNotFoundError
+
+    try:
+        await kube.get(Resource.NAMESPACES, None, name)
+    except K8sNotFoundError:
+        return True
+    return False
