@@ -178,6 +178,7 @@ class NodeController:
 
         self.registry.mutate(self.nodes, "", name, recover)
         self._renew([name])
+        self.cluster.kubelet.node_recovered(name)
 
     def cordon(self, name: str, *, unschedulable: bool = True) -> None:
         self._node(name)

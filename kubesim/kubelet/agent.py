@@ -11,10 +11,13 @@ Started and stopped by `kubesim.cluster`; told about node faults by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from typing import TYPE_CHECKING, Protocol
 
+from kubesim.apiserver.registry import DeleteOptions
 from kubesim.apiserver.store import EventType, StoreEvent
+from kubesim.errors import KubeSimError
 from kubesim.kubelet.process import ProcessRuntime
 from kubesim.kubelet.simulated import SimulatedRuntime
 from kubesim.objects import JsonObject, rfc3339
@@ -80,6 +83,11 @@ class Kubelet:
         runtime = self._runtime_of.get(uid)
         if runtime is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") != 0:
+                    # Nothing runs any more (e.g. it was stopped with its node): finish deleting.
+                    asyncio.get_running_loop().call_soon(
+                        self._confirm_deletion, meta["namespace"], meta["name"]
+                    )
                 return
             if self.registry.find(self.nodes, "", node) is None:
                 return  # no such node, so no kubelet: the pod stays Pending, as on a real cluster
@@ -90,6 +98,17 @@ class Kubelet:
             self._runtime_of[uid] = runtime
             self._pods_on_node.setdefault(node, set()).add((meta["namespace"], meta["name"]))
         runtime.observe(pod)
+
+    def _confirm_deletion(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(KubeSimError):
+            self.registry.delete(self.pods, namespace, name, DeleteOptions(grace_period_seconds=0))
+
+    def node_recovered(self, node_name: str) -> None:
+        """A node is back: its kubelet finishes the deletions that were waiting for it."""
+        for namespace, name in list(self._pods_on_node.get(node_name, ())):
+            pod = self.registry.find(self.pods, namespace, name)
+            if pod is not None and pod["metadata"].get("deletionTimestamp"):
+                self._confirm_deletion(namespace, name)
 
     def pod_ip(self, uid: str) -> str:
         ip = self._ips.get(uid)

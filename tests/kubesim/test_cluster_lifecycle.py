@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -333,3 +334,30 @@ async def test_the_admin_status_endpoint_reports_counts(simulator: RunningSimula
     assert status["cluster"] == "sim-0"
     assert status["objects"]["nodes"] == 3
     assert status["paused"] is False
+
+
+async def test_a_pod_deleted_on_a_failed_node_goes_away_when_the_node_recovers(
+    cluster: Cluster,
+) -> None:
+    pods = cluster.types.core("pods")
+    cluster.registry.create(
+        pods,
+        {
+            "metadata": {"name": "lost"},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "m", "image": "x"}]},
+        },
+        namespace="default",
+    )
+    await eventually(
+        lambda: (
+            (cluster.get("pods", "default", "lost") or {}).get("status", {}).get("phase")
+            == "Running"
+        )
+    )
+    cluster.registry.delete(pods, "default", "lost")  # graceful: the kubelet must confirm...
+    cluster.fail_node("node-1")  # ...but its node fails before it can
+    await asyncio.sleep(0.2)
+    pod = cluster.get("pods", "default", "lost")
+    assert pod is not None and pod["metadata"]["deletionTimestamp"]
+    cluster.recover_node("node-1")
+    await eventually(lambda: cluster.get("pods", "default", "lost") is None)
