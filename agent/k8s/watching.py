@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from agent.errors import K8sError, K8sGoneError
@@ -46,7 +46,7 @@ async def watch_objects(
     timeout_seconds: int = 300,
     retry_delay: float = 1.0,
     iterations: int | None = None,  # None: forever; tests bound the loop
-) -> AsyncIterator[Relisted | WatchEvent]:
+) -> AsyncGenerator[Relisted | WatchEvent, None]:
     """List then watch `resource` forever; see the module docstring."""
     done = 0
     while iterations is None or done < iterations:
