@@ -1,0 +1,94 @@
+"""End-to-end federation scenarios with real processes: kubesim clusters, the hub, one agent
+per cluster, and qctl — exactly what `qctl dev up` runs, started in a temp dir per test.
+
+Every test here is marked `e2e` and `slow`; `pytest -m "not e2e"` skips them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.v1alpha1.workload import Workload
+from qctl.client import HubClient
+from qctl.commands.dev import DevFederation
+
+ROOT = Path(__file__).resolve().parents[1]
+QCTL = str(Path(sys.executable).parent / "qctl")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def federation(tmp_path: Path) -> Iterator[DevFederation]:
+    fed = DevFederation(tmp_path / "fed", clusters=2, nodes=2, runtime="process", port=0)
+    try:
+        fed.start(detach=False)
+        yield fed
+    finally:
+        fed.stop()
+
+
+def qctl(
+    fed: DevFederation, *args: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "MULTIQ_SERVER": fed.url,
+        "MULTIQ_TOKEN": fed.admin_token,
+        "MULTIQ_CONFIG": str(fed.state_dir / "qctl-config.yaml"),
+        "NO_COLOR": "1",
+    }
+    result = subprocess.run(
+        [QCTL, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"qctl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+def workload(fed: DevFederation, name: str) -> dict[str, Any]:
+    async def get() -> dict[str, Any]:
+        async with HubClient(fed.context) as client:
+            return await client.get(Workload, name, "default")
+
+    return asyncio.run(get())
+
+
+def kubectl(fed: DevFederation, cluster: str, *args: str) -> str:
+    kubeconfig = fed.state_dir / "kubeconfigs" / f"{cluster}.kubeconfig"
+    result = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(fed.state_dir / "kube-cache"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
