@@ -14,7 +14,7 @@ from kubernetes_asyncio.watch import Watch
 
 from kubesim.cluster import Cluster
 from kubesim.testing import RunningSimulator
-from tests.kubesim.conftest import manifest
+from tests.kubesim.conftest import eventually, manifest
 
 
 def _cm(name: str, **labels: str) -> Any:
@@ -212,3 +212,66 @@ async def test_a_watch_without_timeout_still_ends_after_the_server_maximum() -> 
                 await response.read()
             elapsed = asyncio.get_running_loop().time() - started
     assert 0.3 <= elapsed < 5
+
+
+@pytest.mark.slow
+async def test_relisting_watchers_converge_despite_compaction_and_dropped_watches(
+    core: client.CoreV1Api, cluster: Cluster
+) -> None:
+    """The kopf/agent pattern: list, watch from its RV, relist on 410; must end in sync."""
+    views: list[set[str]] = [set(), set(), set()]
+
+    async def follow(view: set[str]) -> None:
+        resource_version: str | None = None
+        while True:
+            try:
+                if resource_version is None:
+                    listed = await core.list_namespaced_config_map("default")
+                    view.clear()
+                    view.update(cm.metadata.name for cm in listed.items)
+                    resource_version = listed.metadata.resource_version
+                async with Watch() as watch:
+                    async for event in watch.stream(
+                        core.list_namespaced_config_map,
+                        "default",
+                        resource_version=resource_version,
+                        allow_watch_bookmarks=True,
+                        timeout_seconds=1,
+                    ):
+                        if event["type"] == "BOOKMARK":  # kubernetes_asyncio leaves a dict
+                            resource_version = event["object"]["metadata"]["resourceVersion"]
+                            continue
+                        resource_version = event["object"].metadata.resource_version
+                        name = event["object"].metadata.name
+                        if event["type"] == "DELETED":
+                            view.discard(name)
+                        else:
+                            view.add(name)
+            except ApiException as error:
+                assert error.status == 410
+                resource_version = None
+
+    watchers = [asyncio.create_task(follow(view)) for view in views]
+    for step in range(150):
+        name = f"cm-{step * 7 % 23}"
+        try:
+            if step % 3:
+                await core.create_namespaced_config_map("default", _cm(name))
+            else:
+                await core.delete_namespaced_config_map(name, "default")
+        except ApiException:
+            pass
+        if step == 50:
+            cluster.compact()
+        if step == 100:
+            cluster.drop_watches()
+    truth = {
+        o["metadata"]["name"]
+        for o in cluster.store.list(cluster.types.core("configmaps"), "default")
+    }
+    try:
+        await eventually(lambda: all(view == truth for view in views), within=10)
+    finally:
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
