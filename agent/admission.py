@@ -93,6 +93,8 @@ _NEVER_HERE = frozenset(
     }
 )
 _REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
+_SETTLE_SECONDS = 5.0
+"""At most this long a finished workload's last report waits for its pods to catch up."""
 
 
 class Reporter(Protocol):
@@ -149,6 +151,8 @@ class AdmissionShell:
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._settling: dict[str, float] = {}
+        """Finished per their Jobs, waiting for their pods to show it too: since when."""
         self._seen_jobs: set[str] = set()
         """Workloads whose Jobs the mirror has shown (so their absence means deletion)."""
         self._dirty: dict[str, bool] = {}
@@ -387,6 +391,7 @@ class AdmissionShell:
         self.last_reports.pop(held.key, None)
         self.finished_at.pop(held.key, None)
         self._seen_jobs.discard(held.key)
+        self._settling.pop(held.key, None)
         self._dirty.pop(held.key, None)
         self.store.forget(held.key)
 
@@ -568,6 +573,17 @@ class AdmissionShell:
                 )
             if obs.phase is WorkloadPhase.ADMITTED and held.phase is not WorkloadPhase.ADMITTED:
                 continue  # the mirror lags behind: never go backwards
+            if (
+                obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED)
+                and (obs.pods.pending or obs.pods.running)
+                and obs.message == ""
+            ):
+                # The Jobs say done but the pods' own watch has not caught up: wait for it
+                # (briefly), so the final report carries every pod's count and exit code.
+                since = self._settling.setdefault(held.key, now)
+                if now - since < _SETTLE_SECONDS:
+                    self._wake_at(since + _SETTLE_SECONDS)
+                    continue
             if not report_changed(last, obs):
                 continue
             phase_changed = obs.phase is not held.phase
