@@ -214,7 +214,6 @@ async def test_a_watch_without_timeout_still_ends_after_the_server_maximum() -> 
     assert 0.3 <= elapsed < 5
 
 
-@pytest.mark.slow
 async def test_relisting_watchers_converge_despite_compaction_and_dropped_watches(
     core: client.CoreV1Api, cluster: Cluster
 ) -> None:
