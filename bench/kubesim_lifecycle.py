@@ -3,8 +3,9 @@
 A lifecycle is create -> scheduled -> Running -> Succeeded, driven by the scheduler and the
 simulated kubelet of one in-process cluster. Two workloads: bare pods created through the
 object registry (what the controllers and the API handlers call), and pods of Jobs run by the
-Job controller (which adds tracking-finalizer bookkeeping and Job status writes). Prints one
-JSON object.
+Job controller (which adds tracking-finalizer bookkeeping and Job status writes); and pods
+created over HTTP with kubernetes_asyncio (client and server share this process and its CPU).
+Prints one JSON object.
 
     .venv/bin/python -m bench.kubesim_lifecycle [--pods 5000] [--nodes 100]
 """
@@ -116,6 +117,44 @@ async def _job_pods(count: int, nodes: int, events: bool) -> dict[str, Any]:
         }
 
 
+async def _http_pods(count: int, nodes: int) -> dict[str, Any]:
+    """Pods created over HTTP by kubernetes_asyncio (as an agent would), 50 requests in flight."""
+    from kubernetes_asyncio import client, config
+
+    template = ClusterConfig(lease_interval=60.0, history_limit=2000)
+    async with running(nodes=nodes, template=template) as sim:
+        cluster = sim.clusters[0]
+        pods = cluster.types.core("pods")
+        succeeded = 0
+
+        def count_success(event: Any) -> None:
+            nonlocal succeeded
+            old_phase = (event.old or {}).get("status", {}).get("phase")
+            if event.obj.get("status", {}).get("phase") == "Succeeded" != old_phase:
+                succeeded += 1
+
+        cluster.store.subscribe(pods, count_success)
+        api = await config.new_client_from_config(config_file=str(sim.kubeconfig))
+        core = client.CoreV1Api(api)
+        gate = asyncio.Semaphore(50)
+
+        async def create(index: int) -> None:
+            async with gate:
+                body: Any = _pod(index)  # the client accepts plain dicts for its models
+                await core.create_namespaced_pod("default", body)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(create(i) for i in range(count)))
+        await _until(lambda: succeeded >= count, 0.01)
+        elapsed = time.perf_counter() - started
+        await api.close()
+        return {
+            "pods": count,
+            "seconds": round(elapsed, 3),
+            "lifecycles_per_second": round(count / elapsed, 1),
+        }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=5000)
@@ -127,6 +166,7 @@ async def main() -> None:
         "bare_pods_with_events": await _bare_pods(args.pods, args.nodes, True),
         "bare_pods_without_events": await _bare_pods(args.pods, args.nodes, False),
         "job_pods_with_events": await _job_pods(args.pods, args.nodes, True),
+        "http_created_pods": await _http_pods(min(args.pods, 2000), args.nodes),
     }
     print(json.dumps(result, indent=2))
 
