@@ -132,6 +132,11 @@ class Agent:
     async def _on_connect(self) -> None:
         log.info("connected to the hub %s as %s", self.settings.hub, self.settings.cluster)
         await self.send_capacity()
+        # The latest report of every held workload again, acknowledged or not: a hub that
+        # crashed after acking (before storing) a report would otherwise never learn it.
+        # Reports are idempotent, so this costs one message per held workload.
+        for report in list(self.admission.last_reports.values()):
+            self.session.report(report)
 
     async def _on_disconnect(self) -> None:
         await self.logs.close_all()

@@ -3,12 +3,21 @@ duplicate Jobs, status resumes, held workloads are announced, the last config is
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 from agent.k8s.client import KubeClient, Resource
 from api.v1alpha1.messages import Hello, WorkloadPhase
 from kubesim.testing import RunningSimulator
-from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    config,
+    eventually,
+    job_source,
+    offer_for,
+    status,
+)
 
 
 async def jobs_of(kube: KubeClient, uid: str) -> list[str]:
@@ -171,3 +180,22 @@ async def test_a_hub_that_dies_without_closing_its_sockets_is_redialled(
     hub.kill()  # TCP reset on both lanes at once, no WebSocket close frames
     await eventually(lambda: hub.connects == 2 and agent.session.connected.is_set())
     assert hub.log_connects >= 2
+
+
+async def test_after_a_reconnect_the_latest_report_of_each_held_workload_is_sent_again(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("again-and-again", script="sleep 30"))
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "again-and-again"))
+    # The hub acknowledges everything (a later message carries the ack) ...
+    await hub.send(config(revision=2))
+    await asyncio.sleep(0.3)
+    # ... then loses it all, as a hub killed before storing would.
+    hub.envelopes.clear()
+    await hub.drop()
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    again = await hub.wait_for(status(WorkloadPhase.RUNNING, "again-and-again"))
+    assert hub.payloads.index(hello) < hub.payloads.index(again)
