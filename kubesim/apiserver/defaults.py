@@ -107,7 +107,10 @@ def _default_job(job: JsonObject) -> None:
         spec["completions"] = 1
         spec["parallelism"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 6)
+    # With backoffLimitPerIndex the global limit defaults to "unlimited" (max int32).
+    spec.setdefault(
+        "backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6
+    )
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")

@@ -14,8 +14,9 @@ which is removed only after the pod is counted in the Job status. Jobs whose
 Keyed by (namespace, name); fed by Job and Pod store events; started by `kubesim.cluster`.
 Replacements for failed pods wait `job_backoff_seconds * 2^(failed-1)` (capped at 6 min; the
 real controller uses 10 s; kubesim defaults to 0 so tests stay fast). Not implemented:
-backoffLimitPerIndex, FailIndex. successPolicy (Indexed Jobs: succeededIndexes and/or
-succeededCount) is honoured.
+FailIndex. successPolicy (Indexed: succeededIndexes and/or succeededCount) and
+backoffLimitPerIndex with maxFailedIndexes (failedIndexes, the index failure-count annotation)
+are honoured.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = ["JOB_CONTROLLER", "JobController", "format_indexes", "parse_indexes"]
 JOB_CONTROLLER = "kubernetes.io/job-controller"
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
 _TERMINAL = ("Succeeded", "Failed")
 _BACKGROUND = DeleteOptions(propagation_policy="Background")
 _ORPHANS = ("", "")  # work-queue key: pods holding the tracking finalizer with no Job left
@@ -132,6 +134,8 @@ class _Accounting:
     succeeded_indexes: set[int] = field(default_factory=set)
     failure: tuple[str, str] | None = None
     counted: list[JsonObject] = field(default_factory=list)
+    # backoffLimitPerIndex: index -> failures so far, from the failed pods' annotations.
+    index_failures: dict[int, int] = field(default_factory=dict)
 
 
 class JobController(QueueController[tuple[str, str]]):
@@ -147,6 +151,7 @@ class JobController(QueueController[tuple[str, str]]):
         self._deleted_by_me: set[str] = set()
         self._orphans: set[tuple[str, str]] = set()
         self._last_failure: dict[str, float] = {}
+        self._index_failures: dict[tuple[str, int], int] = {}
         self.backoff_base = cluster.config.job_backoff_seconds
         self.store.subscribe(self.jobs, self._on_job)
         self.store.subscribe(self.pods, self._on_pod)
@@ -233,6 +238,7 @@ class JobController(QueueController[tuple[str, str]]):
             completed_indexes |= accounting.succeeded_indexes
             status["completedIndexes"] = format_indexes(completed_indexes)
             status["succeeded"] = len(completed_indexes)
+        failed_indexes = self._track_index_failures(job, status, accounting)
         active = [
             p
             for p in pods
@@ -250,9 +256,11 @@ class JobController(QueueController[tuple[str, str]]):
         # this controller, takes it from here (creating pods would race the GC forever).
         live = not finished and not job["metadata"].get("deletionTimestamp")
         if live and not spec.get("suspend"):
-            self._judge(job, status, accounting, completed_indexes, active, current)
+            self._judge(job, status, accounting, completed_indexes, failed_indexes, active, current)
         if live:
-            active = self._drive(job, status, active, terminating, completed_indexes, current)
+            active = self._drive(
+                job, status, active, terminating, completed_indexes | failed_indexes, current
+            )
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _is_ready(p))
         status["terminating"] = len(terminating)
@@ -287,6 +295,12 @@ class JobController(QueueController[tuple[str, str]]):
                     accounting.failure = ("PodFailurePolicy", message)
                 if action != "Ignore":
                     accounting.failed += 1
+                    index = _pod_index(pod)
+                    if index is not None:
+                        before = int((meta.get("annotations") or {}).get(FAILURE_COUNT_KEY, 0))
+                        accounting.index_failures[index] = max(
+                            accounting.index_failures.get(index, 0), before + 1
+                        )
                 accounting.counted.append(pod)
             elif meta.get("deletionTimestamp") and not pod.get("spec", {}).get("nodeName"):
                 # Deleted before it was scheduled: nothing ran, nothing to count.
@@ -299,6 +313,7 @@ class JobController(QueueController[tuple[str, str]]):
         status: dict[str, Any],
         accounting: _Accounting,
         completed_indexes: set[int],
+        failed_indexes: set[int],
         active: list[JsonObject],
         current: dt.datetime,
     ) -> None:
@@ -307,8 +322,19 @@ class JobController(QueueController[tuple[str, str]]):
             return
         spec = job["spec"]
         failure = accounting.failure
-        if failure is None and status["failed"] > spec.get("backoffLimit", 6):
+        per_index = spec.get("backoffLimitPerIndex") is not None
+        if failure is None and not per_index and status["failed"] > spec.get("backoffLimit", 6):
             failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        most = spec.get("maxFailedIndexes")
+        if failure is None and per_index and most is not None and len(failed_indexes) > most:
+            failure = (
+                "MaxFailedIndexesExceeded",
+                "Job has exceeded the specified maximal number of failed indexes",
+            )
+        completions = spec.get("completions") or 0
+        settled = all(i in completed_indexes or i in failed_indexes for i in range(completions))
+        if failure is None and per_index and failed_indexes and settled:
+            failure = ("FailedIndexes", "Job has failed indexes")
         deadline = spec.get("activeDeadlineSeconds")
         if failure is None and deadline is not None and status.get("startTime"):
             elapsed = (current - parse_time(status["startTime"])).total_seconds()
@@ -412,7 +438,8 @@ class JobController(QueueController[tuple[str, str]]):
                 i for i in range(completions) if i not in completed_indexes and i not in busy
             ]
             for index in missing[: max(0, parallelism - len(occupying))]:
-                created.append(self._create_pod(job, index))
+                failures = self._index_failures.get((job["metadata"]["uid"], index), 0)
+                created.append(self._create_pod(job, index, failures=failures))
         else:
             if completions is None:
                 wanted = 0 if status["succeeded"] > 0 else parallelism
@@ -421,6 +448,24 @@ class JobController(QueueController[tuple[str, str]]):
             for _ in range(max(0, wanted - len(occupying))):
                 created.append(self._create_pod(job, None))
         return active + [p for p in created if p]
+
+    def _track_index_failures(
+        self, job: JsonObject, status: dict[str, Any], accounting: _Accounting
+    ) -> set[int]:
+        """backoffLimitPerIndex: remember failures per index; an index over the limit fails."""
+        failed = parse_indexes(status.get("failedIndexes"))
+        limit = job["spec"].get("backoffLimitPerIndex")
+        if limit is None:
+            return failed
+        uid = job["metadata"]["uid"]
+        for index, count in accounting.index_failures.items():
+            self._index_failures[(uid, index)] = max(
+                self._index_failures.get((uid, index), 0), count
+            )
+            if count > limit:
+                failed.add(index)
+        status["failedIndexes"] = format_indexes(failed)
+        return failed
 
     def _backoff_remaining(self, job: JsonObject, status: dict[str, Any]) -> float:
         """Seconds before replacements may be created: base * 2^(failed-1), capped at 6 min."""
@@ -433,7 +478,7 @@ class JobController(QueueController[tuple[str, str]]):
 
     # -- effects ------------------------------------------------------------------------------
 
-    def _create_pod(self, job: JsonObject, index: int | None) -> JsonObject:
+    def _create_pod(self, job: JsonObject, index: int | None, *, failures: int = 0) -> JsonObject:
         meta = job["metadata"]
         template = clone(job["spec"].get("template") or {})
         template_meta = template.get("metadata") or {}
@@ -452,6 +497,8 @@ class JobController(QueueController[tuple[str, str]]):
         if index is not None:
             labels[INDEX_KEY] = str(index)
             annotations[INDEX_KEY] = str(index)
+            if job["spec"].get("backoffLimitPerIndex") is not None:
+                annotations[FAILURE_COUNT_KEY] = str(failures)
             generate_name = f"{meta['name']}-{index}-"
             env_var = {
                 "name": "JOB_COMPLETION_INDEX",

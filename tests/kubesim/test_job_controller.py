@@ -441,3 +441,43 @@ async def test_a_job_deleted_in_the_foreground_goes_away_without_recreating_pods
     await eventually(lambda: cluster.get("jobs", "default", "fg") is None)
     assert not _job_pods(cluster, "fg")
     assert cluster.store.revision - before < 100  # no create/delete race with the GC
+
+
+async def test_backoff_limit_per_index_fails_only_the_failing_index(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    # Index 1 always fails; the others succeed. Each index may be retried once.
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "per-index",
+            completions=3,
+            parallelism=3,
+            completionMode="Indexed",
+            backoffLimitPerIndex=1,
+            annotations={"kubesim.dev/duration": "0.3"},
+        ),
+    )
+    pods = cluster.types.core("pods")
+
+    def make_index_one_fail() -> bool:
+        for pod in _job_pods(cluster, "per-index"):
+            annotations = pod["metadata"]["annotations"]
+            if (
+                annotations["batch.kubernetes.io/job-completion-index"] == "1"
+                and "kubesim.dev/exit-code" not in annotations
+            ):
+
+                def fail(new: dict[str, Any]) -> None:
+                    new["metadata"]["annotations"]["kubesim.dev/exit-code"] = "1"
+
+                cluster.registry.mutate(pods, "default", pod["metadata"]["name"], fail)
+        return "Failed" in _true_conditions(cluster, "per-index")
+
+    await eventually(make_index_one_fail, within=15)
+    status = _job_status(cluster, "per-index")
+    assert status["completedIndexes"] == "0,2"
+    assert status["failedIndexes"] == "1"
+    assert status["failed"] == 2
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "FailedIndexes"
