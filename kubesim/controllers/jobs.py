@@ -13,10 +13,10 @@ which is removed only after the pod is counted in the Job status. Jobs whose
 
 Keyed by (namespace, name); fed by Job and Pod store events; started by `kubesim.cluster`.
 Replacements for failed pods wait `job_backoff_seconds * 2^(failed-1)` (capped at 6 min; the
-real controller uses 10 s; kubesim defaults to 0 so tests stay fast). Not implemented:
-FailIndex. successPolicy (Indexed: succeededIndexes and/or succeededCount) and
-backoffLimitPerIndex with maxFailedIndexes (failedIndexes, the index failure-count annotation)
-are honoured.
+real controller uses 10 s; kubesim defaults to 0 so tests stay fast). Also honoured:
+successPolicy (Indexed: succeededIndexes and/or succeededCount), backoffLimitPerIndex with
+maxFailedIndexes (failedIndexes, the index failure-count annotation) and the podFailurePolicy
+FailIndex action.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ JOB_CONTROLLER = "kubernetes.io/job-controller"
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
+_FAIL_INDEX = 2**31  # a failure count beyond any backoffLimitPerIndex
 _TERMINAL = ("Succeeded", "Failed")
 _BACKGROUND = DeleteOptions(propagation_policy="Background")
 _ORPHANS = ("", "")  # work-queue key: pods holding the tracking finalizer with no Job left
@@ -298,8 +299,10 @@ class JobController(QueueController[tuple[str, str]]):
                     index = _pod_index(pod)
                     if index is not None:
                         before = int((meta.get("annotations") or {}).get(FAILURE_COUNT_KEY, 0))
+                        # FailIndex fails the index outright, whatever its retries left.
+                        count = _FAIL_INDEX if action == "FailIndex" else before + 1
                         accounting.index_failures[index] = max(
-                            accounting.index_failures.get(index, 0), before + 1
+                            accounting.index_failures.get(index, 0), count
                         )
                 accounting.counted.append(pod)
             elif meta.get("deletionTimestamp") and not pod.get("spec", {}).get("nodeName"):

@@ -481,3 +481,23 @@ async def test_backoff_limit_per_index_fails_only_the_failing_index(
     assert status["failed"] == 2
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "FailedIndexes"
+
+
+async def test_the_fail_index_action_fails_an_index_without_retries(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    policy = {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [3]}}]}
+    await batch.create_namespaced_job(
+        "default",
+        _job(
+            "fail-index",
+            completions=1,
+            completionMode="Indexed",
+            backoffLimitPerIndex=5,
+            podFailurePolicy=policy,
+            annotations={"kubesim.dev/exit-code": "3"},
+        ),
+    )
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "fail-index"))
+    status = _job_status(cluster, "fail-index")
+    assert (status["failed"], status["failedIndexes"]) == (1, "0")
