@@ -42,7 +42,7 @@ from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot
 from agent.errors import K8sClientError, K8sNotFoundError, MaterializeError
 from agent.inventory import Inventory, Labels
-from agent.k8s.client import Resource
+from agent.k8s.client import JsonObject, Resource
 from agent.materialize import Materializer, plan_jobs
 from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache, api_admission
@@ -95,6 +95,13 @@ _NEVER_HERE = frozenset(
 _REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
 _SETTLE_SECONDS = 5.0
 """At most this long a finished workload's last report waits for its pods to catch up."""
+
+
+def _job_done(job: JsonObject) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
 
 
 class Reporter(Protocol):
@@ -369,8 +376,8 @@ class AdmissionShell:
         for job in self.inventory.managed_jobs():
             meta = job.get("metadata") or {}
             key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
-            if not key or key in self.held or meta.get("deletionTimestamp"):
-                continue
+            if not key or key in self.held or meta.get("deletionTimestamp") or _job_done(job):
+                continue  # (a finished Job runs nothing: its own TTL decides when it goes)
             namespace, name = str(meta.get("namespace")), str(meta.get("name"))
             log.warning(
                 "deleting job %s/%s: it runs %s, which this agent does not hold and the hub "
