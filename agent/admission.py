@@ -19,6 +19,12 @@ leaves it out), is evicted, withdrawn or cancelled. Finished workloads stay held
 in Hello) for `finished_ttl` seconds, then are forgotten; their Jobs stay in the cluster
 (for `kubectl logs` and the user's own ttlSecondsAfterFinished).
 
+Besides the hub's messages the loop takes two of the agent's own: `Fence` (self-fencing
+after losing the hub: every unfinished workload is stopped and reported Evicted,
+ClusterLost) and `ReapOrphans` (after a Hello and a grace period: running Jobs of workloads
+the agent does not hold — its state was lost and the hub did not offer them again — are
+deleted). Jobs that vanish under a running workload fail it ("deleted outside MultiQ").
+
 Called by: agent.app (constructs it, feeds `submit`, runs `run`); agent.capacity reads
 `snapshot()`.
 """

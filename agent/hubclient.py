@@ -14,10 +14,10 @@ is numbered like any message (as the hub's are). Envelopes whose `seq` is not ab
 highest received are duplicates and dropped (their `ack` is still read).
 
 On every connect Hello goes first (built by the `hello` callback), then `on_connect` runs
-(the agent sends its capacity), then the outbox is flushed: status reports and rejections
-produced while disconnected (latest per workload, bounded) and every one sent but not yet
-acknowledged. Redelivery is harmless (reports are idempotent: latest phase per workload and
-generation).
+(the agent sends its capacity and queues the latest report of every held workload again),
+then the outbox is flushed: status reports and rejections produced while disconnected
+(latest per workload, bounded) and every one sent but not yet acknowledged. Redelivery is
+harmless (reports are idempotent: latest phase per workload and generation).
 
 Called by: agent.app (runs `HubSession.run`, sends through it); agent.logs (`send_log`).
 """
