@@ -89,6 +89,8 @@ class _Stream:
         if req.since is not None:
             since = req.since if req.since.tzinfo else req.since.replace(tzinfo=UTC)
             since_seconds = max(1, int((datetime.now(UTC) - since).total_seconds()))
+        tail_lines = req.tail_lines
+        last: datetime | None = None  # timestamp of the last line passed on
         try:
             for attempt in range(5):
                 try:
@@ -98,14 +100,26 @@ class _Stream:
                         container=key[1],
                         follow=req.follow,
                         since_seconds=since_seconds,
-                        tail_lines=req.tail_lines,
+                        tail_lines=tail_lines,
                         timestamps=True,
                     ):
-                        self.push(key, parse_line(raw))
+                        line = parse_line(raw)
+                        if (
+                            last is not None
+                            and line.timestamp is not None
+                            and line.timestamp <= last
+                        ):
+                            continue  # seen before the stream broke
+                        self.push(key, line)
+                        last = line.timestamp or last
                     break
                 except K8sError as exc:
                     log.info("log %s/%s: %s (attempt %d/5)", key[0], key[1], exc, attempt + 1)
                     await asyncio.sleep(0.2 * (attempt + 1))
+                    if last is not None:
+                        # Resume after the last line passed on, not from the beginning.
+                        tail_lines = None
+                        since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
         finally:
             self.ended.append(key)
             self.data.set()

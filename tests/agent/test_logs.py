@@ -4,7 +4,10 @@ saturated log lane never holds up the control lane."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+from agent.errors import K8sConnectionError
+from agent.logs import LogStreams, _Stream
 from api.v1alpha1.messages import (
     Hello,
     LogClose,
@@ -128,3 +131,40 @@ async def test_a_log_request_for_a_workload_not_held_here_ends_at_once(
         lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData)), None)
     )
     assert (end.stream_id, end.pod, end.eof, end.lines) == ("none", "", True, [])
+
+
+class _BreakingKube:
+    """pod_log that breaks after two lines the first time, then serves everything."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    async def pod_log(self, namespace: str, name: str, **kwargs: object) -> AsyncIterator[str]:
+        self.calls.append(kwargs)
+        lines = [f"2026-12-02T10:00:0{i}.000000Z line-{i}" for i in range(4)]
+        for i, line in enumerate(lines):
+            if len(self.calls) == 1 and i == 2:
+                raise K8sConnectionError("reset")
+            yield line
+
+
+async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating_it() -> None:
+    kube = _BreakingKube()
+    sent: list[LogData] = []
+
+    async def send(data: LogData) -> None:
+        sent.append(data)
+
+    streams = LogStreams(
+        cluster="c",
+        kube=kube,  # type: ignore[arg-type]
+        inventory=None,  # type: ignore[arg-type]
+        send=send,
+        batch_interval=0,
+    )
+    stream = _Stream(streams, LogOpen(stream_id="s", workload="ns/w", follow=True, tail_lines=10))
+    await stream.read("ns", ("pod", "main"))
+    assert [e.line.text for e in stream.buffer] == ["line-0", "line-1", "line-2", "line-3"]
+    assert stream.ended == [("pod", "main")]
+    assert kube.calls[0]["tail_lines"] == 10
+    assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
