@@ -63,6 +63,7 @@ _SERVER_META = (
     "selfLink",
     "ownerReferences",
     "deletionTimestamp",
+    "deletionGracePeriodSeconds",
     "finalizers",
 )
 _CONTROLLER_LABELS = (
@@ -149,6 +150,9 @@ def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> J
     if not spec.get("manualSelector"):
         spec.pop("selector", None)
     spec["suspend"] = False
+    # Another controller named in managedBy (e.g. Kueue's MultiKueue) would leave the Job to
+    # itself and nothing would run it here.
+    spec.pop("managedBy", None)
     if inj.count is not None:
         before = spec.get("parallelism", 1)
         spec["parallelism"] = inj.count

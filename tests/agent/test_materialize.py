@@ -96,6 +96,8 @@ def test_a_job_source_keeps_its_name_and_gets_labels_flavor_and_a_clean_metadata
     source["metadata"].update({"uid": "elsewhere", "resourceVersion": "9"})
     source["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "lq"
     source["spec"]["selector"] = {"matchLabels": {"controller-uid": "elsewhere"}}
+    source["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    source["spec"]["suspend"] = True
     offer = offer_for(copy.deepcopy(source), generation=2)
     [job] = plan_jobs(offer.workload, 2, source, admission(("main", 3)), FLAVORS)
     meta = job["metadata"]
@@ -104,6 +106,7 @@ def test_a_job_source_keeps_its_name_and_gets_labels_flavor_and_a_clean_metadata
     assert meta["labels"]["multiq.dev/dispatch-generation"] == "2"
     assert "kueue.x-k8s.io/queue-name" not in meta["labels"]
     assert "selector" not in job["spec"] and job["spec"]["suspend"] is False
+    assert "managedBy" not in job["spec"]
     template = job["spec"]["template"]
     assert template["metadata"]["labels"]["multiq.dev/workload-uid"] == "uid-solo"
     assert template["spec"]["nodeSelector"] == {"type": "kubesim"}
