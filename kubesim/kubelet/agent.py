@@ -2,8 +2,9 @@
 
 Pods bound to a node (spec.nodeName) are run by the cluster's default runtime or the one named
 by the pod annotation `kubesim.dev/runtime` (`process` or `simulated`). The kubelet assigns
-pod IPs, knows node IPs, and on a node failure marks that node's pods Failed (reason
-NodeLost, condition DisruptionTarget) after stopping them. Logs of deleted pods are dropped.
+pod IPs, knows node IPs, enforces spec.activeDeadlineSeconds (Failed, DeadlineExceeded), and
+on a node failure marks that node's pods Failed (reason NodeLost, condition
+DisruptionTarget) after stopping them. Logs of deleted pods are dropped.
 Started and stopped by `kubesim.cluster`; told about node faults by
 `kubesim.controllers.nodes`.
 """
@@ -62,6 +63,7 @@ class Kubelet:
         self._pods_on_node: dict[str, set[tuple[str, str]]] = {}
         self._ip_counter = itertools.count(1)
         self._ips: dict[str, str] = {}
+        self._deadlines: dict[str, asyncio.TimerHandle] = {}
         cluster.store.subscribe(self.pods, self._on_pod)
 
     def _on_pod(self, event: StoreEvent) -> None:
@@ -70,6 +72,9 @@ class Kubelet:
         uid = meta["uid"]
         node = pod.get("spec", {}).get("nodeName")
         if event.type is EventType.DELETED:
+            timer = self._deadlines.pop(uid, None)
+            if timer is not None:
+                timer.cancel()
             runtime = self._runtime_of.pop(uid, None)
             if runtime is not None:
                 runtime.forget(uid)
@@ -97,6 +102,11 @@ class Kubelet:
             runtime = self.runtimes.get(wanted, self.runtimes["simulated"])
             self._runtime_of[uid] = runtime
             self._pods_on_node.setdefault(node, set()).add((meta["namespace"], meta["name"]))
+            deadline = pod.get("spec", {}).get("activeDeadlineSeconds")
+            if deadline is not None:
+                self._deadlines[uid] = asyncio.get_running_loop().call_later(
+                    float(deadline), self._deadline_passed, meta["namespace"], meta["name"], uid
+                )
         runtime.observe(pod)
 
     def _confirm_deletion(self, namespace: str, name: str) -> None:
@@ -126,6 +136,29 @@ class Kubelet:
 
     def node(self, node_name: str) -> JsonObject | None:
         return self.registry.find(self.nodes, "", node_name)
+
+    def _deadline_passed(self, namespace: str, name: str, uid: str) -> None:
+        """spec.activeDeadlineSeconds: the kubelet kills the pod and reports it Failed."""
+        self._deadlines.pop(uid, None)
+        pod = self.registry.find(self.pods, namespace, name)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        runtime = self._runtime_of.pop(uid, None)
+        if runtime is not None:
+            runtime.stop(uid)
+
+        def expire(new: JsonObject) -> None:
+            status = new.setdefault("status", {})
+            status["phase"] = "Failed"
+            status["reason"] = "DeadlineExceeded"
+            status["message"] = "Pod was active on the node longer than the specified deadline"
+            for condition in status.get("conditions") or []:
+                if condition.get("type") in ("Ready", "ContainersReady"):
+                    condition["status"] = "False"
+
+        self.registry.mutate(self.pods, namespace, name, expire)
 
     def node_failed(self, node_name: str) -> None:
         """Stop the node's pods and report them Failed, as the node lifecycle would."""
@@ -168,5 +201,8 @@ class Kubelet:
         await asyncio.Event().wait()
 
     async def shutdown(self) -> None:
+        for timer in self._deadlines.values():
+            timer.cancel()
+        self._deadlines.clear()
         for runtime in self.runtimes.values():
             await runtime.shutdown()

@@ -310,3 +310,16 @@ async def test_a_container_ends_with_its_main_process_and_takes_its_children_alo
     assert await process_core.read_namespaced_pod_log("parent", "default") == "parent-done\n"
     await asyncio.sleep(1.3)
     assert not marker.exists()
+
+
+async def test_a_pod_past_its_active_deadline_is_killed_and_failed(
+    process_core: client.CoreV1Api, process_cluster: Cluster
+) -> None:
+    await process_core.create_namespaced_pod(
+        "default", _pod("overdue", "sleep 30", activeDeadlineSeconds=1)
+    )
+    await eventually(lambda: _phase(process_cluster, "overdue") == "Failed", within=10)
+    pod = await process_core.read_namespaced_pod("overdue", "default")
+    assert pod.status.reason == "DeadlineExceeded"
+    runtime: Any = process_cluster.kubelet.runtimes["process"]
+    assert pod.metadata.uid not in runtime._pods
