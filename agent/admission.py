@@ -164,6 +164,8 @@ class AdmissionShell:
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._recheck: set[str] = set()
+        """Workloads the next status pass must look at even if nothing of theirs changed."""
         self._settling: dict[str, float] = {}
         """Finished per their Jobs, waiting for their pods to show it too: since when."""
         self._seen_jobs: set[str] = set()
@@ -523,6 +525,7 @@ class AdmissionShell:
             return
         self._persist(held)
         self._report(held, WorkloadPhase.ADMITTED)
+        self._recheck.add(held.key)  # its Jobs may have shown up before their names were known
         self._wake.set()
 
     async def _evict(self, key: str, reason: str, message: str) -> None:
@@ -559,11 +562,22 @@ class AdmissionShell:
         `priming`: the mirrors were just listed, so a missing Job is really missing."""
         now = self.clock()
         for held in list(self.held.values()):
-            if held.finished:
-                if now - self.finished_at.get(held.key, now) > self.finished_ttl:
-                    self._forget(held)
-                continue
-            if held.phase is WorkloadPhase.PENDING or not held.job_names:
+            if held.finished and now - self.finished_at.get(held.key, now) > self.finished_ttl:
+                self._forget(held)
+        # Only workloads whose Jobs or pods changed (all of them after a relist), and those
+        # that asked to be looked at again (just materialised, or a report held back).
+        relisted, owners = self.inventory.take_changes()
+        recheck, self._recheck = self._recheck, set()
+        candidates = [
+            held
+            for held in list(self.held.values())
+            if priming
+            or relisted
+            or held.key in recheck
+            or (held.key.split("/", 1)[0], Labels.value(held.key.split("/", 1)[1])) in owners
+        ]
+        for held in candidates:
+            if held.finished or held.phase is WorkloadPhase.PENDING or not held.job_names:
                 continue
             namespace, name = held.key.split("/", 1)
             obs = observe(
@@ -596,6 +610,7 @@ class AdmissionShell:
                 since = self._settling.setdefault(held.key, now)
                 if now - since < _SETTLE_SECONDS:
                     self._wake_at(since + _SETTLE_SECONDS)
+                    self._recheck.add(held.key)
                     continue
             if not report_changed(last, obs):
                 continue
@@ -605,6 +620,7 @@ class AdmissionShell:
                 due = last.observed_at.timestamp() + self.status_interval
                 if now < due:
                     self._wake_at(due)
+                    self._recheck.add(held.key)
                     continue
             held.phase = obs.phase
             conditions = []

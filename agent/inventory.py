@@ -122,6 +122,13 @@ class Inventory:
     def workload_pods(self, namespace: str, name: str) -> list[JsonObject]:
         return self.pods.owned_by(namespace, Labels.value(name))
 
+    def take_changes(self) -> tuple[bool, set[tuple[str, str]]]:
+        """Since the last call: whether jobs or pods were relisted, and which workloads'
+        (namespace, name label) jobs or pods changed."""
+        jobs_all, jobs = self.jobs.take_changes()
+        pods_all, pods = self.pods.take_changes()
+        return jobs_all or pods_all, jobs | pods
+
     def managed_jobs(self) -> list[JsonObject]:
         return [
             j

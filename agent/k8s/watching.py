@@ -104,6 +104,10 @@ class Mirror:
         self.objects: dict[str, JsonObject] = {}
         self.index = index
         self.by_owner: dict[tuple[str, str], dict[str, JsonObject]] = {}
+        self.changed: set[tuple[str, str]] = set()
+        """Owners whose objects changed since `take_changes` (with `index`)."""
+        self.changed_all = False
+        """A relist happened since `take_changes`: anything may have changed."""
         self.listed = asyncio.Event()
         self.relists = 0
         self._on_change = on_change
@@ -124,6 +128,7 @@ class Mirror:
                 for obj in item.items:
                     self._put(object_key(obj), obj)
                 self.relists += 1
+                self.changed_all = True
                 self.listed.set()
             elif item.type == "DELETED":
                 self._drop(object_key(item.object))
@@ -146,16 +151,24 @@ class Mirror:
         owner = self._owner(obj)
         if owner is not None:
             self.by_owner.setdefault(owner, {})[key] = obj
+            self.changed.add(owner)
 
     def _drop(self, key: str) -> None:
         old = self.objects.pop(key, None)
         owner = None if old is None else self._owner(old)
         if owner is not None:
+            self.changed.add(owner)
             group = self.by_owner.get(owner)
             if group is not None:
                 group.pop(key, None)
                 if not group:
                     del self.by_owner[owner]
+
+    def take_changes(self) -> tuple[bool, set[tuple[str, str]]]:
+        """(relisted, owners changed) since the last call; resets both."""
+        changes = (self.changed_all, self.changed)
+        self.changed_all, self.changed = False, set()
+        return changes
 
     def owned_by(self, first: str, second: str) -> list[JsonObject]:
         """Objects whose index labels are (first, second)."""
