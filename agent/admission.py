@@ -164,6 +164,12 @@ class AdmissionShell:
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cycle_due = True
+        """Admission may have changed since the last cycle (offers, config, freed quota)."""
+        self._cycle_wakeup: float | None = None
+        """The engine's next time-based decision (backoffs, timeouts)."""
+        self._status_wakeup: float | None = None
+        """When a held-back report is due."""
         self._recheck: set[str] = set()
         """Workloads the next status pass must look at even if nothing of theirs changed."""
         self._settling: dict[str, float] = {}
@@ -222,21 +228,28 @@ class AdmissionShell:
         await self.observe(priming=True)
 
     async def run(self) -> None:
-        """Handle messages, run a cycle and a status pass, wait for the next event — forever."""
-        next_wakeup: float | None = None
+        """Handle messages, run a cycle if one is due and a status pass, wait for the next
+        event or timer — forever."""
         while True:
-            timeout = None if next_wakeup is None else max(0.0, next_wakeup - self.clock())
+            timers = [t for t in (self._cycle_wakeup, self._status_wakeup) if t is not None]
+            timeout = max(0.0, min(timers) - self.clock()) if timers else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
             await self.step()
-            next_wakeup = self._next_wakeup
             await asyncio.sleep(self.cycle_min_interval)
 
     async def step(self) -> None:
+        """One pass. A cycle runs only when admission can have changed — a hub message,
+        released quota, or the engine's own next wake-up — not on every pod event: with
+        thousands of pending workloads a cycle is the expensive part."""
         while not self._inbox.empty():
             await self.handle(self._inbox.get_nowait())
-        await self.cycle()
+        wakeup = self._cycle_wakeup
+        if self._cycle_due or (wakeup is not None and self.clock() >= wakeup):
+            self._cycle_due = False
+            await self.cycle()
+        self._status_wakeup = None
         await self.observe()
         await self._flush()
 
@@ -252,6 +265,8 @@ class AdmissionShell:
             await self._reap_orphans()
         else:
             await self._withdraw(message)
+        if not isinstance(message, Fence | ReapOrphans):
+            self._cycle_due = True  # (those two free quota through _forget, if at all)
         self._changed()
 
     def _changed(self) -> None:
@@ -400,6 +415,7 @@ class AdmissionShell:
                 )
 
     def _forget(self, held: Held) -> None:
+        self._cycle_due = True  # whatever it held is free
         self.held.pop(held.key, None)
         self._snapshots.forget(held.key)
         self.preempting.discard(held.key)
@@ -417,13 +433,11 @@ class AdmissionShell:
 
     # the cycle -------------------------------------------------------------------------------
 
-    _next_wakeup: float | None = None
-
     async def cycle(self) -> CycleResult:
         now = self.clock()
         result = schedule(self.snapshot(), now)
         self.cycles += 1
-        self._next_wakeup = result.next_wakeup
+        self._cycle_wakeup = result.next_wakeup
         for victim in result.preempted:
             await self._evict(victim.victim, "Preempted", victim.message)
         for ev in result.evicted:
@@ -641,7 +655,8 @@ class AdmissionShell:
                 )
                 self.finished_at[held.key] = now
                 self._changed()
-                self._wake.set()  # its quota is free: admit who waits
+                self._cycle_due = True  # its quota is free: admit who waits
+                self._wake.set()
             extra = {}
             if obs.phase is WorkloadPhase.FAILED and not obs.exits and obs.message:
                 extra["pending_message"] = obs.message  # no exit codes to tell why
@@ -657,8 +672,9 @@ class AdmissionShell:
                 self._persist(held)
 
     def _wake_at(self, when: float) -> None:
-        if self._next_wakeup is None or when < self._next_wakeup:
-            self._next_wakeup = when
+        """A status pass is due at `when` (a report held back)."""
+        if self._status_wakeup is None or when < self._status_wakeup:
+            self._status_wakeup = when
 
     def _jobs_exist(self, held: Held) -> bool:
         namespace, _ = held.key.split("/", 1)

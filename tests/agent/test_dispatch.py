@@ -151,3 +151,14 @@ async def test_a_pending_offer_is_admitted_when_a_new_config_brings_more_quota(
     await hub.wait_for(status(WorkloadPhase.PENDING, "patient"))
     await hub.send(config(revision=2, cpu="3"))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "patient"))
+
+
+async def test_pod_events_alone_run_no_admission_cycle(agents: AgentRunner, hub: FakeHub) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("quiet-cycles", pods=2, script="sleep 1")))
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "quiet-cycles"))
+    before = agent.admission.cycles
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "quiet-cycles"), within=20)
+    # Pods started, became ready and succeeded in between: none of it can change admission.
+    assert agent.admission.cycles - before <= 1
