@@ -212,12 +212,14 @@ def apply_report(
         failed=report.pods.failed,
     )
     if phase is WorkloadPhase.RUNNING:
+        # As Kueue counts them: pods that already succeeded stay "ready".
+        ready = report.pods.ready + report.pods.succeeded
         set_condition(
             wl,
             PODS_READY,
-            report.pods.ready > 0,
-            "PodsReady" if report.pods.ready > 0 else "WaitingForPods",
-            f"{report.pods.ready} pod(s) ready, {report.pods.running} running",
+            ready > 0,
+            "PodsReady" if ready > 0 else "WaitingForPods",
+            f"{ready} pod(s) ready, {report.pods.running} running",
             now,
         )
     elif phase is WorkloadPhase.SUCCEEDED:

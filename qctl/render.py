@@ -82,7 +82,7 @@ def workload_state(obj: Wire) -> str:
         cond = _condition(obj, kind)
         if cond and cond.get("status") == "True":
             return str(cond.get("reason") or kind) if kind == "Finished" else word
-    if _get(obj, "status", "running", default=0):
+    if _get(obj, "status", "pods", "running", default=0):
         return "Running"
     admitted = _condition(obj, "Admitted")
     if admitted and admitted.get("status") == "True":
