@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -52,6 +53,7 @@ ADMIN_GROUP = "multiq:admins"
 DEFAULT_PORT = 8470
 NODE_CPU, NODE_MEMORY_GI = 8, 32  # kubesim's default node
 STARTUP_SECONDS = 60.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _default_state_dir() -> Path:
@@ -88,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--keep", action="store_true", help="leave the federation running")
     demo.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     demo.set_defaults(run=run_demo)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGTERM us when the parent exits."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _free_port(preferred: int) -> int:
@@ -166,6 +175,10 @@ class DevFederation:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: we stop it and its children
+                # A foreground federation must not outlive its qctl, however qctl ends. Only
+                # prctl runs between fork and exec, and we spawn from the main thread (the
+                # death signal follows the forking thread).
+                preexec_fn=None if detach else _die_with_parent,  # noqa: PLW1509
                 cwd=self.state_dir,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
