@@ -132,6 +132,8 @@ class DevFederation:
     runtime: str = "process"
     port: int = DEFAULT_PORT
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # A kubesim node profile (node sizes, labels, taints); None: kubesim's 8-CPU nodes.
+    profile: Path | None = None
     processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _argv: dict[str, list[str]] = field(default_factory=dict)
 
@@ -217,6 +219,7 @@ class DevFederation:
                 str(kube_dir),
                 "--name-prefix",
                 "sim",
+                *(["--profile", str(self.profile)] if self.profile else []),
             ],
             detach=detach,
         )
