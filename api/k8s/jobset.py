@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import Field
 
@@ -362,27 +362,7 @@ def _failure_policy_errors(
     names = [rj.name for rj in jobs]
     for i, rule in enumerate(policy.rules):
         rpath = rules_path.index(i)
-        for ri, reason in enumerate(rule.on_job_failure_reasons):
-            if reason not in JOB_FAILURE_REASONS:
-                yield FieldError.unsupported(
-                    rpath.child("onJobFailureReasons").index(ri), reason, JOB_FAILURE_REASONS
-                )
-        for pi, pattern in enumerate(rule.on_job_failure_message_patterns):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                yield FieldError.invalid(
-                    rpath.child("onJobFailureMessagePatterns").index(pi),
-                    pattern,
-                    f"must be a valid regular expression: {exc}",
-                )
-        for ti, target in enumerate(rule.target_replicated_jobs):
-            if target not in names:
-                yield FieldError.not_found(
-                    rpath.child("targetReplicatedJobs").index(ti),
-                    target,
-                    "does not appear in spec.replicatedJobs",
-                )
+        yield from failure_rule_match_errors(rpath, rule, names)
         if rule.action in JOB_RESTART_ACTIONS:
             for ji, rj in enumerate(jobs):
                 if rj.replicas > MAX_REPLICAS_FOR_JOB_RESTARTS:
@@ -393,3 +373,38 @@ def _failure_policy_errors(
                         f"{MAX_REPLICAS_FOR_JOB_RESTARTS} replicas; spec.replicatedJobs[{ji}] "
                         f"has {rj.replicas}",
                     )
+
+
+class _RuleMatch(Protocol):
+    on_job_failure_reasons: list[str]
+    on_job_failure_message_patterns: list[str]
+    target_replicated_jobs: list[str]
+
+
+def failure_rule_match_errors(
+    rpath: Path, rule: _RuleMatch, names: Sequence[str]
+) -> Iterator[FieldError]:
+    """What a failure-policy rule matches on: known reasons, valid patterns, existing jobs.
+
+    Shared by the upstream JobSet and MultiQ's own JobSet kind."""
+    for ri, reason in enumerate(rule.on_job_failure_reasons):
+        if reason not in JOB_FAILURE_REASONS:
+            yield FieldError.unsupported(
+                rpath.child("onJobFailureReasons").index(ri), reason, JOB_FAILURE_REASONS
+            )
+    for pi, pattern in enumerate(rule.on_job_failure_message_patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            yield FieldError.invalid(
+                rpath.child("onJobFailureMessagePatterns").index(pi),
+                pattern,
+                f"must be a valid regular expression: {exc}",
+            )
+    for ti, target in enumerate(rule.target_replicated_jobs):
+        if target not in names:
+            yield FieldError.not_found(
+                rpath.child("targetReplicatedJobs").index(ti),
+                target,
+                "does not appear in spec.replicatedJobs",
+            )

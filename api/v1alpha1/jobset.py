@@ -14,7 +14,6 @@ Called by: api.codec (registry), api.v1alpha1.conversions, the agent, qctl.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from typing import ClassVar, Literal
 
@@ -25,7 +24,6 @@ from api.k8s.batch import job_template_errors
 from api.k8s.jobset import (
     DEFAULT_COMPLETION_MODE,
     DEFAULT_RESTART_POLICY,
-    JOB_FAILURE_REASONS,
     Coordinator,
     DependsOn,
     JobSetStatus,
@@ -35,6 +33,7 @@ from api.k8s.jobset import (
     SuccessPolicy,
     coordinator_errors,
     dns_name_errors,
+    failure_rule_match_errors,
     rule_name_errors,
     success_policy_errors,
 )
@@ -206,24 +205,4 @@ def _failure_policy_errors(
     yield from rule_name_errors(rules_path, [r.name for r in policy.rules])
     for i, rule in enumerate(policy.rules):
         rpath = rules_path.index(i)
-        for ri, reason in enumerate(rule.on_job_failure_reasons):
-            if reason not in JOB_FAILURE_REASONS:
-                yield FieldError.unsupported(
-                    rpath.child("onJobFailureReasons").index(ri), reason, JOB_FAILURE_REASONS
-                )
-        for pi, pattern in enumerate(rule.on_job_failure_message_patterns):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                yield FieldError.invalid(
-                    rpath.child("onJobFailureMessagePatterns").index(pi),
-                    pattern,
-                    f"must be a valid regular expression: {exc}",
-                )
-        for ti, target in enumerate(rule.target_replicated_jobs):
-            if target not in names:
-                yield FieldError.not_found(
-                    rpath.child("targetReplicatedJobs").index(ti),
-                    target,
-                    "does not appear in spec.replicatedJobs",
-                )
+        yield from failure_rule_match_errors(rpath, rule, names)
