@@ -26,6 +26,7 @@ ALL_KINDS: tuple[type[Object], ...] = (
     federation.GlobalQueue,
     federation.Tenant,
     templates.ApplicationProfile,
+    templates.JobTemplate,
     templates.VolumeBundle,
     workload.Workload,
     pod.Pod,

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from api.errors import FieldError, Path
+from api.k8s.batch import JobTemplateSpec, job_spec_errors
 from api.meta import Object, StrictModel, dns1123_label_errors, dns1123_subdomain_errors
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "ApplicationProfile",
     "ApplicationProfileSpec",
     "EnvVar",
+    "JobTemplate",
     "SupportedMode",
     "Volume",
     "VolumeBundle",
@@ -124,6 +126,28 @@ def _required_flag_errors(path: Path, mode: SupportedMode) -> Iterator[FieldErro
         if flag in seen:
             yield FieldError.duplicate(path.index(i), flag)
         seen.add(flag)
+
+
+# --- JobTemplate ----------------------------------------------------------------------------
+
+
+class JobTemplate(Object):
+    """The batch/v1 Job a profile's Job and Slurm modes start from (kjob's JobTemplate).
+
+    qctl fills in what the researcher passes (command, requests, parallelism, queue, …);
+    the admin's template supplies everything else: image, volumes, security settings.
+    """
+
+    KIND: ClassVar[str] = "JobTemplate"
+    NAMESPACED: ClassVar[bool] = True
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("jt", "jobtemplates")
+    kind: Literal["JobTemplate"] = "JobTemplate"
+    template: JobTemplateSpec
+
+    def semantic_errors(self) -> list[FieldError]:
+        errors = super().semantic_errors()
+        errors += job_spec_errors(Path("template", "spec"), self.template.spec)
+        return errors
 
 
 # --- VolumeBundle ---------------------------------------------------------------------------

@@ -161,6 +161,43 @@ BROKEN_VARIANTS = [
         id="a_profile_with_a_mode_twice",
     ),
     pytest.param(
+        "indexed-job.yaml",
+        0,
+        [("spec.template.spec.restartPolicy", "Always")],
+        'spec.template.spec.restartPolicy: Unsupported value: "Always": supported '
+        'values: "OnFailure", "Never"',
+        id="a_job_whose_pods_restart_always",
+    ),
+    pytest.param(
+        "indexed-job.yaml",
+        0,
+        [("spec.completions", DELETE)],
+        "spec.completions: Required value: when completion mode is Indexed",
+        id="an_indexed_job_without_completions",
+    ),
+    pytest.param(
+        "jobset-training.yaml",
+        0,
+        [("spec.replicatedJobs[1].name", "driver")],
+        'spec.replicatedJobs[1].name: Duplicate value: "driver"',
+        id="a_jobset_with_two_roles_of_one_name",
+    ),
+    pytest.param(
+        "jobset-training.yaml",
+        0,
+        [("spec.successPolicy.targetReplicatedJobs", ["trainers"])],
+        'spec.successPolicy.targetReplicatedJobs[0]: Not found: "trainers": does not '
+        "appear in spec.replicatedJobs",
+        id="a_jobset_success_policy_naming_a_missing_role",
+    ),
+    pytest.param(
+        "profile.yaml",
+        2,
+        [("template.spec.template.spec.containers", [])],
+        "template.spec.template.spec.containers: Required value",
+        id="a_job_template_without_containers",
+    ),
+    pytest.param(
         "profile.yaml",
         1,
         [("spec.containerVolumeMounts[0].name", "scratch")],
