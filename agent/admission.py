@@ -233,8 +233,10 @@ class AdmissionShell:
         while True:
             timers = [t for t in (self._cycle_wakeup, self._status_wakeup) if t is not None]
             timeout = max(0.0, min(timers) - self.clock()) if timers else None
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
             await self.step()
             await asyncio.sleep(self.cycle_min_interval)

@@ -173,7 +173,9 @@ class Agent:
             await session.connected.wait()
             await session.disconnected.wait()
             try:
-                await asyncio.wait_for(session.connected.wait(), after)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+                async with asyncio.timeout(after):
+                    await session.connected.wait()
             except TimeoutError:
                 message = f"fenced: no contact with the hub for {after:g}s"
                 log.warning("%s; stopping every running workload", message)
@@ -186,7 +188,8 @@ class Agent:
         while True:
             await session.connected.wait()
             try:
-                await asyncio.wait_for(session.disconnected.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await session.disconnected.wait()
             except TimeoutError:
                 self.admission.submit(ReapOrphans())
                 await session.disconnected.wait()

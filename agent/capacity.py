@@ -72,7 +72,9 @@ class CapacityPacer:
 
     async def wait(self) -> None:
         try:
-            await asyncio.wait_for(self._changed.wait(), self.heartbeat)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+            async with asyncio.timeout(self.heartbeat):
+                await self._changed.wait()
         except TimeoutError:
             return
         await asyncio.sleep(self.debounce)

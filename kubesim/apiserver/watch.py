@@ -182,8 +182,10 @@ class WatchStream:
                 if self._frames or self._closed:
                     continue
                 timeout = None if wait_until is None else max(0.0, wait_until - now)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wakeup.wait()
         finally:
             self.store.unsubscribe(self.request.resource, self.on_store_event)
             self._closed = True

@@ -112,7 +112,9 @@ class NodeController:
                 self._create_leases()
             self._wakeup.clear()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), interval / _SLICES)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+                async with asyncio.timeout(interval / _SLICES):
+                    await self._wakeup.wait()
                 continue
             except TimeoutError:
                 pass

@@ -220,7 +220,9 @@ class ProcessRuntime:
             if not (policy == "Always" or (policy == "OnFailure" and exit_code != 0)):
                 return exit_code == 0
             try:
-                await asyncio.wait_for(run.terminating.wait(), backoff)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+                async with asyncio.timeout(backoff):
+                    await run.terminating.wait()
                 return exit_code == 0
             except TimeoutError:
                 pass
