@@ -300,19 +300,7 @@ def _jobset_spec_errors(path: Path, spec: JobSetSpec, name: str) -> Iterator[Fie
                 rj.replicas,
                 f"the product of replicas and parallelism must not exceed {INT32_MAX}",
             )
-        if name:
-            yield from dns_name_errors(
-                jpath.child("name"),
-                rj.name,
-                f"{name}-{rj.name}-{max(rj.replicas - 1, 0)}",
-                "job name",
-            )
-        yield from job_template_errors(
-            jpath.child("template"),
-            rj.template,
-            default_restart_policy=DEFAULT_RESTART_POLICY,
-            default_completion_mode=DEFAULT_COMPLETION_MODE,
-        )
+        yield from replicated_job_errors(jpath, rj, name)
         dpath = jpath.child("dependsOn")
         if rj.depends_on and i == 0:
             yield FieldError.invalid(
@@ -408,3 +396,21 @@ def failure_rule_match_errors(
                 target,
                 "does not appear in spec.replicatedJobs",
             )
+
+
+def replicated_job_errors(jpath: Path, rj: ReplicatedJob, jobset_name: str) -> Iterator[FieldError]:
+    """The Job names a replicated job yields, and its Job template, as the JobSet webhook
+    defaults and checks them. Shared by the upstream JobSet and MultiQ's own JobSet kind."""
+    if jobset_name:
+        yield from dns_name_errors(
+            jpath.child("name"),
+            rj.name,
+            f"{jobset_name}-{rj.name}-{max(rj.replicas - 1, 0)}",
+            "job name",
+        )
+    yield from job_template_errors(
+        jpath.child("template"),
+        rj.template,
+        default_restart_policy=DEFAULT_RESTART_POLICY,
+        default_completion_mode=DEFAULT_COMPLETION_MODE,
+    )

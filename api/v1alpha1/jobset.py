@@ -20,10 +20,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from api.errors import FieldError, Path
-from api.k8s.batch import job_template_errors
 from api.k8s.jobset import (
-    DEFAULT_COMPLETION_MODE,
-    DEFAULT_RESTART_POLICY,
     Coordinator,
     DependsOn,
     JobSetStatus,
@@ -32,8 +29,8 @@ from api.k8s.jobset import (
     StartupPolicy,
     SuccessPolicy,
     coordinator_errors,
-    dns_name_errors,
     failure_rule_match_errors,
+    replicated_job_errors,
     rule_name_errors,
     success_policy_errors,
 )
@@ -136,19 +133,7 @@ def _spec_errors(path: Path, spec: JobSetSpec, name: str) -> Iterator[FieldError
             yield FieldError.invalid(
                 jpath.child("replicas"), rj.replicas, "must be greater than or equal to 1"
             )
-        if name:
-            yield from dns_name_errors(
-                jpath.child("name"),
-                rj.name,
-                f"{name}-{rj.name}-{max(rj.replicas - 1, 0)}",
-                "job name",
-            )
-        yield from job_template_errors(
-            jpath.child("template"),
-            rj.template,
-            default_restart_policy=DEFAULT_RESTART_POLICY,
-            default_completion_mode=DEFAULT_COMPLETION_MODE,
-        )
+        yield from replicated_job_errors(jpath, rj, name)
         yield from _depends_on_errors(jpath.child("dependsOn"), rj, names, i)
         seen.add(rj.name)
     if spec.network is not None and spec.network.subdomain:
