@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.api.helpers import cluster_queue, errors_of, flavor, obj
+from api.codec import encode
+from api.v1alpha1.queues import ClusterQueue
+from tests.api.helpers import cluster_queue, decoded, errors_of, flavor, obj
 
 RG = "spec.resourceGroups"
 
@@ -159,6 +161,31 @@ def test_max_priority_threshold_needs_a_borrow_within_cohort_policy() -> None:
         "spec.preemption.borrowWithinCohort.maxPriorityThreshold: Forbidden: "
         "may only be set when borrowWithinCohort.policy is LowerPriority"
     ]
+
+
+def test_min_admit_seconds_may_not_be_negative() -> None:
+    body = cluster_queue(preemption={"withinClusterQueue": "LowerPriority", "minAdmitSeconds": -1})
+    assert errors_of(body) == [
+        "spec.preemption.minAdmitSeconds: Invalid value: -1: must be greater than or equal to 0"
+    ]
+
+
+def test_min_admit_seconds_is_a_whole_number_of_seconds() -> None:
+    body = cluster_queue(preemption={"minAdmitSeconds": 0.5})
+    assert errors_of(body) == [
+        "spec.preemption.minAdmitSeconds: Invalid value: 0.5: "
+        "Input should be a valid integer, got a number with a fractional part"
+    ]
+
+
+def test_min_admit_seconds_round_trips_and_defaults_to_zero() -> None:
+    protected = decoded(cluster_queue(preemption={"minAdmitSeconds": 300}))
+    assert isinstance(protected, ClusterQueue)
+    assert protected.spec.preemption.min_admit_seconds == 300
+    assert encode(protected)["spec"]["preemption"]["minAdmitSeconds"] == 300
+    plain = decoded(cluster_queue())
+    assert isinstance(plain, ClusterQueue)
+    assert plain.spec.preemption.min_admit_seconds == 0
 
 
 def test_flavor_fungibility_preference_needs_both_try_next_flavor() -> None:
