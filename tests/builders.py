@@ -168,11 +168,13 @@ class CQBuilder:
         reclaim: str = "Never",
         borrow_within: str = "Never",
         threshold: int | None = None,
+        min_admit: float = 0.0,
     ) -> Self:
         self._preemption = PreemptionConfig(
             PreemptionPolicy(within),
             PreemptionPolicy(reclaim),
             BorrowWithinCohort(PreemptionPolicy(borrow_within), threshold),
+            min_admit,
         )
         return self
 

@@ -28,6 +28,13 @@ them in the next cycle (every event runs one).
 A workload that must preempt reserves its quota for the rest of the cycle while its victims
 still hold theirs (the tree is briefly overbooked), so nothing admitted later in the cycle
 can take what the victims release, and no two preemptors count on the same victim.
+
+A workload that could preempt but for its victims' minAdmitSeconds protection stays pending
+(PreemptionProtected, naming them and when they are free) and sets the cycle's next wakeup to
+the earliest end of protection among the candidates set aside. Protection never applies to
+workloads admitted after the preemptor was queued, so a newer workload of the same shape is
+protected against at least as much as an older one: the memos stay exact because a verdict
+is only reused for workloads queued no earlier than the one it was found for.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from agent.engine.flavors import (
 from agent.engine.gang import largest_admissible, reducible_pod_set
 from agent.engine.ordering import entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
-from agent.engine.preemption import Candidate, Preemptor, Target
+from agent.engine.preemption import Candidate, Preemptor, Protected, Target
 from agent.engine.quota import QuotaTree
 from agent.engine.result import (
     Admit,
@@ -52,6 +59,7 @@ from agent.engine.result import (
     PendingCode,
     PendingReason,
     Preemption,
+    ProtectedVictim,
     Unblock,
     describe_shortfalls,
 )
@@ -115,12 +123,16 @@ class _Cycle:
         self.buckets: dict[ClusterQueueName, list[Workload]] = {}
         self.new_preemptors: set[WorkloadId] = set()
         self.wakeup: float | None = None
-        self.failed: dict[tuple[str, int], tuple[tuple[object, ...], PendingReason]] = {}
+        self.failed: dict[tuple[str, int], tuple[tuple[object, ...], float, PendingReason]] = {}
+        """(cluster queue, shape hash) → (shape, queue timestamp, reason) of a failure."""
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
         self.nominated: dict[WorkloadId, Admission] = {}
         self.group_index: dict[ClusterQueueName, dict[ResourceName, int]] = {}
-        self.hopeless: dict[tuple[str, int], list[dict[FlavorResource, int]]] = {}
+        self.hopeless: dict[tuple[str, int], list[tuple[dict[FlavorResource, int], float]]] = {}
+        self.protected: list[Protected] = []
+        """What protection kept the workload being processed from preempting (any flavor,
+        any count tried)."""
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
         # One pass over the workloads; every later step walks only the part it needs.
@@ -145,7 +157,9 @@ class _Cycle:
             by_cq.setdefault(adm.cluster_queue, []).append(
                 Candidate(wl, adm.cluster_queue, node, usage)
             )
-        self.preemptor = Preemptor(tree=tree, cq_specs=self.snap.cluster_queues, by_cq=by_cq)
+        self.preemptor = Preemptor(
+            tree=tree, cq_specs=self.snap.cluster_queues, by_cq=by_cq, now=self.now
+        )
 
     # step 2 -----------------------------------------------------------------------------------
 
@@ -297,21 +311,37 @@ class _Cycle:
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
             groups=self._groups(cq),
-            oracle=lambda request, needs: (
-                self.preemptor.find_targets(wl, cq, request, needs) is not None
-            ),
+            oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
-            targets = self.preemptor.find_targets(wl, cq, a.usage, a.needs_preemption)
-            if targets is None and (
-                cq.preemption.within_cluster_queue
-                is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            targets = self._search(wl, cq, a.usage, a.needs_preemption)
+            if (
+                targets is None
+                and not self.protected
+                and (
+                    cq.preemption.within_cluster_queue
+                    is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                )
             ):
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
-                memo.append(dict(a.usage))
+                memo.append((dict(a.usage), wl.queue_timestamp))
                 del memo[:-4]
         return _Outcome(a, targets, counts)
+
+    def _search(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        request: dict[FlavorResource, int],
+        needs: set[FlavorResource],
+    ) -> list[Target] | None:
+        """The victim search; what protection blocked is kept in `self.protected`."""
+        found = self.preemptor.find_targets(wl, cq, request, needs)
+        if isinstance(found, Protected):
+            self.protected.append(found)
+            return None
+        return found
 
     def _groups(self, cq: ClusterQueue) -> dict[ResourceName, int]:
         found = self.group_index.get(cq.name)
@@ -326,9 +356,11 @@ class _Cycle:
         failed one (same queue and priority, at least as much of every cell) fails too; the
         memo skips the victim search, the expensive part, and keeps the reason exact.
         """
-        for failed in self.hopeless.get((cq.name, wl.priority), ()):
+        for failed, queued in self.hopeless.get((cq.name, wl.priority), ()):
             usage = a.usage
-            if all(usage.get(fr, 0) >= amount for fr, amount in failed.items()):
+            if wl.queue_timestamp >= queued and all(
+                usage.get(fr, 0) >= amount for fr, amount in failed.items()
+            ):
                 return True
         return False
 
@@ -375,8 +407,13 @@ class _Cycle:
                         self.pending[wl.id] = gate
                         continue
                     cached = self.failed.get((name, wl.shape_hash))
-                    if cached is not None and cached[0] == wl.shape and not strict:
-                        self.pending[wl.id] = cached[1]
+                    if (
+                        cached is not None
+                        and cached[0] == wl.shape
+                        and wl.queue_timestamp >= cached[1]
+                        and not strict
+                    ):
+                        self.pending[wl.id] = cached[2]
                         continue
                     head = wl
                     break
@@ -445,6 +482,7 @@ class _Cycle:
                 blocking_workload=self.blocker.id,
             )
             return True
+        self.protected = []
         out = self._evaluate_with_partial(wl, cq)
         a = out.assignment
         node = self.tree.cqs[cq.name]
@@ -488,14 +526,18 @@ class _Cycle:
             )
             # StrictFIFO: nothing younger passes a head that is still waiting for room.
             return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
-        reason = self._failure(wl, cq, out)
+        if self.protected:
+            reason = self._protected(cq, out, self.protected)
+            self._later(reason.retry_at)
+        else:
+            reason = self._failure(wl, cq, out)
         self.pending[wl.id] = reason
         if a.mode is Mode.NO_FIT or (
             cq.preemption.within_cluster_queue is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         ):
-            # Usage only grows within a cycle: the same shape fails again. (Not for
-            # LowerOrNewerEqualPriority, whose candidates depend on the workload's age.)
-            self.failed[(cq.name, wl.shape_hash)] = (wl.shape, reason)
+            # Usage only grows within a cycle: the same shape, queued no earlier, fails again.
+            # (Not for LowerOrNewerEqualPriority, whose candidates depend on the age.)
+            self.failed[(cq.name, wl.shape_hash)] = (wl.shape, wl.queue_timestamp, reason)
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod
@@ -513,6 +555,29 @@ class _Cycle:
         a = out.assignment
         self.admitted.append(
             Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
+        )
+
+    def _protected(self, cq: ClusterQueue, out: _Outcome, found: list[Protected]) -> PendingReason:
+        a = out.assignment
+        retry_at = min(p.retry_at for p in found)
+        victims: dict[str, ProtectedVictim] = {}
+        for p in found:
+            for v in p.victims:
+                victims.setdefault(v.workload, v)
+        named = ", ".join(
+            f"{v.workload} (for {_seconds(v.until - self.now)} s more)" for v in victims.values()
+        )
+        return PendingReason(
+            PendingCode.PREEMPTION_PROTECTED,
+            f"{describe_shortfalls(a.shortfalls) or 'no room'}; preempting would make room in "
+            f"{cq.name}, but {named or 'workloads it needs'} "
+            f"{'is' if len(victims) == 1 else 'are'} protected by minAdmitSeconds; "
+            f"tries again in {_seconds(retry_at - self.now)} s",
+            Unblock.TIME,
+            tuple(a.shortfalls),
+            tuple(a.attempts),
+            retry_at=retry_at,
+            protected=tuple(victims.values()),
         )
 
     def _failure(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> PendingReason:
@@ -597,6 +662,11 @@ class _Cycle:
             nominated=self.nominated,
             next_wakeup=self.wakeup,
         )
+
+
+def _seconds(t: float) -> str:
+    """A duration for messages: at most millisecond precision, no trailing zeros."""
+    return f"{t:.3f}".rstrip("0").rstrip(".")
 
 
 def _misconfiguration(cq: ClusterQueue) -> str | None:

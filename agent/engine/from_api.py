@@ -139,6 +139,7 @@ def cluster_queue_from_api(obj: api_queues.ClusterQueue) -> ClusterQueue:
             borrow_within_cohort=BorrowWithinCohort()
             if bwc is None
             else BorrowWithinCohort(PreemptionPolicy(bwc.policy), bwc.max_priority_threshold),
+            min_admit_seconds=float(p.min_admit_seconds),
         ),
         flavor_fungibility=FlavorFungibility(
             FungibilityPolicy(fung.when_can_borrow),

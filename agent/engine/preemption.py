@@ -9,6 +9,11 @@ fits only by preempting. It follows kueue.md §2.5 and Kueue's preemption concep
   already being evicted come first, as they free their quota anyway;
 - candidates are ordered: evicting first, other queues before the own queue, lower priority
   first, most recently admitted first, then id;
+- candidates protected by their queue's `minAdmitSeconds` are set aside (after the policy
+  checks, so protection is only ever the last reason): admitted less than that long ago,
+  before the preemptor was queued, and not being evicted. A workload admitted while the
+  preemptor was already waiting jumped ahead of it and gets no protection from it, so
+  protection holds a preemptor back at most `minAdmitSeconds` past its own queueing time;
 - targets are chosen greedily in four steps — (1) if every candidate is in the own queue,
   allowing borrowing; (2) with borrowWithinCohort, under its maxPriorityThreshold, allowing
   borrowing; (3) if the own queue is under nominal, any candidates, not borrowing; (4) own
@@ -17,7 +22,9 @@ fits only by preempting. It follows kueue.md §2.5 and Kueue's preemption concep
 
 Removal is simulated on the cycle's `QuotaTree` and always restored, so the tree is
 unchanged on return. A returned plan always lets the preemptor fit: that is checked before
-the plan leaves this module, not assumed.
+the plan leaves this module, not assumed. When no plan exists but one would without
+protection, the search says so (`Protected`: which victims, and when the first protection
+ends), so the cycle can keep the preemptor pending with that reason and wake up then.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from agent.engine.quota import QuotaNode, QuotaTree
-from agent.engine.result import PreemptionReason
+from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
     ClusterQueue,
     ClusterQueueName,
@@ -36,7 +43,7 @@ from agent.engine.snapshot import (
     Workload,
 )
 
-__all__ = ["Candidate", "Preemptor", "fits"]
+__all__ = ["Candidate", "Preemptor", "Protected", "Target", "fits"]
 
 _KEY = attrgetter("key")
 
@@ -44,7 +51,7 @@ _KEY = attrgetter("key")
 class Candidate:
     """An admitted workload as a possible victim, with its usage precomputed once per cycle."""
 
-    __slots__ = ("cq", "evicting", "key", "node", "usage", "wl")
+    __slots__ = ("cq", "evicting", "key", "node", "protected_until", "usage", "wl")
 
     def __init__(
         self,
@@ -60,6 +67,15 @@ class Candidate:
         self.evicting = wl.evicting
         # Evicting first, then lower priority, the most recently admitted, id (kueue.md §2.5).
         self.key = (not wl.evicting, wl.priority, -(wl.admitted_at or 0.0), wl.id)
+        self.protected_until: float | None = None
+        """End of its minAdmitSeconds protection, if that is still in the future."""
+
+    def shielded_from(self, preemptor: Workload) -> bool:
+        """Whether protection keeps it from `preemptor`: it was admitted (recently) before
+        the preemptor was queued, so it did not take room the preemptor was waiting for."""
+        until = self.protected_until
+        admitted = self.wl.admitted_at
+        return until is not None and admitted is not None and admitted < preemptor.queue_timestamp
 
     def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
         usage = self.usage
@@ -73,6 +89,16 @@ class Candidate:
 class Target:
     candidate: Candidate
     reason: PreemptionReason
+
+
+@dataclass(frozen=True, slots=True)
+class Protected:
+    """No plan, only because of protection: preempting `victims` (protected) would make room."""
+
+    victims: tuple[ProtectedVictim, ...]
+    retry_at: float
+    """The earliest end of protection among the candidates set aside: the search may find a
+    plan from then on (not necessarily with `victims`, whose protection may last longer)."""
 
 
 def fits(
@@ -98,12 +124,21 @@ class Preemptor:
         tree: QuotaTree,
         cq_specs: Mapping[ClusterQueueName, ClusterQueue],
         by_cq: Mapping[str, list[Candidate]],
+        now: float,
     ) -> None:
         self.tree = tree
         self.cq_specs = cq_specs
         self.by_cq = by_cq
-        for cands in by_cq.values():
+        for name, cands in by_cq.items():
             cands.sort(key=_KEY)
+            spec = cq_specs.get(ClusterQueueName(name))
+            min_admit = spec.preemption.min_admit_seconds if spec is not None else 0.0
+            if min_admit > 0:
+                for c in cands:
+                    admitted = c.wl.admitted_at
+                    # Being evicted, it runs no more: nothing left to protect.
+                    if not c.evicting and admitted is not None and admitted + min_admit > now:
+                        c.protected_until = admitted + min_admit
         self.evicting_cqs = {name for name, cands in by_cq.items() if cands and cands[0].evicting}
         self.taken: set[str] = set()
         """Victims already chosen this cycle: nobody else may count on them."""
@@ -164,8 +199,14 @@ class Preemptor:
         self.borrowing.clear()
 
     def candidates(
-        self, wl: Workload, cq: ClusterQueue, frs: set[FlavorResource]
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        frs: set[FlavorResource],
+        shielded: list[Candidate] | None,
     ) -> list[Candidate]:
+        """The policies' candidates in preemption order; those protected from `wl` go to
+        `shielded` instead (None: protection ignored, to see whether it is what blocks)."""
         tree = self.tree
         node = tree.cqs[cq.name]
         policy = cq.preemption
@@ -190,7 +231,10 @@ class Preemptor:
                 and within is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
                 and wl.queue_timestamp < c.wl.queue_timestamp
             ):
-                own.append(c)
+                if shielded is not None and c.shielded_from(wl):
+                    shielded.append(c)
+                else:
+                    own.append(c)
         reclaim = policy.reclaim_within_cohort
         borrowers = self._borrowers(node, needed) if reclaim is not PreemptionPolicy.NEVER else ()
         # Only borrowing queues and queues with workloads already being evicted can offer
@@ -211,7 +255,10 @@ class Preemptor:
                 if c.evicting:
                     evicting.append(c)
                 elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
-                    others.append(c)
+                    if shielded is not None and c.shielded_from(wl):
+                        shielded.append(c)
+                    else:
+                        others.append(c)
         evicting.sort(key=_KEY)
         others.sort(key=_KEY)
         return evicting + others + own
@@ -224,12 +271,41 @@ class Preemptor:
         cq: ClusterQueue,
         request: Mapping[FlavorResource, int],
         frs: set[FlavorResource],
-    ) -> list[Target] | None:
-        """Victims that let `wl` fit with `request` in `cq`, or None if there are none."""
+    ) -> list[Target] | Protected | None:
+        """Victims that let `wl` fit with `request` in `cq`; `Protected` if only protection
+        stands in the way; None if preempting cannot make room."""
         node = self.tree.cqs[cq.name]
-        cands = self.candidates(wl, cq, frs)
-        if not cands:
+        shielded: list[Candidate] = []
+        cands = self.candidates(wl, cq, frs, shielded)
+        chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
+        if chosen:
+            borrows = self._check_fits(node, request, chosen)
+            return [Target(c, self._reason(c, cq.name, borrows)) for c in chosen]
+        if not shielded:
             return None
+        plan = self._select(wl, cq, node, request, frs, self.candidates(wl, cq, frs, None))
+        if not plan:
+            return None
+        ids = {id(c) for c in shielded}
+        return Protected(
+            tuple(
+                ProtectedVictim(c.wl.id, c.cq, c.protected_until)
+                for c in plan
+                if id(c) in ids and c.protected_until is not None
+            ),
+            min(c.protected_until for c in shielded if c.protected_until is not None),
+        )
+
+    def _select(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+        cands: list[Candidate],
+    ) -> list[Candidate] | None:
+        """The greedy four-step selection, then minimisation (kueue.md §2.5)."""
         same = [c for c in cands if c.cq == cq.name or c.evicting]
         chosen: list[Candidate] | None
         bwc = cq.preemption.borrow_within_cohort
@@ -251,10 +327,7 @@ class Preemptor:
                 chosen = self._minimal(node, request, frs, cands, borrowing=False, threshold=None)
             if not chosen:
                 chosen = self._minimal(node, request, frs, same, borrowing=True, threshold=None)
-        if not chosen:
-            return None
-        borrows = self._check_fits(node, request, chosen)
-        return [Target(c, self._reason(c, cq.name, borrows)) for c in chosen]
+        return chosen
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)

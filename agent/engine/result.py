@@ -37,6 +37,7 @@ __all__ = [
     "PendingReason",
     "Preemption",
     "PreemptionReason",
+    "ProtectedVictim",
     "Shortfall",
     "Unblock",
     "describe_shortfalls",
@@ -51,6 +52,8 @@ class PendingCode(enum.StrEnum):
     WAITING_FOR_QUOTA = "WaitingForQuota"
     EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
     NO_PREEMPTION_CANDIDATES = "NoPreemptionCandidates"
+    PREEMPTION_PROTECTED = "PreemptionProtected"
+    """Preempting would make room, but victims it needs are within their minAdmitSeconds."""
     WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
     BLOCKED_BY_HEAD = "BlockedByStrictFIFOHead"
     WAITING_FOR_PODS_READY = "WaitingForPodsReady"
@@ -142,6 +145,16 @@ class FlavorAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class ProtectedVictim:
+    """A workload a preemptor would preempt, were it not protected by minAdmitSeconds."""
+
+    workload: WorkloadId
+    cluster_queue: ClusterQueueName
+    until: float
+    """When its protection ends (its admission time plus its queue's minAdmitSeconds)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PendingReason:
     code: PendingCode
     message: str
@@ -150,6 +163,8 @@ class PendingReason:
     flavors_tried: tuple[FlavorAttempt, ...] = ()
     retry_at: float | None = None
     blocking_workload: WorkloadId | None = None
+    protected: tuple[ProtectedVictim, ...] = ()
+    """PreemptionProtected: the protected victims of the plan that would make room."""
 
 
 @dataclass(frozen=True, slots=True)

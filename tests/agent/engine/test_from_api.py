@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,38 @@ def test_finished_workloads_hold_no_quota() -> None:
     )
     assert list(snap.workloads) == ["team-a/next"]
     assert [a.workload for a in schedule(snap, 0.0).admitted] == ["team-a/next"]
+
+
+def test_min_admit_seconds_protects_from_the_quota_reserved_time() -> None:
+    flavor, cq, lq = _queues()
+    cq.spec.preemption.min_admit_seconds = 60
+    running = _workload(
+        "running",
+        "2",
+        admission={
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": "main", "flavors": {"cpu": "spot"}, "resourceUsage": {"cpu": "4"}}
+            ],
+        },
+        conditions=[
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "lastTransitionTime": "2026-01-01T00:01:00Z",
+            }
+        ],
+    )
+    urgent = _workload("urgent", "2")
+    urgent.metadata.creation_timestamp = datetime(2026, 1, 1, 0, 1, 30, tzinfo=UTC)
+    urgent.spec.priority = 100
+    snap = build_snapshot(
+        flavors=[flavor], cluster_queues=[cq], local_queues=[lq], workloads=[running, urgent]
+    )
+    assert snap.cluster_queues[ClusterQueueName("cq")].preemption.min_admit_seconds == 60.0
+    reserved = 1767225660.0
+    waiting = schedule(snap, reserved + 40)
+    assert waiting.pending[WorkloadId("team-a/urgent")].code is PendingCode.PREEMPTION_PROTECTED
+    assert waiting.next_wakeup == reserved + 60
+    assert [p.victim for p in schedule(snap, reserved + 60).preempted] == ["team-a/running"]
