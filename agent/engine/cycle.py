@@ -31,10 +31,11 @@ can take what the victims release, and no two preemptors count on the same victi
 
 A workload that could preempt but for its victims' minAdmitSeconds protection stays pending
 (PreemptionProtected, naming them and when they are free) and sets the cycle's next wakeup to
-the earliest end of protection among the candidates set aside. Protection never applies to
-workloads admitted after the preemptor was queued, so a newer workload of the same shape is
-protected against at least as much as an older one: the memos stay exact because a verdict
-is only reused for workloads queued no earlier than the one it was found for.
+the earliest end of protection among the candidates set aside. In its own queue protection
+never applies to workloads admitted after the preemptor was queued, so a newer workload of
+the same shape meets at least as much protection as an older one: the memos stay exact
+because a verdict is only reused for workloads queued no earlier than the one it was found
+for.
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ fits only by preempting. It follows kueue.md §2.5 and Kueue's preemption concep
 - candidates are ordered: evicting first, other queues before the own queue, lower priority
   first, most recently admitted first, then id;
 - candidates protected by their queue's `minAdmitSeconds` are set aside (after the policy
-  checks, so protection is only ever the last reason): admitted less than that long ago,
-  before the preemptor was queued, and not being evicted. A workload admitted while the
-  preemptor was already waiting jumped ahead of it and gets no protection from it, so
-  protection holds a preemptor back at most `minAdmitSeconds` past its own queueing time;
+  checks, so protection is only ever the last reason): admitted less than that long ago and
+  not being evicted. In the preemptor's own queue a workload admitted after the preemptor
+  was queued passed it in that queue's order (it took room the preemptor could not use yet)
+  and gets no protection from it, so protection within a queue holds a preemptor back at
+  most `minAdmitSeconds` past its queueing time. Reclaim candidates in other queues are
+  protected whenever they are young: their admission followed the cohort's order;
 - targets are chosen greedily in four steps — (1) if every candidate is in the own queue,
   allowing borrowing; (2) with borrowWithinCohort, under its maxPriorityThreshold, allowing
   borrowing; (3) if the own queue is under nominal, any candidates, not borrowing; (4) own
@@ -70,12 +72,14 @@ class Candidate:
         self.protected_until: float | None = None
         """End of its minAdmitSeconds protection, if that is still in the future."""
 
-    def shielded_from(self, preemptor: Workload) -> bool:
-        """Whether protection keeps it from `preemptor`: it was admitted (recently) before
-        the preemptor was queued, so it did not take room the preemptor was waiting for."""
-        until = self.protected_until
+    def shielded_from(self, preemptor: Workload, *, same_queue: bool) -> bool:
+        """Whether protection keeps it from `preemptor`. In the preemptor's own queue only if
+        it was admitted before the preemptor was queued: admitted later, it passed the
+        preemptor in their queue's order, taking room the preemptor could not use yet."""
+        if self.protected_until is None:
+            return False
         admitted = self.wl.admitted_at
-        return until is not None and admitted is not None and admitted < preemptor.queue_timestamp
+        return not same_queue or (admitted is not None and admitted < preemptor.queue_timestamp)
 
     def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
         usage = self.usage
@@ -231,7 +235,7 @@ class Preemptor:
                 and within is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
                 and wl.queue_timestamp < c.wl.queue_timestamp
             ):
-                if shielded is not None and c.shielded_from(wl):
+                if shielded is not None and c.shielded_from(wl, same_queue=True):
                     shielded.append(c)
                 else:
                     own.append(c)
@@ -255,7 +259,7 @@ class Preemptor:
                 if c.evicting:
                     evicting.append(c)
                 elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
-                    if shielded is not None and c.shielded_from(wl):
+                    if shielded is not None and c.shielded_from(wl, same_queue=False):
                         shielded.append(c)
                     else:
                         others.append(c)

@@ -243,10 +243,9 @@ class PreemptionConfig:
     borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
     min_admit_seconds: float = 0.0
     """Preemption protection: a workload of this queue admitted less than this long before
-    `now` is no victim for a preemptor queued after its admission — neither within this
-    queue nor for reclaim by the cohort. Workloads admitted while the preemptor was already
-    waiting, and workloads already being evicted, are never protected. 0 is Kueue's
-    behaviour."""
+    `now` is no victim for reclaim by the cohort, nor for preemptors of this queue queued
+    after its admission (one queued earlier, which it passed in the queue's order, may take
+    the room back). A workload being evicted is never protected. 0 is Kueue's behaviour."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,9 +253,10 @@ class ClusterQueuePreemption(StrictModel):
 
     `minAdmitSeconds` (beyond Kueue, in the spirit of its KEP-8522 and KEP-9876 and of Slurm's
     PreemptExemptTime): a workload admitted in this queue less than this many seconds ago is
-    no victim — not for preemptors of this queue, not for reclaim by the cohort — unless it
-    was admitted while the preemptor was already waiting, or it is already being evicted.
-    0 (the default) protects nothing.
+    no victim — not for reclaim by the cohort, nor for preemptors of this queue queued after
+    its admission (one queued earlier, which it passed in the queue's order, may take the
+    room back). A workload already being evicted is never protected. 0 (the default)
+    protects nothing.
     """
 
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Never"

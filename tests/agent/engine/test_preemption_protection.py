@@ -288,6 +288,19 @@ def test_reclaim_blocked_by_protection_waits_for_the_borrowers() -> None:
     assert preempted_ids(later) == ids("b-old", "b-young")
 
 
+def test_a_borrower_admitted_while_the_reclaimer_waited_stays_protected() -> None:
+    # Unlike within a queue: b-young was admitted by the cohort's order, not by passing "new"
+    # in a's queue, so a's waiting does not void its protection.
+    snap = snapshot(
+        cqs=pair(b_min_admit=10),
+        workloads=[*b_borrowing(98), incoming(cpu="4", cq_name="a", created=90)],
+    )
+    result = run(snap, NOW)
+    assert preempted_ids(result) == []
+    assert reason_of(result, "new").code is PendingCode.PREEMPTION_PROTECTED
+    assert result.next_wakeup == 108.0
+
+
 # --- flavors: a flavor blocked by protection is no better than a full one -------------------
 
 
@@ -382,7 +395,7 @@ NOWS = st.sampled_from([1.25, 1.5, 2.0, 3.0, 8.0])
 
 @PROPS
 @given(scenarios(), MIN_ADMITS, NOWS)
-def test_no_victim_admitted_before_its_preemptor_queued_is_taken_within_its_protection(
+def test_no_victim_is_taken_within_its_protection(
     snap: Snapshot, min_admits: list[float], now: float
 ) -> None:
     snap = protected_and_raised(snap, min_admits)
@@ -391,8 +404,10 @@ def test_no_victim_admitted_before_its_preemptor_queued_is_taken_within_its_prot
         victim = snap.workloads[p.victim]
         preemptor = snap.workloads[p.preemptor]
         assert victim.admission is not None and victim.admitted_at is not None
-        protection = snap.cluster_queues[victim.admission.cluster_queue].preemption
-        if victim.admitted_at < preemptor.queue_timestamp:
+        victim_cq = victim.admission.cluster_queue
+        protection = snap.cluster_queues[victim_cq].preemption
+        own_queue = snap.local_queues[preemptor.local_queue].cluster_queue == victim_cq
+        if not own_queue or victim.admitted_at < preemptor.queue_timestamp:
             assert now >= victim.admitted_at + protection.min_admit_seconds, p
 
 
