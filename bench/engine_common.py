@@ -1,11 +1,12 @@
 """Shared pieces of the engine benchmarks: Kueue's scheduler-perf shapes and a simulator.
 
 Owns the generator for Kueue's `test/performance/scheduler` configurations (kueue.md §8.1)
-and `Simulation`, a discrete-event replay in simulated time: arrivals and completions are
-events; every distinct event time runs one admission cycle (`agent.engine.cycle.schedule`)
-on a read-only view of the live state, like an agent reacting to watch events. Preempted
-workloads release their quota at once and are requeued; they run again from the start.
-Nothing here waits on the wall clock.
+and `Simulation`, a discrete-event replay in simulated time: arrivals, completions and the
+engine's own `next_wakeup` (a preemption protection ending) are events; every distinct event
+time runs one admission cycle (`agent.engine.cycle.schedule`) on a read-only view of the live
+state, like an agent reacting to watch events and timers. Preempted workloads release their
+quota at once and are requeued; they run again from the start. Nothing here waits on the
+wall clock.
 
 Called by `bench/engine_replay.py` and `bench/engine_throughput.py`.
 """
@@ -77,6 +78,8 @@ class Shape:
     borrowing_cpu: int = 100
     within_cluster_queue: PreemptionPolicy = PreemptionPolicy.LOWER_PRIORITY
     reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.ANY
+    min_admit_seconds: float = 0.0
+    """Every cluster queue's preemption protection (0: Kueue's behaviour)."""
 
 
 def build_config(
@@ -96,6 +99,7 @@ def build_config(
     preemption = PreemptionConfig(
         within_cluster_queue=shape.within_cluster_queue,
         reclaim_within_cohort=shape.reclaim_within_cohort,
+        min_admit_seconds=shape.min_admit_seconds,
     )
     for c in range(shape.cohorts):
         cohort = CohortName(f"cohort-{c}")
@@ -137,6 +141,8 @@ def arrivals(shape: Shape, cqs: dict[ClusterQueueName, ClusterQueue]) -> list[Ar
 @dataclass
 class Stats:
     cycles: int = 0
+    wakeup_cycles: int = 0
+    """Cycles run only because the engine asked for a wakeup (no arrival or completion)."""
     decisions: int = 0
     admissions: int = 0
     preemptions: int = 0
@@ -186,11 +192,17 @@ class Simulation:
         heapq.heapify(events)
         pending_arrivals = {a.workload.id: a.workload for a in self.arrivals}
         stats = self.stats
+        wakeups: set[float] = set()
         while events:
             t = events[0][0]
             self._advance(t)
+            only_wakeup = True
             while events and events[0][0] == t:
                 _, _, kind, wid, gen = heapq.heappop(events)
+                if kind == "wakeup":
+                    wakeups.discard(t)
+                    continue
+                only_wakeup = False
                 if kind == "arrive":
                     self.workloads[wid] = pending_arrivals.pop(wid)
                 elif kind == "finish" and self.generation[wid] == gen:
@@ -202,7 +214,14 @@ class Simulation:
             result = schedule(self.snapshot, t)
             stats.engine_seconds += time.perf_counter() - start
             stats.cycles += 1
+            stats.wakeup_cycles += only_wakeup
             stats.decisions += len(result.admitted) + len(result.pending)
+            wake = result.next_wakeup
+            if wake is not None and wake not in wakeups:
+                # The engine's timer (always later than t): a cycle then, event or not.
+                wakeups.add(wake)
+                heapq.heappush(events, (wake, seq, "wakeup", WorkloadId(""), 0))
+                seq += 1
             for p in result.preempted:
                 victim = self.workloads[p.victim]
                 assert victim.admission is not None
@@ -262,7 +281,9 @@ class Simulation:
             "cluster_queues": len(self.cqs),
             "wall_seconds": round(wall, 2),
             "engine_seconds": round(stats.engine_seconds, 2),
+            "min_admit_seconds": self.shape.min_admit_seconds,
             "cycles": stats.cycles,
+            "wakeup_cycles": stats.wakeup_cycles,
             "admissions": stats.admissions,
             "preemptions": stats.preemptions,
             "preempted_by_class": dict(sorted(stats.preempted_by_class.items())),

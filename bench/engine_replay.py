@@ -3,9 +3,17 @@
     .venv/bin/python -m bench.engine_replay baseline      # 5 cohorts × 6 CQs, 15,000 workloads
     .venv/bin/python -m bench.engine_replay large-scale   # 10 cohorts × 100 CQs, 50,000
     .venv/bin/python -m bench.engine_replay baseline-no-preemption   # analysis only
+    .venv/bin/python -m bench.engine_replay baseline-min-admit   # protection sweep, below
 
 Targets (issue 4): baseline < 30 s wall, large-scale < 120 s wall, baseline makespan within
 10% of ideal (total CPU·s ÷ cohort capacity, or the arrival span if longer).
+
+"baseline" is Kueue's shape exactly, so it preempts as Kueue does: a large arriving 0.2 s
+after its queue refilled with mediums preempts them, and they start over. The
+"baseline-min-admit-*" variants give every cluster queue `minAdmitSeconds` of 0.25, 0.5 and
+1 s (a workload admitted less than that long before its preemptor was queued is not
+preempted); "baseline-min-admit" runs all three, to compare the makespan and what it costs
+the large class in time to admission.
 """
 
 from __future__ import annotations
@@ -28,11 +36,18 @@ SHAPES = {
         within_cluster_queue=PreemptionPolicy.NEVER,
         reclaim_within_cohort=PreemptionPolicy.NEVER,
     ),
+    **{
+        f"baseline-min-admit-{seconds:g}s": Shape(
+            cohorts=5, queues_per_cohort=6, classes=BASELINE, min_admit_seconds=seconds
+        )
+        for seconds in (0.25, 0.5, 1.0)
+    },
 }
+GROUPS = {"baseline-min-admit": [name for name in SHAPES if name.startswith("baseline-min-admit-")]}
 
 
 def main(argv: list[str]) -> None:
-    names = argv or ["baseline"]
+    names = [name for arg in argv or ["baseline"] for name in GROUPS.get(arg, [arg])]
     out = {}
     for name in names:
         sim = Simulation(SHAPES[name])

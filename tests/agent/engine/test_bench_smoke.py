@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from agent.engine.snapshot import WorkloadId
 from bench.engine_common import Shape, Simulation, WorkloadClass
 from tests.agent.engine.test_properties import assert_within_quota, scenarios
 
@@ -23,6 +24,23 @@ def test_a_tiny_replay_admits_everything_within_quota() -> None:
     assert isinstance(usage, dict)
     assert usage["max"] <= 2.0  # a queue may borrow the other's idle quota, never more
     assert_within_quota(sim.snapshot)
+
+
+def test_a_replay_runs_a_cycle_when_a_protection_ends_without_any_other_event() -> None:
+    # One queue of 4 CPU. "low" is admitted at 0.5 when high-0 finishes and would run until
+    # 10.5; high-1 arrives at 1.0 but low is protected for 2 s, until 2.5.
+    classes = (
+        WorkloadClass("high", 2, 1.0, 0.5, 100, 4),
+        WorkloadClass("low", 1, 1.0, 10.0, 0, 4),
+    )
+    sim = Simulation(
+        Shape(cohorts=1, queues_per_cohort=1, classes=classes, nominal_cpu=4, min_admit_seconds=2)
+    )
+    stats = sim.run()
+    assert stats.first_admit[WorkloadId("cq-0-0-low-0")] == 0.5
+    assert stats.first_admit[WorkloadId("cq-0-0-high-1")] == 2.5
+    assert (stats.preemptions, stats.wakeup_cycles) == (1, 1)
+    assert stats.lost_cpu_seconds == 8.0
 
 
 @pytest.mark.slow
