@@ -11,7 +11,8 @@ runtime, 3 agents), then
     .venv/bin/python -m bench.federation_dispatch [--workloads 2000] [--paced 1000] [--rate 200]
 
 Prints one JSON object. Targets (issue 5): ≥ 500/s submitted and dispatched; p99 < 1 s at
-200/s.
+200/s. Each phase also reports the CPU milliseconds every process of the federation spent
+per workload (from /proc), a figure that other load on the machine does not distort.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -91,6 +93,32 @@ class AdmissionWatch:
                 continue
 
 
+class CpuMeter:
+    """CPU seconds (user + system) of the federation's processes, read from /proc."""
+
+    def __init__(self, fed: DevFederation) -> None:
+        self.fed = fed
+        self.ticks = os.sysconf("SC_CLK_TCK")
+
+    def sample(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, proc in self.fed.processes:
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            role = name.split("-")[0] if name.startswith("agent") else name
+            out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / self.ticks
+        return out
+
+    def per_workload_ms(self, before: dict[str, float], count: int) -> dict[str, float]:
+        after = self.sample()
+        return {
+            role: round(1000 * (after[role] - before.get(role, 0.0)) / count, 2)
+            for role in sorted(after)
+        }
+
+
 async def throughput(client: HubClient, watch: AdmissionWatch, count: int) -> dict[str, float]:
     names = [f"t-{i}" for i in range(count)]
     queue: asyncio.Queue[str] = asyncio.Queue()
@@ -149,15 +177,19 @@ async def latency(
 
 
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
+    meter = CpuMeter(fed)
     async with HubClient(fed.context, timeout=60) as client:
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
         await asyncio.sleep(0.5)
         try:
-            result = {
-                "throughput": await throughput(client, watch, args.workloads),
-                "latency": await latency(client, watch, args.paced, args.rate),
-            }
+            before = meter.sample()
+            burst: dict[str, Any] = await throughput(client, watch, args.workloads)
+            burst["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.workloads)
+            before = meter.sample()
+            paced: dict[str, Any] = await latency(client, watch, args.paced, args.rate)
+            paced["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.paced)
+            result = {"throughput": burst, "latency": paced}
         finally:
             watcher.cancel()
         return result

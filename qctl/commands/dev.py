@@ -223,22 +223,7 @@ class DevFederation:
             ],
             detach=detach,
         )
-        db = self.state_dir / "hub.db"
-        self._spawn(
-            "hub",
-            [
-                _tool("multiq-hub"),
-                "--port",
-                str(self.port),
-                "--store",
-                f"sqlite:{db}",
-                "--users-file",
-                str(self.state_dir / "users.yaml"),
-                "--secrets-dir",
-                str(self.state_dir / "secrets"),
-            ],
-            detach=detach,
-        )
+        self._spawn_hub(detach=detach)
         self._wait_for(
             lambda: all((kube_dir / f"{n}.kubeconfig").exists() for n in self.names),
             "kubesim clusters",
@@ -264,6 +249,36 @@ class DevFederation:
                 detach=detach,
             )
         asyncio.run(self._wait_connected())
+
+    def start_hub_only(self) -> None:
+        """The hub alone with the fleet registered, for peers that speak the agent protocol
+        themselves (bench.hub_dispatch); the agents' tokens are in `agent_token()`."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port(self.port)
+        self._write_secrets()
+        self._spawn_hub(detach=False)
+        asyncio.run(self._bootstrap())
+
+    def agent_token(self, name: str) -> str:
+        return (self.state_dir / "secrets" / f"agent-token-{name}" / "token").read_text()
+
+    def _spawn_hub(self, *, detach: bool) -> None:
+        db = self.state_dir / "hub.db"
+        self._spawn(
+            "hub",
+            [
+                _tool("multiq-hub"),
+                "--port",
+                str(self.port),
+                "--store",
+                f"sqlite:{db}",
+                "--users-file",
+                str(self.state_dir / "users.yaml"),
+                "--secrets-dir",
+                str(self.state_dir / "secrets"),
+            ],
+            detach=detach,
+        )
 
     def _wait_for(self, ready: Any, what: str) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
