@@ -133,6 +133,7 @@ class Dispatcher:
     cycles: int = 0
     _last_members: frozenset[str] = frozenset()
     _offer_modes: dict[str, str] = field(default_factory=dict)
+    _expiry_checked: datetime | None = None
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -177,6 +178,14 @@ class Dispatcher:
     # --- step 1: offer timeouts -----------------------------------------------------------
 
     async def _expire_offers(self, now: datetime) -> None:
+        # Walking every open offer on every cycle costs more than a burst of submissions is
+        # worth; a tenth of the timeout (at most a second) is precision enough.
+        step = min(1.0, self.offer_timeout_seconds / 10)
+        if self._expiry_checked is not None and (
+            (now - self._expiry_checked).total_seconds() < step
+        ):
+            return
+        self._expiry_checked = now
         for key, clusters in list(self.offers.items()):
             for cluster, offered_at in list(clusters.items()):
                 state = self.fleet.get(cluster)
@@ -251,22 +260,17 @@ class Dispatcher:
     # --- steps 3-7 ----------------------------------------------------------------------------
 
     def _pending(self) -> list[tuple[str, WorkloadEntry]]:
-        waiting = []
-        for key, entry in self.state.workloads.items():
-            wl = entry.workload
-            st = wl.status
-            if not wl.spec.active or transitions.is_finished(wl):
-                continue
-            if st is not None and st.cluster_name:
-                continue
-            waiting.append((key, entry))
-
-        def order(item: tuple[str, WorkloadEntry]) -> tuple[int, str, str]:
-            wl = item[1].workload
-            created = wl.metadata.creation_timestamp
-            return (-(wl.spec.priority or 0), created.isoformat() if created else "", item[0])
-
-        waiting.sort(key=order)
+        """Workloads waiting for a cluster and not waiting on an open offer, highest priority
+        first, then oldest first."""
+        workloads = self.state.workloads
+        offers = self.offers
+        waiting = [
+            (key, workloads[key])
+            for key in self.state.pending
+            if key in workloads
+            and (not offers.get(key) or self._offer_modes.get(key) == DispatchMode.INCREMENTAL)
+        ]
+        waiting.sort(key=lambda item: (item[1].order, item[0]))
         return waiting
 
     def route(self, wl: Workload) -> Route | str:
@@ -504,6 +508,9 @@ class Dispatcher:
             log.info("dispatch: %s disconnected before the offer could be sent", cluster)
 
     async def _source(self, wl: Workload) -> dict[str, Any] | None:
+        fresh = self.state.take_fresh_source(f"{wl.metadata.namespace}/{wl.metadata.name}")
+        if fresh is not None:
+            return fresh
         key = f"{SOURCE_PREFIX}{wl.metadata.namespace}/{wl.metadata.name}"
         try:
             return (await self.state.store.get(key)).value
@@ -526,19 +533,32 @@ class Dispatcher:
     async def _update_cached(
         self, key: str, entry: WorkloadEntry, change: Callable[[Workload], Workload]
     ) -> Workload | None:
-        """Write `change` of the mirrored workload, CAS on the mirrored revision (no read)."""
-        new = change(entry.workload.model_copy(deep=True))
-        wire = new.to_wire()
-        wire.get("metadata", {}).pop("resourceVersion", None)
+        """Write `change` of the mirrored workload, CAS on the mirrored revision (no read).
+
+        Changes touch only the status (hub.transitions), so only the status is copied and
+        serialized; the stored spec is reused as it is."""
+        current = entry.workload
+        new = change(transitions.for_change(current))
+        if new.status == current.status:
+            return current  # nothing to write (e.g. a report repeating what is known)
+        if entry.raw:
+            wire = dict(entry.raw)
+            if new.status is not None:
+                wire["status"] = new.status.to_wire()
+            else:
+                wire.pop("status", None)
+        else:
+            wire = new.to_wire()
+            wire.get("metadata", {}).pop("resourceVersion", None)
+        self.state.expect(key, new, wire)
         try:
             stored = await self.state.store.update(
                 f"/{Workload.plural()}/{key}", wire, expected=entry.revision
             )
         except (store_base.NotFound, store_base.Conflict):
+            self.state.unexpect(key, new)
             return None
-        if self.state.workloads.get(key) is entry:
-            self.state.workloads[key] = WorkloadEntry(new, stored.revision)
-        return new
+        return self.state.remember(key, new, stored.revision, wire)
 
     async def _update(
         self,
@@ -661,6 +681,7 @@ class Dispatcher:
         st = last.status
         self.offers.pop(key, None)
         self._offer_modes.pop(key, None)
+        self.state.take_fresh_source(key)
         self._drop_assumed(key)
         if st is None:
             return

@@ -4,7 +4,14 @@ needs was compacted), so the dispatch loop and the sessions read memory, not the
 
 Writes always go to the store (hub.objects); the mirror learns of them — the hub's own and
 anyone else's — from the watch, then tells its listeners: configuration changed, a workload
-changed, a workload was deleted.
+changed, a workload was deleted. The dispatcher may also put its own successful writes in the
+mirror at once (`remember`), so its next decision need not wait for the watch; a watch event
+older than what the mirror holds is then skipped.
+
+Workloads are the hot path: a status write changes only `status` and `metadata`, so an event
+whose spec equals the mirrored one re-parses just those and shares the parsed spec (specs are
+never changed in place). The mirror also keeps `pending`, the keys of workloads still waiting
+for a cluster, so the dispatch loop does not walk finished and bound work every cycle.
 
 Called by: hub.app (starts it), hub.dispatch, hub.sessions, hub.config_push, hub.http.
 """
@@ -15,10 +22,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from api.kinds import ALL_KINDS
-from api.meta import Object
-from api.v1alpha1.workload import Workload
+from api.meta import Object, ObjectMeta
+from api.v1alpha1.workload import Workload, WorkloadStatus
 from hub.store import base as store_base
 from hub.store.base import Event, EventType, Revision, Store, StoredObject
 
@@ -30,12 +39,35 @@ _KINDS_BY_PLURAL: dict[str, type[Object]] = {
     k.plural(): k for k in ALL_KINDS if k.API_VERSION.startswith("multiq.dev/")
 }
 WORKLOADS = Workload.plural()
+FRESH_SOURCES_KEPT = 10_000
 
 
 @dataclass
 class WorkloadEntry:
     workload: Workload
     revision: Revision
+    # The stored form (without resourceVersion): writers reuse its spec instead of
+    # serializing the spec again.
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def order(self) -> tuple[int, float]:
+        """Dispatch order: higher priority first, then older first."""
+        wl = self.workload
+        created = wl.metadata.creation_timestamp
+        return (-(wl.spec.priority or 0), created.timestamp() if created else 0.0)
+
+
+def is_pending(wl: Workload) -> bool:
+    """Still waiting for a cluster: active, not finished, not bound to a cluster."""
+    st = wl.status
+    if not wl.spec.active:
+        return False
+    if st is None:
+        return True
+    if st.cluster_name:
+        return False
+    return not any(c.type == "Finished" and c.status == "True" for c in st.conditions)
 
 
 @dataclass
@@ -43,6 +75,11 @@ class HubState:
     store: Store
     config: dict[str, dict[str, Object]] = field(default_factory=dict)
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    # Sources submitted through this hub and not offered yet: the first offer takes its
+    # source from here instead of reading the store. Bounded; the store has them all.
+    fresh_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _expected: dict[str, tuple[Workload, dict[str, Any]]] = field(default_factory=dict)
     revision: Revision = field(default_factory=lambda: Revision(0))
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     on_config: list[Callable[[str], None]] = field(default_factory=list)
@@ -87,28 +124,82 @@ class HubState:
         kind = _KINDS_BY_PLURAL.get(parts[0])
         if kind is None:
             return None
+        key = "/".join(parts[1:])
         value = dict(stored.value)
         meta = dict(value.get("metadata") or {})
         meta["resourceVersion"] = str(stored.revision)
         value["metadata"] = meta
         try:
-            obj = kind.model_validate(value)
+            old = self.workloads.get(key) if kind is Workload else None
+            if old is not None and old.raw.get("spec") == value.get("spec"):
+                obj: Object = self._reparse_status(old.workload, value)
+            else:
+                obj = kind.model_validate(value)
         except Exception as exc:  # a stored object we cannot read must not stop the hub
             log.error("state: cannot read %s: %s", stored.key, exc)
             return None
-        return parts[0], "/".join(parts[1:]), obj
+        return parts[0], key, obj
+
+    @staticmethod
+    def _reparse_status(old: Workload, value: dict[str, Any]) -> Workload:
+        status = value.get("status")
+        return old.model_copy(
+            update={
+                "metadata": ObjectMeta.model_validate(value["metadata"]),
+                "status": WorkloadStatus.model_validate(status) if status is not None else None,
+            }
+        )
+
+    def keep_fresh_source(self, key: str, source: dict[str, Any]) -> None:
+        self.fresh_sources[key] = source
+        while len(self.fresh_sources) > FRESH_SOURCES_KEPT:
+            del self.fresh_sources[next(iter(self.fresh_sources))]
+
+    def take_fresh_source(self, key: str) -> dict[str, Any] | None:
+        return self.fresh_sources.pop(key, None)
+
+    def expect(self, key: str, workload: Workload, raw: dict[str, Any]) -> None:
+        """The hub is about to write `raw` as `workload`: when the watch brings that value
+        back, take `workload` as it is instead of parsing it."""
+        self._expected[key] = (workload, raw)
+
+    def unexpect(self, key: str, workload: Workload) -> None:
+        if (pending := self._expected.get(key)) is not None and pending[0] is workload:
+            del self._expected[key]
+
+    def remember(
+        self, key: str, workload: Workload, revision: Revision, raw: dict[str, Any]
+    ) -> Workload:
+        """Put the hub's own successful write in the mirror before its watch event arrives;
+        returns what the mirror holds for it (with its resourceVersion)."""
+        self.unexpect(key, workload)
+        current = self.workloads.get(key)
+        if current is not None and current.revision >= revision:
+            return current.workload if current.revision == revision else workload
+        workload = _at_revision(workload, revision)
+        self.workloads[key] = WorkloadEntry(workload, revision, raw)
+        self._index(key, workload)
+        return workload
+
+    def _index(self, key: str, workload: Workload | None) -> None:
+        if workload is not None and is_pending(workload):
+            self.pending.add(key)
+        else:
+            self.pending.discard(key)
 
     def _replace_all(self, items: tuple[StoredObject, ...]) -> None:
         old_workloads = self.workloads
         self.config = {}
         self.workloads = {}
+        self.pending = set()
         for stored in items:
             parsed = self._parse(stored)
             if parsed is None:
                 continue
             plural, key, obj = parsed
             if plural == WORKLOADS and isinstance(obj, Workload):
-                self.workloads[key] = WorkloadEntry(obj, stored.revision)
+                self.workloads[key] = WorkloadEntry(obj, stored.revision, _without_rv(stored))
+                self._index(key, obj)
             else:
                 self.config.setdefault(plural, {})[key] = obj
         for plural in _KINDS_BY_PLURAL:
@@ -120,18 +211,36 @@ class HubState:
             self._notify_workload(key, old.workload if old else None, new.workload if new else None)
 
     def _apply(self, event: Event) -> None:
+        deleted = event.type is EventType.DELETED
+        if not deleted and event.object.key.startswith(f"/{WORKLOADS}/"):
+            key = event.object.key[len(WORKLOADS) + 2 :]
+            known = self.workloads.get(key)
+            if known is not None and known.revision >= event.revision:
+                # Already in the mirror (`remember`), or older than what it holds.
+                self._notify_workload(key, known.workload, known.workload)
+                return
+            expected = self._expected.get(key)
+            if expected is not None and _same_value(expected[1], event.object.value):
+                # The hub's own write, back before its writer resumed: no need to parse.
+                del self._expected[key]
+                workload = _at_revision(expected[0], event.revision)
+                self.workloads[key] = WorkloadEntry(workload, event.revision, expected[1])
+                self._index(key, workload)
+                self._notify_workload(key, known.workload if known else None, workload)
+                return
         parsed = self._parse(event.object)
         if parsed is None:
             return
         plural, key, obj = parsed
-        deleted = event.type is EventType.DELETED
         if plural == WORKLOADS and isinstance(obj, Workload):
             old = self.workloads.get(key)
             if deleted:
                 self.workloads.pop(key, None)
+                self._index(key, None)
                 self._notify_workload(key, obj, None)
             else:
-                self.workloads[key] = WorkloadEntry(obj, event.revision)
+                self.workloads[key] = WorkloadEntry(obj, event.revision, _without_rv(event.object))
+                self._index(key, obj)
                 self._notify_workload(key, old.workload if old else None, obj)
             return
         bucket = self.config.setdefault(plural, {})
@@ -148,3 +257,23 @@ class HubState:
     def _notify_workload(self, key: str, old: Workload | None, new: Workload | None) -> None:
         for listener in self.on_workload:
             listener(key, old, new)
+
+
+def _without_rv(stored: StoredObject) -> dict[str, Any]:
+    value = dict(stored.value)
+    meta = value.get("metadata")
+    if isinstance(meta, dict) and "resourceVersion" in meta:
+        value["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+    return value
+
+
+def _same_value(raw: dict[str, Any], stored: dict[str, Any]) -> bool:
+    meta = stored.get("metadata")
+    if isinstance(meta, dict) and "resourceVersion" in meta:
+        stored = {**stored, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
+    return raw == stored
+
+
+def _at_revision(workload: Workload, revision: Revision) -> Workload:
+    meta = workload.metadata.model_copy(update={"resource_version": str(revision)})
+    return workload.model_copy(update={"metadata": meta})

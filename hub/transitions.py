@@ -6,6 +6,11 @@ here that takes the workload, the facts and `now`, and returns the new workload.
 dispatch loop and session handlers read, call one of these, and write back with CAS, so the
 rules are tested alone and redelivered reports are harmless (same facts, same result).
 
+They change only `status`, and they replace what they change — a condition, a cluster's
+pending reason, the pod counts — rather than editing it in place; only the status's own
+lists are appended to or assigned into. So `for_change` (a new status object and new lists,
+sharing the items) is copy enough to change a workload the hub's mirror still holds.
+
 Called by: hub.dispatch (offers, timeouts, cluster loss), hub.sessions (agent reports).
 """
 
@@ -31,6 +36,7 @@ __all__ = [
     "QUOTA_RESERVED",
     "REQUEUED",
     "apply_report",
+    "for_change",
     "is_finished",
     "mark_cancel_requested",
     "mark_offer_failed",
@@ -45,6 +51,22 @@ PODS_READY = "PodsReady"
 FINISHED = "Finished"
 EVICTED = "Evicted"
 REQUEUED = "Requeued"
+
+
+def for_change(wl: Workload) -> Workload:
+    """A copy of `wl` that the functions here may change without touching `wl`."""
+    st = wl.status
+    if st is None:
+        return wl.model_copy()
+    status = st.model_copy(
+        update={
+            "conditions": list(st.conditions),
+            "reclaimable_pods": list(st.reclaimable_pods),
+            "nominated_cluster_names": list(st.nominated_cluster_names),
+            "cluster_pending_reasons": list(st.cluster_pending_reasons),
+        }
+    )
+    return wl.model_copy(update={"status": status})
 
 
 def _status(wl: Workload) -> WorkloadStatus:
