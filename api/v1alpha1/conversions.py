@@ -154,6 +154,9 @@ class _PodSetSource:
 class _Build:
     source: Object
     errors: list[FieldError] = field(default_factory=list)
+    # The caller hands the source over (it was parsed for this conversion alone): the
+    # Workload may share its pod templates instead of copying them.
+    take_ownership: bool = False
     # Workload path prefix -> source path prefix, for mapping the Workload's own errors back.
     paths: dict[str, str] = field(default_factory=dict)
 
@@ -294,7 +297,7 @@ def _build_workload(
         spec.pod_sets.append(
             PodSet(
                 name=ps.name,
-                template=ps.template.model_copy(deep=True),
+                template=ps.template if build.take_ownership else ps.template.model_copy(deep=True),
                 count=ps.count,
                 min_count=ps.min_count,
                 topology_request=_topology_request(build, ps, f"{wpath}.topologyRequest"),
@@ -347,6 +350,7 @@ def workload_from_job(
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
+    take_ownership: bool = False,
 ) -> Workload:
     """One pod set "main" of min(parallelism, completions) pods, as Kueue builds it.
 
@@ -354,9 +358,10 @@ def workload_from_job(
     resolved (and an unknown class is an error), otherwise it is left for the hub to resolve.
     `default_queue_name` is used when the job names no queue (the hub passes the namespace's
     default LocalQueue if there is one); without it a missing queue name is an error. Both
-    keywords mean the same for every conversion below.
+    keywords mean the same for every conversion below, as does `take_ownership`: the caller
+    gives the object up, so the Workload shares its pod templates rather than copies them.
     """
-    build = _Build(job)
+    build = _Build(job, take_ownership=take_ownership)
     count = pods_count(job.spec)
     min_count: int | None = None
     min_path: Path | None = None
@@ -408,10 +413,11 @@ def workload_from_jobset(
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
+    take_ownership: bool = False,
 ) -> Workload:
     """One pod set per replicated job, of replicas × pods per Job; the Jobs of a replicated job
     are topology sub-groups (label jobset.sigs.k8s.io/job-index)."""
-    build = _Build(js)
+    build = _Build(js, take_ownership=take_ownership)
     rpath = Path("spec", "replicatedJobs")
     pod_sets = []
     for i, rj in enumerate(js.spec.replicated_jobs):
@@ -494,6 +500,7 @@ def workload_from_pods(
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
+    take_ownership: bool = False,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
     count) becomes one Workload with a pod set per role; a single pod without a group label
@@ -501,7 +508,7 @@ def workload_from_pods(
     if not pods:
         raise ConversionError("Pod", "", [FieldError.required("items", "no pods given")])
     first = pods[0]
-    build = _Build(first)
+    build = _Build(first, take_ownership=take_ownership)
     errors = build.errors
     items = Path("items")
     group = _lookup(
@@ -667,21 +674,23 @@ def to_workload(
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
+    take_ownership: bool = False,
 ) -> Workload:
     """Any submittable object as a Workload (a Workload is returned as it is)."""
     if isinstance(obj, Workload):
         return obj
+    pc, dq, own = priority_classes, default_queue_name, take_ownership
     if isinstance(obj, Job):
         return workload_from_job(
-            obj, priority_classes=priority_classes, default_queue_name=default_queue_name
+            obj, priority_classes=pc, default_queue_name=dq, take_ownership=own
         )
     if isinstance(obj, upstream.JobSet | multiq.JobSet):
         return workload_from_jobset(
-            obj, priority_classes=priority_classes, default_queue_name=default_queue_name
+            obj, priority_classes=pc, default_queue_name=dq, take_ownership=own
         )
     if isinstance(obj, Pod):
         return workload_from_pods(
-            [obj], priority_classes=priority_classes, default_queue_name=default_queue_name
+            [obj], priority_classes=pc, default_queue_name=dq, take_ownership=own
         )
     raise ConversionError(
         obj.KIND,

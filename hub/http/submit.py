@@ -63,7 +63,11 @@ class SubmitRoutes:
         }
         queue = request.query.get("queue")
         try:
-            workload = to_workload(source, priority_classes=priorities, default_queue_name=queue)
+            # The source was parsed for this request alone: the Workload may share its pod
+            # templates (neither is changed after this point).
+            workload = to_workload(
+                source, priority_classes=priorities, default_queue_name=queue, take_ownership=True
+            )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
         if queue:
@@ -80,7 +84,9 @@ class SubmitRoutes:
         if not isinstance(source, Workload):
             if f"{ns}/{workload.metadata.name}" in self.state.workloads:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
-            await self._store_source(ns, workload.metadata.name, source.to_wire())
+            source_wire = source.to_wire()
+            await self._store_source(ns, workload.metadata.name, source_wire)
+            self.state.keep_fresh_source(f"{ns}/{workload.metadata.name}", source_wire)
         created = await self.repo.create(workload)
         return web.json_response(created, status=201)
 
