@@ -61,6 +61,21 @@ def _add(total: dict[str, Quantity], resources: dict[str, str]) -> None:
         total[name] = total.get(name, Quantity(0)) + q
 
 
+def _parsed(resources: dict[str, str]) -> dict[str, Quantity]:
+    out: dict[str, Quantity] = {}
+    _add(out, resources)
+    return out
+
+
+def _milli(amounts: dict[str, Quantity]) -> dict[str, int]:
+    return {k: v.milli() for k, v in amounts.items()}
+
+
+def _sum_into(total: dict[str, int], amounts: dict[str, int]) -> None:
+    for k, v in amounts.items():
+        total[k] = total.get(k, 0) + v
+
+
 def _pod_requests(pod: JsonObject) -> dict[str, Quantity]:
     spec = pod.get("spec") or {}
     total: dict[str, Quantity] = {}
@@ -106,6 +121,9 @@ class Inventory:
         self.pods = mirror(Resource.PODS)
         self.jobs = mirror(Resource.JOBS)
         self.kubernetes_version: str | None = None
+        # Parsed requests and allocatable, in milli-units, by pod uid and node revision.
+        self._pod_amounts: dict[str, dict[str, int]] = {}
+        self._node_amounts: dict[tuple[str, str], dict[str, int]] = {}
 
     @property
     def mirrors(self) -> tuple[Mirror, Mirror, Mirror]:
@@ -139,32 +157,48 @@ class Inventory:
     # summaries -------------------------------------------------------------------------------
 
     def node_summary(self) -> NodeSummary:
-        allocatable: dict[str, Quantity] = {}
-        used: dict[str, Quantity] = {}
+        allocatable: dict[str, int] = {}
+        used: dict[str, int] = {}
         total = ready = schedulable = 0
         usable: set[str] = set()
+        node_cache: dict[tuple[str, str], dict[str, int]] = {}
         for node in self.nodes.objects.values():
             total += 1
             is_ready = _ready(node)
             ready += is_ready
             if is_ready and not (node.get("spec") or {}).get("unschedulable"):
                 schedulable += 1
-                usable.add(str((node.get("metadata") or {}).get("name")))
-                _add(allocatable, ((node.get("status") or {}).get("allocatable") or {}))
-        for pod in self.pods.objects.values():
+                meta = node.get("metadata") or {}
+                usable.add(str(meta.get("name")))
+                key = (str(meta.get("name")), str(meta.get("resourceVersion")))
+                amounts = self._node_amounts.get(key)
+                if amounts is None:
+                    amounts = _milli(_parsed((node.get("status") or {}).get("allocatable") or {}))
+                node_cache[key] = amounts
+                _sum_into(allocatable, amounts)
+        # Requests are parsed once per pod (a pod's requests never change); the summary
+        # then only adds integers, however often capacity is reported.
+        pod_cache: dict[str, dict[str, int]] = {}
+        for pod_key, pod in self.pods.objects.items():
             spec = pod.get("spec") or {}
             phase = (pod.get("status") or {}).get("phase")
-            if spec.get("nodeName") in usable and phase not in ("Succeeded", "Failed"):
-                for k, v in _pod_requests(pod).items():
-                    used[k] = used.get(k, Quantity(0)) + v
+            if spec.get("nodeName") not in usable or phase in ("Succeeded", "Failed"):
+                continue
+            uid = str((pod.get("metadata") or {}).get("uid") or pod_key)
+            amounts = self._pod_amounts.get(uid)
+            if amounts is None:
+                amounts = _milli(_pod_requests(pod))
+            pod_cache[uid] = amounts
+            _sum_into(used, amounts)
+        self._node_amounts, self._pod_amounts = node_cache, pod_cache
         free: ResourceList = {
-            k: max(v - used.get(k, Quantity(0)), Quantity(0)) for k, v in allocatable.items()
+            k: Quantity.from_milli(max(v - used.get(k, 0), 0)) for k, v in allocatable.items()
         }
         return NodeSummary(
             total=total,
             ready=ready,
             schedulable=schedulable,
-            allocatable=dict(allocatable),
+            allocatable={k: Quantity.from_milli(v) for k, v in allocatable.items()},
             free=free,
         )
 
