@@ -160,6 +160,8 @@ class AdmissionShell:
         self.preempting: set[str] = set()
         self.last_reports: dict[str, WorkloadStatusReport] = {}
         self.finished_at: dict[str, float] = {}
+        # (namespace, name label value) → held keys: which workloads a Job or pod change is for.
+        self._keys_by_owner: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
@@ -186,7 +188,7 @@ class AdmissionShell:
         """Restore the last config and the held workloads from the state directory."""
         self.config = self.store.load_config()
         for held in self.store.load_all():
-            self.held[held.key] = held
+            self._hold(held)
             if held.finished:
                 self.finished_at[held.key] = self.clock()
         log.info(
@@ -334,7 +336,7 @@ class AdmissionShell:
             phase=WorkloadPhase.PENDING,
             offered_at=now,
         )
-        self.held[key] = held
+        self._hold(held)
         self._persist(held, with_offer=True)
 
     async def _withdraw(self, message: Withdraw | Cancel) -> None:
@@ -416,9 +418,19 @@ class AdmissionShell:
                     Resource.JOBS, namespace, name, uid=meta.get("uid")
                 )
 
+    def _hold(self, held: Held) -> None:
+        self.held[held.key] = held
+        self._keys_by_owner.setdefault(_owner(held.key), set()).add(held.key)
+
     def _forget(self, held: Held) -> None:
         self._cycle_due = True  # whatever it held is free
         self.held.pop(held.key, None)
+        owner = _owner(held.key)
+        keys = self._keys_by_owner.get(owner)
+        if keys is not None:
+            keys.discard(held.key)
+            if not keys:
+                del self._keys_by_owner[owner]
         self._snapshots.forget(held.key)
         self.preempting.discard(held.key)
         self.last_reports.pop(held.key, None)
@@ -577,21 +589,22 @@ class AdmissionShell:
         """The status pass: report what changed in the held workloads' Jobs and pods.
         `priming`: the mirrors were just listed, so a missing Job is really missing."""
         now = self.clock()
-        for held in list(self.held.values()):
-            if held.finished and now - self.finished_at.get(held.key, now) > self.finished_ttl:
-                self._forget(held)
+        for key, at in list(self.finished_at.items()):
+            expired = self.held.get(key)
+            if expired is not None and expired.finished and now - at > self.finished_ttl:
+                self._forget(expired)
         # Only workloads whose Jobs or pods changed (all of them after a relist), and those
-        # that asked to be looked at again (just materialised, or a report held back).
+        # that asked to be looked at again (just materialised, or a report held back). Looked
+        # up by key, so a pass costs what changed, not what is held.
         relisted, owners = self.inventory.take_changes()
         recheck, self._recheck = self._recheck, set()
-        candidates = [
-            held
-            for held in list(self.held.values())
-            if priming
-            or relisted
-            or held.key in recheck
-            or (held.key.split("/", 1)[0], Labels.value(held.key.split("/", 1)[1])) in owners
-        ]
+        if priming or relisted:
+            candidates = list(self.held.values())
+        else:
+            keys = set(recheck)
+            for namespace, label in owners:
+                keys.update(self._keys_by_owner.get((namespace, label), ()))
+            candidates = [self.held[k] for k in sorted(keys) if k in self.held]
         for held in candidates:
             if held.finished or held.phase is WorkloadPhase.PENDING or not held.job_names:
                 continue
@@ -690,3 +703,9 @@ class AdmissionShell:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+
+def _owner(key: str) -> tuple[str, str]:
+    """The (namespace, name label) that the Jobs and pods of workload `key` carry."""
+    namespace, name = key.split("/", 1)
+    return namespace, Labels.value(name)
