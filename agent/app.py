@@ -225,3 +225,4 @@ class Agent:
         finally:
             await self.logs.close_all()
             await self.admission.close()
+            self.store.close()

@@ -1,12 +1,14 @@
 """What the agent remembers across restarts, in `--state-dir`: the last ConfigSync from the
-hub, and every workload it holds.
+hub (`config.json`), and every workload it holds (`held.db`, SQLite).
 
-Each held workload is two files under `workloads/`: `<ns>__<name>.offer.json`, the offer as
-received (written once — it carries the pod templates and the source, the bulk), and
-`<ns>__<name>.json`, what changes (generation, phase, the workload's status with its
-admission, the Jobs made). Writes are atomic (temp file + rename), so a crash mid-write leaves
-the previous version. `save_many` is blocking and meant for a worker thread (the admission
-loop batches one write per workload per pass and hands them to `asyncio.to_thread`).
+Each held workload is one row: the offer as received (written once — it carries the pod
+templates and the source, the bulk) and what changes (generation, phase, the workload's
+status with its admission, the Jobs made). One `save_many` is one transaction, so a crash
+leaves every row as it was before or after the batch; WAL with synchronous=NORMAL survives a
+killed agent (the case that matters: the cluster keeps running its Jobs) at the cost of one
+transaction, not a file per workload. `save_many` is blocking and meant for a worker thread
+(the admission loop batches one write per workload per pass and hands them to
+`asyncio.to_thread`); calls from different threads are serialised.
 
 Persisted transitions: offered, materialised (admission and Job names), finished, forgotten.
 Running is not persisted: it is re-observed from the cluster after a restart.
@@ -19,6 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,14 +103,30 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS held (
+    key TEXT PRIMARY KEY,
+    offer TEXT NOT NULL,
+    state TEXT NOT NULL
+);
+"""
+
+
 class StateStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._workloads = directory / "workloads"
-        self._workloads.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            directory / "held.db", isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
 
-    def _stem(self, key: str) -> Path:
-        return self._workloads / key.replace("/", "__")
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
     def save_config(self, config: ConfigSync) -> None:
         _write_atomic(self.directory / "config.json", config.model_dump_json(by_alias=True))
@@ -125,24 +145,37 @@ class StateStore:
         self.save_many([(held.key, held.offer_json() if with_offer else None, held.state_json())])
 
     def save_many(self, items: Iterable[tuple[str, str | None, str]]) -> None:
-        """Write (key, offer JSON or None to keep the file, state JSON) for each workload."""
-        for key, offer_text, state_text in items:
-            stem = self._stem(key)
-            if offer_text is not None:
-                _write_atomic(stem.with_suffix(".offer.json"), offer_text)
-            _write_atomic(stem.with_suffix(".json"), state_text)
+        """Write (key, offer JSON or None to keep the stored one, state JSON) for each
+        workload, all in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for key, offer_text, state_text in items:
+                    if offer_text is not None:
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO held (key, offer, state) VALUES (?, ?, ?)",
+                            (key, offer_text, state_text),
+                        )
+                    else:
+                        self._db.execute(
+                            "UPDATE held SET state = ? WHERE key = ?", (state_text, key)
+                        )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def forget(self, key: str) -> None:
-        stem = self._stem(key)
-        stem.with_suffix(".json").unlink(missing_ok=True)
-        stem.with_suffix(".offer.json").unlink(missing_ok=True)
+        with self._lock:
+            self._db.execute("DELETE FROM held WHERE key = ?", (key,))
 
     def load_all(self) -> list[Held]:
+        with self._lock:
+            rows = self._db.execute("SELECT key, offer, state FROM held ORDER BY key").fetchall()
         out = []
-        for offer_path in sorted(self._workloads.glob("*.offer.json")):
-            state_path = offer_path.with_name(offer_path.name.removesuffix(".offer.json") + ".json")
+        for key, offer_text, state_text in rows:
             try:
-                out.append(Held.from_json(offer_path.read_text(), state_path.read_text()))
-            except (ValueError, KeyError, ValidationError, OSError) as exc:
-                log.error("ignoring unreadable %s: %s", offer_path, exc)
+                out.append(Held.from_json(offer_text, state_text))
+            except (ValueError, KeyError, ValidationError) as exc:
+                log.error("ignoring unreadable held workload %s: %s", key, exc)
         return out
