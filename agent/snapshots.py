@@ -91,7 +91,12 @@ class SnapshotCache:
                 or cached.status is not wl.status
                 or cached.sticky != sticky
             ):
-                engine = workload_from_api(wl, priorities=self._priorities, preempting=sticky)
+                engine = workload_from_api(
+                    wl,
+                    priorities=self._priorities,
+                    preempting=sticky,
+                    arrived_at=item.offered_at or None,
+                )
                 cached = _Converted(wl, wl.status, sticky, engine)
                 self._workloads[key] = cached
             workloads[cached.engine.id] = cached.engine

@@ -32,14 +32,15 @@ can take what the victims release, and no two preemptors count on the same victi
 A workload that could preempt but for its victims' minAdmitSeconds protection stays pending
 (PreemptionProtected, naming them and when they are free) and sets the cycle's next wakeup to
 the earliest end of protection among the candidates set aside. In its own queue protection
-never applies to workloads admitted after the preemptor was queued, so a newer workload of
-the same shape meets at least as much protection as an older one: the memos stay exact
-because a verdict is only reused for workloads queued no earlier than the one it was found
-for.
+never applies to workloads admitted after the preemptor was queued there, so one queued
+later meets at least as much protection: the memos stay exact because a verdict that
+depended on protection is only reused for workloads queued here no earlier than the one it
+was found for.
 """
 
 from __future__ import annotations
 
+import math
 from operator import attrgetter
 
 from agent.engine.flavors import (
@@ -125,7 +126,7 @@ class _Cycle:
         self.new_preemptors: set[WorkloadId] = set()
         self.wakeup: float | None = None
         self.failed: dict[tuple[str, int], tuple[tuple[object, ...], float, PendingReason]] = {}
-        """(cluster queue, shape hash) → (shape, queue timestamp, reason) of a failure."""
+        """(cluster queue, shape hash) → (shape, age, reason) of a failure; see `_age`."""
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
         self.nominated: dict[WorkloadId, Admission] = {}
@@ -303,6 +304,7 @@ class _Cycle:
 
     def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
         node = self.tree.cqs[cq.name]
+        shielded = self.preemptor.shielded
         a = assign_flavors(
             tree=self.tree,
             node=node,
@@ -326,9 +328,15 @@ class _Cycle:
                 )
             ):
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
-                memo.append((dict(a.usage), wl.queue_timestamp))
+                memo.append((dict(a.usage), self._age(wl, shielded)))
                 del memo[:-4]
         return _Outcome(a, targets, counts)
+
+    def _age(self, wl: Workload, shielded: int) -> float:
+        """The queueing time a failure verdict holds from: if protection set candidates aside
+        since the count was `shielded`, only for workloads queued here no earlier than `wl`
+        (they meet at least the same protection); otherwise for every one."""
+        return wl.queued_here_at if self.preemptor.shielded != shielded else -math.inf
 
     def _search(
         self,
@@ -359,7 +367,7 @@ class _Cycle:
         """
         for failed, queued in self.hopeless.get((cq.name, wl.priority), ()):
             usage = a.usage
-            if wl.queue_timestamp >= queued and all(
+            if wl.queued_here_at >= queued and all(
                 usage.get(fr, 0) >= amount for fr, amount in failed.items()
             ):
                 return True
@@ -411,7 +419,7 @@ class _Cycle:
                     if (
                         cached is not None
                         and cached[0] == wl.shape
-                        and wl.queue_timestamp >= cached[1]
+                        and wl.queued_here_at >= cached[1]
                         and not strict
                     ):
                         self.pending[wl.id] = cached[2]
@@ -484,6 +492,7 @@ class _Cycle:
             )
             return True
         self.protected = []
+        shielded = self.preemptor.shielded
         out = self._evaluate_with_partial(wl, cq)
         a = out.assignment
         node = self.tree.cqs[cq.name]
@@ -538,7 +547,7 @@ class _Cycle:
         ):
             # Usage only grows within a cycle: the same shape, queued no earlier, fails again.
             # (Not for LowerOrNewerEqualPriority, whose candidates depend on the age.)
-            self.failed[(cq.name, wl.shape_hash)] = (wl.shape, wl.queue_timestamp, reason)
+            self.failed[(cq.name, wl.shape_hash)] = (wl.shape, self._age(wl, shielded), reason)
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod

@@ -9,8 +9,9 @@ admission time, eviction, pods-ready and requeue state. Called by the agent's in
 cache when it builds a cycle's snapshot, and by tests.
 
 What the api does not record, the caller passes in: namespace labels (for namespace
-selectors), the engine configuration, and which workloads are sticky preemptors (the
-agent remembers `CycleResult.new_preemptors` until they are admitted).
+selectors), the engine configuration, which workloads are sticky preemptors (the agent
+remembers `CycleResult.new_preemptors` until they are admitted), and when the agent got
+each workload's offer (preemption protection compares admissions with it).
 """
 
 from __future__ import annotations
@@ -210,8 +211,10 @@ def workload_from_api(
     *,
     priorities: Mapping[str, int] | None = None,
     preempting: bool = False,
+    arrived_at: float | None = None,
 ) -> Workload:
-    """The engine's view of a Workload; `priorities` maps priority class names to values."""
+    """The engine's view of a Workload; `priorities` maps priority class names to values;
+    `arrived_at` is when this cluster got it (the api does not record it)."""
     meta = obj.metadata
     spec = obj.spec
     status = obj.status
@@ -288,6 +291,7 @@ def workload_from_api(
         requeue_after=requeue_after,
         max_execution_seconds=spec.maximum_execution_time_seconds,
         accumulated_execution_seconds=accumulated,
+        arrived_at=arrived_at,
     )
 
 

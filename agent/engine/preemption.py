@@ -74,12 +74,12 @@ class Candidate:
 
     def shielded_from(self, preemptor: Workload, *, same_queue: bool) -> bool:
         """Whether protection keeps it from `preemptor`. In the preemptor's own queue only if
-        it was admitted before the preemptor was queued: admitted later, it passed the
+        it was admitted before the preemptor was queued there: admitted later, it passed the
         preemptor in their queue's order, taking room the preemptor could not use yet."""
         if self.protected_until is None:
             return False
         admitted = self.wl.admitted_at
-        return not same_queue or (admitted is not None and admitted < preemptor.queue_timestamp)
+        return not same_queue or (admitted is not None and admitted < preemptor.queued_here_at)
 
     def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
         usage = self.usage
@@ -120,7 +120,16 @@ def fits(
 class Preemptor:
     """Victim search over the admitted workloads of one cycle."""
 
-    __slots__ = ("borrowing", "by_cq", "cq_specs", "evicting_cqs", "members", "taken", "tree")
+    __slots__ = (
+        "borrowing",
+        "by_cq",
+        "cq_specs",
+        "evicting_cqs",
+        "members",
+        "shielded",
+        "taken",
+        "tree",
+    )
 
     def __init__(
         self,
@@ -145,6 +154,9 @@ class Preemptor:
                         c.protected_until = admitted + min_admit
         self.evicting_cqs = {name for name, cands in by_cq.items() if cands and cands[0].evicting}
         self.taken: set[str] = set()
+        self.shielded = 0
+        """How many times a candidate was set aside for protection (this cycle): a search that
+        set none aside did not depend on the preemptor's queueing time."""
         """Victims already chosen this cycle: nobody else may count on them."""
         self.members: dict[int, list[QuotaNode]] = {}
         self.borrowing: dict[tuple[int, tuple[FlavorResource, ...]], set[QuotaNode]] = {}
@@ -237,6 +249,7 @@ class Preemptor:
             ):
                 if shielded is not None and c.shielded_from(wl, same_queue=True):
                     shielded.append(c)
+                    self.shielded += 1
                 else:
                     own.append(c)
         reclaim = policy.reclaim_within_cohort
@@ -261,6 +274,7 @@ class Preemptor:
                 elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
                     if shielded is not None and c.shielded_from(wl, same_queue=False):
                         shielded.append(c)
+                        self.shielded += 1
                     else:
                         others.append(c)
         evicting.sort(key=_KEY)

@@ -363,6 +363,9 @@ class Workload:
     max_execution_seconds: int | None = None
     accumulated_execution_seconds: float = 0.0
     """Admitted time from earlier admissions (maximumExecutionTimeSeconds accumulates)."""
+    arrived_at: float | None = None
+    """When this cluster got the workload (the agent's offer time), if later than it was
+    queued at the hub: see `queued_here_at`."""
 
     local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)
     """`namespace/queue_name`."""
@@ -401,6 +404,14 @@ class Workload:
     @property
     def queue_timestamp(self) -> float:
         return self.created_at if self.requeued_at is None else self.requeued_at
+
+    @property
+    def queued_here_at(self) -> float:
+        """Since when it waits in this cluster's queue (preemption protection compares
+        admissions against it): a workload may wait at the hub before it is offered here."""
+        arrived = self.arrived_at
+        queued = self.queue_timestamp
+        return queued if arrived is None or arrived < queued else arrived
 
 
 # --------------------------------------------------------------------------------------------

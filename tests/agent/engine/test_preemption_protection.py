@@ -180,6 +180,37 @@ def test_a_workload_admitted_while_the_preemptor_waited_is_not_protected_from_it
     assert preempted_ids(result) == ids("late")
 
 
+def test_a_preemptor_that_waited_at_the_hub_is_queued_here_from_its_arrival() -> None:
+    # Created at 90 at the hub, offered to this cluster at 99.5: "running" (admitted at 95)
+    # passed nobody here, so it keeps its protection.
+    snap = snapshot(
+        cqs=[queue(10.0)],
+        workloads=[running("running", "4", at=95), incoming(created=90).set(arrived_at=99.5)],
+    )
+    result = run(snap, NOW)
+    assert preempted_ids(result) == []
+    assert reason_of(result, "new").code is PendingCode.PREEMPTION_PROTECTED
+
+
+def test_a_same_shape_workload_that_arrived_earlier_is_judged_on_its_own_arrival() -> None:
+    # "first" goes first (created earlier) and meets x's protection (it arrived after x's
+    # admission); "second" arrived before x was admitted, so x passed it and is its victim.
+    first = incoming(created=1).set(arrived_at=99.5)
+    second = wl("second").queue("q").request("cpu", "2").priority(10).created(2)
+    snap = snapshot(
+        cqs=[queue(10.0)],
+        workloads=[
+            running("x", "2", at=95),
+            running("keep", "2", at=50, prio=50),
+            first,
+            second.set(arrived_at=90),
+        ],
+    )
+    result = run(snap, NOW)
+    assert reason_of(result, "new").code is PendingCode.PREEMPTION_PROTECTED
+    assert [(p.victim, p.preemptor) for p in result.preempted] == [("default/x", "default/second")]
+
+
 def test_a_workload_admitted_at_the_preemptors_queueing_time_is_not_protected_from_it() -> None:
     snap = snapshot(
         cqs=[queue(10.0)],
