@@ -3,6 +3,8 @@ engine can decide about it — preemption — with generations fencing stale mes
 
 from __future__ import annotations
 
+import time
+
 from agent.k8s.client import KubeClient, Resource
 from api.v1alpha1.messages import (
     Cancel,
@@ -146,6 +148,34 @@ async def test_a_higher_priority_offer_preempts_and_the_victim_is_reported_evict
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "high"))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
     assert "low" not in await job_names(kube)
+
+
+async def test_a_protected_workload_is_preempted_when_its_protection_ends_with_no_other_event(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    cfg = config(preempt=True)
+    cfg.cluster_queues[0].spec.preemption.min_admit_seconds = 3
+    hub.config = cfg
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    low = offer_for(job_source("low", cpu="2", script="sleep 30"), priority=1)
+    await hub.offer(low)
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "low"))
+    admitted = time.monotonic()
+    high = offer_for(job_source("high", cpu="2", script="true"), priority=100)
+    await hub.offer(high)
+    waiting = await hub.wait_for(
+        lambda p: (
+            isinstance(p, WorkloadStatusReport)
+            and p.workload.endswith("high")
+            and p.pending_reason == "PreemptionProtected"
+        )
+    )
+    assert "is protected by minAdmitSeconds" in waiting.pending_message
+    # Nothing happens in the cluster meanwhile: only the engine's wakeup can run the cycle.
+    await hub.wait_for(status(WorkloadPhase.EVICTED, "low"), within=10)
+    assert time.monotonic() - admitted >= 2.5
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "high"))
 
 
 async def test_a_workload_whose_jobs_someone_deletes_is_reported_failed_and_frees_its_quota(
