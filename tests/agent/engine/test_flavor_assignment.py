@@ -334,3 +334,31 @@ def test_fungibility_preference(preference: str, flavor_chosen: str, preempts: b
     else:
         assert result.preempted == ()
         assert flavors_of(result, "w") == {"cpu": flavor_chosen}
+
+
+def test_a_pod_sets_request_is_never_split_across_flavors() -> None:
+    # 3 free CPUs in each flavor, 6 in all: a 4-CPU pod set fits neither flavor alone.
+    q = cq("q").quota("cpu", "spot", nominal="3").quota("cpu", "on-demand", nominal="3")
+    result = run(snapshot(cqs=[q], workloads=[wl("w").queue("q").request("cpu", "4")]))
+    assert admitted_ids(result) == []
+    reason = reason_of(result, "w")
+    assert reason.code is PendingCode.EXCEEDS_MAX_QUOTA
+    assert {s.flavor for s in reason.shortfalls} == {"spot", "on-demand"}
+
+
+def test_a_pod_set_borrows_in_a_single_flavor() -> None:
+    # Kueue: for each pod-set resource a cluster queue borrows quota for one flavor only.
+    q = cq("q").cohort("c").quota("cpu", "spot", nominal="2").quota("cpu", "on-demand", nominal="2")
+    lender = (
+        cq("lender")
+        .cohort("c")
+        .quota("cpu", "spot", nominal="1")
+        .quota("cpu", "on-demand", nominal="1")
+    )
+    snap = snapshot(cqs=[q, lender], workloads=[wl("w").queue("q").request("cpu", "4")])
+    # 3 CPUs per flavor in the cohort, 6 in all: 4 fit in no single flavor.
+    assert admitted_ids(run(snap)) == []
+    snap = snapshot(cqs=[q, lender], workloads=[wl("w").queue("q").request("cpu", "3")])
+    result = run(snap)
+    assert flavors_of(result, "w") == {"cpu": "spot"}
+    assert result.admitted[0].borrowing

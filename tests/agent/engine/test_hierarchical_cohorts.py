@@ -53,6 +53,25 @@ def test_a_queue_with_zero_nominal_uses_its_cohorts_pool() -> None:
     assert admitted_ids(run(snap)) == ids("fits")
 
 
+# Kueue docs "Configuring Quotas": to borrow from its cohort a cluster queue must declare
+# quota for the resource and flavor, even if it is 0.
+def test_a_queue_uses_its_cohorts_pool_only_for_flavors_it_declares() -> None:
+    snap = snapshot(
+        cohorts=[cohort("hello-cohort").quota("cpu", "default-flavor", nominal="12")],
+        cqs=[
+            cq("declares").cohort("hello-cohort").quota("cpu", "default-flavor", nominal="0"),
+            cq("other-flavor").cohort("hello-cohort").quota("cpu", "other", nominal="0"),
+        ],
+        workloads=[
+            wl("in-declares").queue("declares").request("cpu", "2"),
+            wl("in-other").queue("other-flavor").request("cpu", "2"),
+        ],
+    )
+    result = run(snap)
+    assert admitted_ids(result) == ids("in-declares")
+    assert reason_of(result, "in-other").code is PendingCode.EXCEEDS_MAX_QUOTA
+
+
 def test_subtree_quota_sums_children_and_own_quota() -> None:
     cohorts, cqs = tree()
     t = QuotaTree.from_snapshot(snapshot(cohorts=cohorts, cqs=cqs))
