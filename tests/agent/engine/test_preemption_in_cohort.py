@@ -241,3 +241,67 @@ def test_a_request_above_nominal_preempts_only_with_borrow_within_cohort() -> No
     assert reason_of(never, "big").code is PendingCode.WAITING_FOR_QUOTA
     allowed = run(snapshot(cqs=cqs("LowerPriority"), workloads=workloads))
     assert preempted_ids(allowed) == ids("low")
+
+
+# Kueue's classic target selection (concepts/preemption, "Targets"), one case per step that
+# decides the outcome. "a" preempts (reclaim Any, within LowerPriority); "new" needs 3 or 4.
+def step_queues(*, b_nominal: str = "6", with_c: bool = False) -> list[CQBuilder]:
+    cqs = [
+        cq("a")
+        .cohort("c")
+        .quota("cpu", nominal="6")
+        .preemption(within="LowerPriority", reclaim="Any"),
+        cq("b").cohort("c").quota("cpu", nominal=b_nominal),
+    ]
+    if with_c:
+        cqs.append(cq("c-q").cohort("c").quota("cpu", nominal="6"))
+    return cqs
+
+
+def in_queue(name: str, queue: str, cpu: str, prio: int, at: float = 0.0) -> WorkloadBuilder:
+    return wl(name).request("cpu", cpu).priority(prio).admitted(queue, at=at)
+
+
+def test_step_one_when_every_candidate_is_in_the_own_queue_the_result_may_borrow() -> None:
+    # a uses its 6 (a-keep 3 + a-low 3) and b leaves 1 idle: once a-low is preempted, new
+    # (4) runs beside a-keep at 7 of a's 6, borrowing b's idle CPU.
+    workloads = [
+        in_queue("a-keep", "a", "3", 20),
+        in_queue("a-low", "a", "3", 0),
+        wl("new").queue("a").request("cpu", "4").priority(10),
+        in_queue("b-run", "b", "5", 0),
+    ]
+    result = run(snapshot(cqs=step_queues(), workloads=workloads))
+    assert preempted_ids(result) == ids("a-low")
+    assert {p.reason for p in result.preempted} == {PreemptionReason.IN_CLUSTER_QUEUE}
+
+
+def test_step_three_under_nominal_the_result_may_not_borrow() -> None:
+    # a uses 4 of 6, b borrows 2 (8 of 6): the cohort's 12 are full. Taking b's newest
+    # workload alone would let new in only by borrowing (4+4 > 6), so a's own lower
+    # workload goes instead, and minimisation puts b's back.
+    workloads = [
+        in_queue("a-low", "a", "4", 0),
+        in_queue("b-1", "b", "4", 0, at=1),
+        in_queue("b-2", "b", "4", 0, at=2),
+        wl("new").queue("a").request("cpu", "4").priority(10),
+    ]
+    result = run(snapshot(cqs=step_queues(), workloads=workloads))
+    assert preempted_ids(result) == ids("a-low")
+    assert admitted_ids(result) == []
+
+
+def test_step_four_when_nominal_cannot_suffice_only_own_workloads_go_and_it_borrows() -> None:
+    # a holds 4 it may not preempt (a-high) + 1 (a-low) of its 6; new needs 3, so a ends above
+    # nominal whatever is preempted: step 3 fails, step 4 takes a-low and borrows 1 of the
+    # cohort's 2 idle CPUs (c-q uses 4 of 6) — b's borrowed workload is left alone.
+    workloads = [
+        in_queue("a-high", "a", "4", 20),
+        in_queue("a-low", "a", "1", 0),
+        in_queue("b-run", "b", "7", 0),
+        in_queue("c-run", "c-q", "4", 0),
+        wl("new").queue("a").request("cpu", "3").priority(10),
+    ]
+    result = run(snapshot(cqs=step_queues(with_c=True), workloads=workloads))
+    assert preempted_ids(result) == ids("a-low")
+    assert {p.reason for p in result.preempted} == {PreemptionReason.IN_CLUSTER_QUEUE}
