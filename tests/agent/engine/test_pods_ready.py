@@ -9,7 +9,7 @@ import pytest
 from agent.engine.apply import apply_result
 from agent.engine.podsready import backoff_seconds
 from agent.engine.result import EvictionReason, PendingCode
-from agent.engine.snapshot import EngineConfig, WaitForPodsReady
+from agent.engine.snapshot import EngineConfig, RequeueTimestamp, WaitForPodsReady
 from tests.builders import admitted_ids, cq, ids, lq, reason_of, run, snapshot, wl
 
 
@@ -36,6 +36,30 @@ def test_pods_not_ready_within_the_timeout_are_evicted_and_requeued_with_backoff
     (ev,) = run(snap, now=300).evicted
     assert ev.reason is EvictionReason.PODS_READY_TIMEOUT
     assert (ev.requeue_after, ev.requeue_count, ev.requeued_at) == (360, 1, 300)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "requeued_at"),
+    [
+        pytest.param(RequeueTimestamp.EVICTION, 300, id="Eviction requeues behind later ones"),
+        pytest.param(RequeueTimestamp.CREATION, None, id="Creation keeps its place in the queue"),
+    ],
+)
+def test_the_requeuing_timestamp_decides_the_place_after_a_timeout(
+    timestamp: RequeueTimestamp, requeued_at: float | None
+) -> None:
+    q = cq("q").quota("cpu", nominal="1")
+    w = wl("w").request("cpu", "1").created(5).admitted("q", at=0.0)
+    later = wl("later").queue("q").request("cpu", "1").created(100)
+    cfg = config(timeout_seconds=300, requeue_timestamp=timestamp, backoff_base_seconds=0)
+    snap = snapshot(cqs=[q], workloads=[w, later], config=cfg)
+    evicted = run(snap, now=300)
+    (ev,) = evicted.evicted
+    assert ev.requeued_at == requeued_at
+    # Once the quota is free and the backoff over, the queue order decides who goes first.
+    after = apply_result(snap, evicted)
+    first = "later" if timestamp is RequeueTimestamp.EVICTION else "w"
+    assert admitted_ids(run(after, now=301)) == ids(first)
 
 
 def test_a_requeued_workload_waits_out_its_backoff() -> None:

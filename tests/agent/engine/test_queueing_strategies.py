@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.engine.apply import apply_result, finish
 from agent.engine.result import PendingCode
 from agent.engine.snapshot import ClusterQueueName, EngineConfig, WorkloadId
 from tests.builders import admitted_ids, cq, ids, lq, reason_of, run, snapshot, wl
@@ -30,6 +31,25 @@ def test_a_head_that_does_not_fit(strict: bool, expected: list[str]) -> None:
         reason = reason_of(result, "small")
         assert reason.code is PendingCode.BLOCKED_BY_HEAD
         assert reason.blocking_workload == "default/big"
+
+
+def test_a_parked_workload_is_admitted_once_quota_is_released_before_younger_ones() -> None:
+    q = cq("q").quota("cpu", nominal="4")
+    workloads = [
+        wl("running").request("cpu", "3").admitted("q"),
+        wl("big").queue("q").request("cpu", "3").created(1),
+        wl("small").queue("q").request("cpu", "1").created(2),
+        wl("small-2").queue("q").request("cpu", "1").created(3),
+    ]
+    snap = snapshot(cqs=[q], workloads=workloads)
+    first = run(snap, now=10)
+    assert admitted_ids(first) == ids("small")
+    assert reason_of(first, "big").code is PendingCode.WAITING_FOR_QUOTA
+    snap = finish(apply_result(snap, first), "default/running")
+    second = run(snap, now=11)
+    # BestEffortFIFO parked "big"; the released quota goes to it before the younger small-2.
+    assert admitted_ids(second) == ids("big")
+    assert reason_of(second, "small-2").code is PendingCode.WAITING_FOR_QUOTA
 
 
 def test_higher_priority_goes_first_then_older() -> None:
