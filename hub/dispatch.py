@@ -50,7 +50,14 @@ from hub import transitions
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
 from hub.placement.core import headroom_score, place
-from hub.placement.snapshot import ClusterName, DispatchMode, Offer, PlacementRequest, PreferredTerm
+from hub.placement.snapshot import (
+    ClusterName,
+    ClusterView,
+    DispatchMode,
+    Offer,
+    PlacementRequest,
+    PreferredTerm,
+)
 from hub.state import HubState, WorkloadEntry
 from hub.store import base as store_base
 from hub.store.base import Revision
@@ -62,6 +69,7 @@ log = logging.getLogger(__name__)
 CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
 SOURCE_PREFIX = "/workloadsources/"
 COALESCE_SECONDS = 0.01
+WAITING_REFRESH_SECONDS = 10.0
 
 
 def _now() -> datetime:
@@ -129,11 +137,17 @@ class Dispatcher:
     # Per cluster and (cluster queue, flavor): the sum of `assumed`, kept as offers come and go.
     _assumed_totals: dict[str, dict[tuple[str, str], dict[str, int]]] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _waiting_written: dict[str, str] = field(default_factory=dict)
     cycles: int = 0
     _last_members: frozenset[str] = frozenset()
     _offer_modes: dict[str, str] = field(default_factory=dict)
     _expiry_checked: datetime | None = None
+    # key → clusters that answered an open offer with Pending: queued there, not timed out.
+    _queued: dict[str, set[str]] = field(default_factory=dict)
+    # The clusters as placement sees them; rebuilt each cycle and whenever an offer books or
+    # frees room, not for every workload looked at.
+    _views: list[ClusterView] | None = None
+    # key → (reason, message, when) of the last Waiting condition written.
+    _waiting_written: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -171,6 +185,7 @@ class Dispatcher:
         await self._expire_offers(now)
         await self._handle_lost(now)
         usage = self._fleet_usage()
+        self._views = None  # capacity reports and connections may have changed since
         work = [self._dispatch_one(key, entry, usage, now) for key, entry in self._pending()]
         # Decisions were made in order; their writes go out together (one group commit).
         await asyncio.gather(*(w for w in work if w is not None))
@@ -187,7 +202,11 @@ class Dispatcher:
             return
         self._expiry_checked = now
         for key, clusters in list(self.offers.items()):
+            queued = self._queued.get(key, set())
+            queued &= clusters.keys()  # offers closed elsewhere are no longer queued
             for cluster, offered_at in list(clusters.items()):
+                if cluster in queued:
+                    continue  # the agent answered: it holds the workload in its queue
                 state = self.fleet.get(cluster)
                 if state is not None and not state.connected:
                     continue  # a lost cluster is handled by its loss timeout
@@ -205,6 +224,8 @@ class Dispatcher:
                     )
             if not clusters:
                 self.offers.pop(key, None)
+            if not queued:
+                self._queued.pop(key, None)
 
     # --- step 2: lost clusters ----------------------------------------------------------------
 
@@ -386,6 +407,7 @@ class Dispatcher:
         return None
 
     def _assume(self, cluster: str, key: str, item: _Assumed) -> None:
+        self._views = None
         self._unassume(cluster, key)
         self.assumed.setdefault(cluster, {})[key] = item
         cell = self._assumed_totals.setdefault(cluster, {}).setdefault(
@@ -398,6 +420,7 @@ class Dispatcher:
         item = self.assumed.get(cluster, {}).pop(key, None)
         if item is None:
             return
+        self._views = None
         cell = self._assumed_totals[cluster][(item.cluster_queue, item.flavor)]
         for resource, amount in item.requests.items():
             cell[resource] -= amount
@@ -442,7 +465,9 @@ class Dispatcher:
             interval_seconds=route.interval_seconds,
             offers=tuple(history),
         )
-        views = self.fleet.views(self._assumed_totals)
+        if self._views is None:
+            self._views = self.fleet.views(self._assumed_totals)
+        views = self._views
         placement = place(views, request, now)
         if not placement.offer_to:
             if not open_offers:
@@ -465,6 +490,7 @@ class Dispatcher:
             for resource, amount in requests.items():
                 bucket[resource] = bucket.get(resource, 0) + amount
         self._offer_modes[key] = route.mode
+        self._waiting_written.pop(key, None)  # it is offered now, not waiting
         return self._commit_offer(key, entry, list(placement.offer_to), generation, now)
 
     async def _commit_offer(
@@ -518,15 +544,24 @@ class Dispatcher:
             return None
 
     async def _write_waiting(self, key: str, reason: str, message: str, now: datetime) -> None:
-        if self._waiting_written.get(key) == message:
-            return
-        self._waiting_written[key] = message
+        # The reason is written when it changes; a changed message (numbers move as capacity
+        # does) at most every WAITING_REFRESH_SECONDS, or a deep queue would rewrite every
+        # pending workload on every cycle.
+        last = self._waiting_written.get(key)
+        if last is not None and last[0] == reason:
+            if last[1] == message:
+                return
+            if (now - last[2]).total_seconds() < WAITING_REFRESH_SECONDS:
+                return
+        self._waiting_written[key] = (reason, message, now)
 
         def change(wl: Workload) -> Workload:
             transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
             return wl
 
-        await self._update(key, change)
+        entry = self.state.workloads.get(key)
+        if entry is None or await self._update_cached(key, entry, change) is None:
+            await self._update(key, change)
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -598,7 +633,24 @@ class Dispatcher:
     async def on_status(self, cluster: str, report: WorkloadStatusReport) -> None:
         key = report.workload
         now = self.clock()
-        self.offers.get(key, {}).pop(cluster, None)
+        entry = self.state.workloads.get(key)
+        current = (
+            entry is not None
+            and entry.workload.status is not None
+            and entry.workload.status.dispatch_generation == report.generation
+        )
+        if (
+            report.phase is WorkloadPhase.PENDING
+            and current
+            and cluster in self.offers.get(key, {})
+        ):
+            # Answered, and queued there: the offer stays open (no timeout, no re-offer)
+            # until the cluster admits, rejects or loses it; it holds no quota meanwhile.
+            self._queued.setdefault(key, set()).add(cluster)
+            self._unassume(cluster, key)
+        else:
+            self.offers.get(key, {}).pop(cluster, None)
+            self._queued.get(key, set()).discard(cluster)
         if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
             self._drop_assumed(key)
         if key in self.assumed.get(cluster, {}):
@@ -610,7 +662,6 @@ class Dispatcher:
             wl, withdraw = transitions.apply_report(wl, cluster, report, now)
             return wl
 
-        entry = self.state.workloads.get(key)
         written = await self._update_cached(key, entry, change) if entry else None
         if written is None:
             written = await self._update(key, change)
@@ -680,6 +731,8 @@ class Dispatcher:
         """A user deleted a workload: every cluster holding or offered it must drop it."""
         st = last.status
         self.offers.pop(key, None)
+        self._queued.pop(key, None)
+        self._waiting_written.pop(key, None)
         self._offer_modes.pop(key, None)
         self.state.take_fresh_source(key)
         self._drop_assumed(key)

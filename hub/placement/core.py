@@ -154,6 +154,20 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             )
         )
     scored.sort(key=lambda v: (-v.score[0], -v.score[1], v.cluster))
+    if not scored and not open_offers:
+        only = _only_cluster(verdicts)
+        if only is not None:
+            # Holding it at the hub gains nothing when no other cluster could ever take it:
+            # queue it there, where the cluster's own admission can order and preempt for it.
+            verdicts.remove(only)
+            scored = [
+                ClusterVerdict(
+                    only.cluster,
+                    Verdict.ONLY_CLUSTER,
+                    f"the only cluster that can run it: queued in {request.cluster_queue!r} "
+                    "until its quota frees",
+                )
+            ]
     verdicts = scored + verdicts
     chosen = _apply_policy(request, scored, open_offers_count=len(open_offers), now=now)
     retry = None
@@ -163,6 +177,28 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
     if not chosen:
         waiting = _waiting_reason(request, verdicts, open_offers_count=len(open_offers))
     return Placement(request.workload, tuple(chosen), tuple(verdicts), waiting, retry)
+
+
+# Verdicts that rule a cluster out for this workload for good (until the fleet changes).
+_RULED_OUT = frozenset(
+    {
+        Verdict.NOT_IN_CLUSTER_SET,
+        Verdict.AFFINITY_MISMATCH,
+        Verdict.NO_SUCH_QUEUE,
+        Verdict.NEVER_FITS,
+        Verdict.REJECTED,
+        Verdict.TIMED_OUT,
+    }
+)
+
+
+def _only_cluster(verdicts: list[ClusterVerdict]) -> ClusterVerdict | None:
+    """The one cluster that lacks room only for now, when every other is ruled out (a
+    disconnected or cordoned cluster may come back, so it still counts as a chance)."""
+    possible = [v for v in verdicts if v.verdict not in _RULED_OUT]
+    if len(possible) == 1 and possible[0].verdict is Verdict.INSUFFICIENT_HEADROOM:
+        return possible[0]
+    return None
 
 
 def _apply_policy(

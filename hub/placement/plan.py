@@ -18,6 +18,7 @@ class Verdict(enum.StrEnum):
     """Why a cluster is or is not a candidate. Values are the reasons users see."""
 
     CANDIDATE = "Candidate"
+    ONLY_CLUSTER = "OnlyCluster"  # full now, but no other cluster could ever take it: queue there
     NOT_IN_CLUSTER_SET = "NotInClusterSet"
     DISCONNECTED = "Disconnected"
     CORDONED = "Cordoned"

@@ -112,6 +112,25 @@ def test_a_workload_too_large_for_now_waits_at_the_hub() -> None:
     assert p.waiting_reason == "no cluster can take it now: 2 InsufficientHeadroom"
 
 
+def test_the_only_cluster_that_can_run_a_workload_gets_it_queued_even_when_full() -> None:
+    p = place([cluster("a", 2), cluster("b", 16, queue="other")], request(4, "a", "b"), NOW)
+    assert p.offer_to == ("a",)
+    assert verdict_of(p, "a") is Verdict.ONLY_CLUSTER
+    assert verdict_of(p, "b") is Verdict.NO_SUCH_QUEUE
+
+
+def test_a_full_cluster_is_not_chosen_while_a_disconnected_one_may_come_back() -> None:
+    p = place([cluster("a", 2), cluster("b", 16, connected=False)], request(4, "a", "b"), NOW)
+    assert p.offer_to == ()
+    assert verdict_of(p, "a") is Verdict.INSUFFICIENT_HEADROOM
+
+
+def test_a_cluster_that_rejected_the_workload_leaves_the_other_as_the_only_one() -> None:
+    offers = (Offer(ClusterName("b"), NOW - timedelta(seconds=5), "rejected", "no quota"),)
+    p = place([cluster("a", 2), cluster("b", 2)], request(4, "a", "b", offers=offers), NOW)
+    assert p.offer_to == ("a",)
+
+
 def test_a_workload_larger_than_any_cluster_says_so() -> None:
     p = place([cluster("a", 16), cluster("b", 16)], request(32, "a", "b"), NOW)
     assert p.offer_to == ()

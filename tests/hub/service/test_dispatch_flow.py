@@ -8,6 +8,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
     CapacityReport,
@@ -198,6 +200,43 @@ async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTes
     await east.send(capacity("east", "8"))
     offer = await east.expect(DispatchOffer)
     assert offer.workload.key() == key
+    await east.close()
+    await west.close()
+
+
+async def test_the_only_cluster_that_can_run_a_workload_gets_it_queued_and_keeps_it(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, "1", "8")
+    # West stops serving the cluster queue: east, full for now, is the only place it can run.
+    await west.send(CapacityReport(cluster="west", observed_at=datetime.now(UTC), queues=[]))
+    await asyncio.sleep(0.2)
+    key = await submit(hub, cpu="2")
+    offer = await east.expect(DispatchOffer)
+    await east.send(
+        report(
+            key,
+            offer.generation,
+            WorkloadPhase.PENDING,
+            pending_reason="InsufficientQuota",
+            pending_message="cpu: 4 more needed in flavor default",
+        )
+    )
+
+    async def queued() -> dict[str, Any] | None:
+        wl = await workload(hub, key)
+        reasons = {r["cluster"]: r for r in wl["status"].get("clusterPendingReasons", [])}
+        return wl if reasons.get("east", {}).get("reason") == "InsufficientQuota" else None
+
+    wl = await eventually(queued)
+    assert wl["status"]["nominatedClusterNames"] == ["east"]
+    # Held there: no new round of offers while east keeps it queued.
+    with pytest.raises(TimeoutError):
+        await east.expect(DispatchOffer, within=1.0)
+    wl = await workload(hub, key)
+    assert wl["status"]["dispatchGeneration"] == offer.generation
+    await east.send(report(key, offer.generation, WorkloadPhase.ADMITTED))
+    await eventually(lambda: _bound_to(hub, key, "east"))
     await east.close()
     await west.close()
 
