@@ -143,6 +143,8 @@ class Dispatcher:
     _expiry_checked: datetime | None = None
     # key → clusters that answered an open offer with Pending: queued there, not timed out.
     _queued: dict[str, set[str]] = field(default_factory=dict)
+    # Keys dispatched in Incremental mode: looked at every cycle even with offers open.
+    _incremental: set[str] = field(default_factory=set)
     # The clusters as placement sees them; rebuilt each cycle and whenever an offer books or
     # frees room, not for every workload looked at.
     _views: list[ClusterView] | None = None
@@ -249,7 +251,7 @@ class Dispatcher:
                     if state is not None
                     else f"cluster {cluster} is no longer a member"
                 )
-                self.offers.get(key, {}).pop(cluster, None)
+                self._close_offer(key, cluster)
                 if st.cluster_name == cluster:
                     await self._update(
                         key,
@@ -282,15 +284,14 @@ class Dispatcher:
 
     def _pending(self) -> list[tuple[str, WorkloadEntry]]:
         """Workloads waiting for a cluster and not waiting on an open offer, highest priority
-        first, then oldest first."""
+        first, then oldest first. Set operations keep this cheap when thousands are queued
+        on clusters (offered and pending there)."""
         workloads = self.state.workloads
-        offers = self.offers
-        waiting = [
-            (key, workloads[key])
-            for key in self.state.pending
-            if key in workloads
-            and (not offers.get(key) or self._offer_modes.get(key) == DispatchMode.INCREMENTAL)
-        ]
+        pending = self.state.pending
+        keys = pending.difference(self.offers)
+        if self._incremental:
+            keys |= pending & self._incremental
+        waiting = [(key, workloads[key]) for key in keys if key in workloads]
         waiting.sort(key=lambda item: (item[1].order, item[0]))
         return waiting
 
@@ -406,6 +407,21 @@ class Dispatcher:
                 )
         return None
 
+    def _close_offer(self, key: str, cluster: str) -> None:
+        """The offer to `cluster` is answered or void; a key with no open offer leaves
+        `offers`, so `offers` alone says which workloads wait on an answer."""
+        clusters = self.offers.get(key)
+        if clusters is None:
+            return
+        clusters.pop(cluster, None)
+        if not clusters:
+            del self.offers[key]
+        queued = self._queued.get(key)
+        if queued is not None:
+            queued.discard(cluster)
+            if not queued:
+                del self._queued[key]
+
     def _assume(self, cluster: str, key: str, item: _Assumed) -> None:
         self._views = None
         self._unassume(cluster, key)
@@ -490,6 +506,8 @@ class Dispatcher:
             for resource, amount in requests.items():
                 bucket[resource] = bucket.get(resource, 0) + amount
         self._offer_modes[key] = route.mode
+        if route.mode == DispatchMode.INCREMENTAL:
+            self._incremental.add(key)
         self._waiting_written.pop(key, None)  # it is offered now, not waiting
         return self._commit_offer(key, entry, list(placement.offer_to), generation, now)
 
@@ -515,7 +533,7 @@ class Dispatcher:
         if written is None:
             for cluster in clusters:
                 self._unassume(cluster, key)
-                self.offers.get(key, {}).pop(cluster, None)
+                self._close_offer(key, cluster)
             return
         source = await self._source(written)
         for cluster in clusters:
@@ -649,10 +667,13 @@ class Dispatcher:
             self._queued.setdefault(key, set()).add(cluster)
             self._unassume(cluster, key)
         else:
-            self.offers.get(key, {}).pop(cluster, None)
-            self._queued.get(key, set()).discard(cluster)
+            self._close_offer(key, cluster)
         if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
             self._drop_assumed(key)
+            # Done with dispatching: forget its bookkeeping (a long-lived hub must not grow).
+            self._incremental.discard(key)
+            self._offer_modes.pop(key, None)
+            self._waiting_written.pop(key, None)
         if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
@@ -673,7 +694,7 @@ class Dispatcher:
             )
             return
         for other in withdraw:
-            self.offers.get(key, {}).pop(other, None)
+            self._close_offer(key, other)
             self._send(
                 other,
                 Withdraw(
@@ -688,7 +709,7 @@ class Dispatcher:
     async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
         key = message.workload
         now = self.clock()
-        self.offers.get(key, {}).pop(cluster, None)
+        self._close_offer(key, cluster)
         self._unassume(cluster, key)
         entry = self.state.workloads.get(key)
         if (
@@ -732,6 +753,7 @@ class Dispatcher:
         st = last.status
         self.offers.pop(key, None)
         self._queued.pop(key, None)
+        self._incremental.discard(key)
         self._waiting_written.pop(key, None)
         self._offer_modes.pop(key, None)
         self.state.take_fresh_source(key)
