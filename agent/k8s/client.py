@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -115,6 +117,7 @@ class KubeClient:
     """`Kube` over kubernetes_asyncio's generated APIs, raw JSON in and out."""
 
     def __init__(self, api_client: Any) -> None:
+        _resolve_proxy_once(api_client)
         self._api = api_client
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
@@ -336,6 +339,28 @@ class KubeClient:
                 yield line.decode("utf-8", "replace").rstrip("\n")
         finally:
             response.release()
+
+
+def _resolve_proxy_once(api_client: Any) -> None:
+    """kubernetes_asyncio's session trusts the environment, so aiohttp re-reads the proxy
+    variables and ~/.netrc on every request — a quarter of the agent's CPU under load. Decide
+    the proxy once, as the environment says now (HTTPS_PROXY/HTTP_PROXY, NO_PROXY), and give
+    the connection pool a session that no longer looks."""
+    rest = getattr(api_client, "rest_client", None)
+    old = getattr(rest, "pool_manager", None)
+    if rest is None or not isinstance(old, aiohttp.ClientSession) or not old.trust_env:
+        return
+    if not rest.proxy:
+        host = urllib.parse.urlsplit(api_client.configuration.host).hostname or ""
+        proxies = urllib.request.getproxies_environment()
+        scheme = urllib.parse.urlsplit(api_client.configuration.host).scheme or "https"
+        if scheme in proxies and not urllib.request.proxy_bypass(host):
+            rest.proxy = proxies[scheme]
+    connector = old.connector
+    old.detach()  # the pool keeps its connections; only the session around it changes
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21
+    )
 
 
 async def _api_client(kubeconfig: Path | None, context: str | None) -> Any:
