@@ -100,6 +100,7 @@ _NEVER_HERE = frozenset(
 )
 _REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
 _SETTLE_SECONDS = 5.0
+PENDING_REFRESH_SECONDS = 5.0
 """At most this long a finished workload's last report waits for its pods to catch up."""
 
 
@@ -160,6 +161,7 @@ class AdmissionShell:
         self.preempting: set[str] = set()
         self.last_reports: dict[str, WorkloadStatusReport] = {}
         self.finished_at: dict[str, float] = {}
+        self._pending_reported_at: dict[str, float] = {}
         # (namespace, name label value) → held keys: which workloads a Job or pod change is for.
         self._keys_by_owner: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
@@ -434,6 +436,7 @@ class AdmissionShell:
         self._snapshots.forget(held.key)
         self.preempting.discard(held.key)
         self.last_reports.pop(held.key, None)
+        self._pending_reported_at.pop(held.key, None)
         self.finished_at.pop(held.key, None)
         self._seen_jobs.discard(held.key)
         self._settling.pop(held.key, None)
@@ -471,11 +474,19 @@ class AdmissionShell:
                 self._forget(held)
                 continue
             last = self.last_reports.get(wid)
+            # A new reason is reported at once; a new message for the same reason (the
+            # amounts move with every admission) at most every PENDING_REFRESH_SECONDS, or a
+            # deep queue would send a report per pending workload per cycle.
             if (
                 last is None
+                or last.phase is not WorkloadPhase.PENDING
                 or last.pending_reason != reason.code.value
-                or last.pending_message != reason.message
+                or (
+                    last.pending_message != reason.message
+                    and now - self._pending_reported_at.get(wid, 0.0) >= PENDING_REFRESH_SECONDS
+                )
             ):
+                self._pending_reported_at[wid] = now
                 self._report(
                     held,
                     WorkloadPhase.PENDING,
