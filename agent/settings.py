@@ -27,8 +27,9 @@ class Timings(BaseModel):
     """First delay before reconnecting to the hub (doubles, with jitter)."""
     reconnect_max: float = 30.0
     """Cap of the reconnect delay."""
-    heartbeat: float = 5.0
-    """WebSocket ping interval on both lanes."""
+    heartbeat: float = 20.0
+    """WebSocket ping interval on both lanes (a pong later than half of it closes the lane;
+    a hub busy for a few seconds must not cost a reconnect)."""
     ack_delay: float = 1.0
     """Send a bare Ack after this long with unacknowledged input and nothing else to send."""
     capacity_debounce: float = 1.0

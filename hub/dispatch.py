@@ -820,7 +820,8 @@ class Dispatcher:
                         message="the hub dispatched it elsewhere",
                     ),
                 )
-        for key, entry in self.state.workloads.items():
+        # A copy: sending awaits, and the mirror keeps changing meanwhile.
+        for key, entry in list(self.state.workloads.items()):
             st = entry.workload.status
             if st is None or transitions.is_finished(entry.workload) or key in held:
                 continue

@@ -44,7 +44,11 @@ log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_SECONDS = 10.0
 CAPACITY_STATUS_EVERY_SECONDS = 5.0
-HEARTBEAT_SECONDS = 5.0
+# aiohttp closes a connection whose pong is later than half of this: an agent busy admitting a
+# deep queue on a loaded machine can stall for seconds, and cutting it off then (a reconnect,
+# a Hello listing thousands of workloads) only adds load. Dead peers are still found in
+# seconds, and fencing has its own, longer loss timeout.
+HEARTBEAT_SECONDS = 20.0
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
