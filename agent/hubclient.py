@@ -25,6 +25,7 @@ Called by: agent.app (runs `HubSession.run`, sends through it); agent.logs (`sen
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections import OrderedDict
@@ -135,10 +136,16 @@ class _Entry:
 
 
 class Outbox:
-    """Latest report per workload, kept until the hub acknowledges it; bounded (oldest go)."""
+    """Latest report per workload, kept until the hub acknowledges it; bounded (oldest go).
 
-    def __init__(self, limit: int = 10_000) -> None:
+    Every operation costs what it touches, not what is kept: the unsent keys and the sent
+    ones (in send order) are indexed apart, since thousands of held workloads may be waiting
+    for an acknowledgement while reports keep coming."""
+
+    def __init__(self, limit: int = 100_000) -> None:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._unsent: dict[str, None] = {}  # keys, in the order they became unsent
+        self._sent: collections.deque[tuple[int, str]] = collections.deque()
         self._limit = limit
         self.dropped = 0
 
@@ -150,28 +157,37 @@ class Outbox:
         key = self._key(payload)
         self._entries.pop(key, None)
         self._entries[key] = _Entry(payload)
+        self._unsent.pop(key, None)
+        self._unsent[key] = None
         while len(self._entries) > self._limit:
-            self._entries.popitem(last=False)
+            dropped, _ = self._entries.popitem(last=False)
+            self._unsent.pop(dropped, None)
             self.dropped += 1
 
     def unsent(self) -> list[OutboxPayload]:
-        return [e.payload for e in self._entries.values() if e.sent_seq is None]
+        return [self._entries[k].payload for k in self._unsent]
 
     def mark_sent(self, payload: OutboxPayload, seq: int) -> None:
-        entry = self._entries.get(self._key(payload))
+        key = self._key(payload)
+        entry = self._entries.get(key)
         if entry is not None and entry.payload is payload:
             entry.sent_seq = seq
+            self._unsent.pop(key, None)
+            self._sent.append((seq, key))
 
     def acknowledge(self, upto: int) -> None:
-        for key in [
-            k for k, e in self._entries.items() if e.sent_seq is not None and e.sent_seq <= upto
-        ]:
-            del self._entries[key]
+        while self._sent and self._sent[0][0] <= upto:
+            seq, key = self._sent.popleft()
+            entry = self._entries.get(key)
+            if entry is not None and entry.sent_seq == seq:
+                del self._entries[key]
 
     def reset(self) -> None:
         """A new connection: everything not acknowledged is sent again."""
         for entry in self._entries.values():
             entry.sent_seq = None
+        self._unsent = dict.fromkeys(self._entries)
+        self._sent.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

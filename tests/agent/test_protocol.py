@@ -62,6 +62,20 @@ def test_the_outbox_keeps_only_the_latest_report_per_workload_until_it_is_acknow
     assert outbox.dropped == 1  # bounded: the oldest went
 
 
+def test_a_newer_report_survives_the_acknowledgement_of_the_one_it_replaced() -> None:
+    outbox = Outbox()
+    admitted = report("a", WorkloadPhase.ADMITTED)
+    outbox.put(admitted)
+    outbox.mark_sent(admitted, 1)
+    running = report("a", WorkloadPhase.RUNNING)
+    outbox.put(running)  # before the hub acknowledged seq 1
+    outbox.acknowledge(1)
+    assert outbox.unsent() == [running]
+    outbox.mark_sent(running, 2)
+    outbox.acknowledge(2)
+    assert len(outbox) == 0
+
+
 @pytest.mark.parametrize(
     ("status", "reason", "cls"),
     [
