@@ -445,7 +445,15 @@ class AdmissionShell:
 
     async def _stop(self, held: Held) -> None:
         namespace, name = held.key.split("/", 1)
-        await self.materializer.delete_all(namespace, name)
+        # The Jobs are in the inventory's mirror once they all exist: delete those without
+        # a LIST (a selector query over every Job in the cluster, on every eviction). While
+        # materialisation may still be creating some, ask the API server.
+        jobs = self.inventory.workload_jobs(namespace, name)
+        mirrored = {str((j.get("metadata") or {}).get("name")) for j in jobs}
+        if held.job_names and set(held.job_names) <= mirrored:
+            await self.materializer.delete_jobs(jobs)
+        else:
+            await self.materializer.delete_all(namespace, name)
         self._forget(held)
 
     # the cycle -------------------------------------------------------------------------------

@@ -37,7 +37,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import K8sAlreadyExistsError, K8sNotFoundError, MaterializeError
+from agent.errors import (
+    K8sAlreadyExistsError,
+    K8sConflictError,
+    K8sNotFoundError,
+    MaterializeError,
+)
 from agent.inventory import Labels
 from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
 from api.v1alpha1.queues import ResourceFlavor
@@ -376,12 +381,18 @@ class Materializer:
         if uid:
             selector[Labels.UID] = uid
         jobs = await self.kube.list(Resource.JOBS, label_selector=labels_selector(selector))
+        return await self.delete_jobs(jobs.items)
+
+    async def delete_jobs(self, jobs: Sequence[JsonObject]) -> int:
+        """Delete these Jobs (each only if it is still the same object); returns how many."""
         deleted = 0
-        for job in jobs.items:
+        for job in jobs:
             meta = job.get("metadata") or {}
             try:
-                await self.kube.delete(Resource.JOBS, meta.get("namespace"), str(meta.get("name")))
+                await self.kube.delete(
+                    Resource.JOBS, meta.get("namespace"), str(meta.get("name")), uid=meta.get("uid")
+                )
                 deleted += 1
-            except K8sNotFoundError:
-                pass
+            except (K8sNotFoundError, K8sConflictError):
+                pass  # gone already, or the name now belongs to another Job
         return deleted
