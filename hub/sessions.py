@@ -14,6 +14,7 @@ Called by: hub.app (routes). Delegates to hub.dispatch, hub.fleet, hub.loghub.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ __all__ = ["SessionRoutes"]
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_SECONDS = 10.0
+# Reports of different workloads are applied concurrently (each waits for its own store
+# write), those of one workload in the order they came; at most this many at once.
+REPORTS_IN_FLIGHT = 256
 CAPACITY_STATUS_EVERY_SECONDS = 5.0
 # aiohttp closes a connection whose pong is later than half of this: an agent busy admitting a
 # deep queue on a loaded machine can stall for seconds, and cutting it off then (a reconnect,
@@ -108,13 +112,16 @@ class SessionRoutes:
             await state.control.close()
         await self._on_hello(state, lane, first.payload)
         last_status_write = self.clock()
+        reports = _PerWorkload(REPORTS_IN_FLIGHT)
         try:
             async for envelope in messages:
                 now = self.clock()
                 state.last_seen = now
                 payload = envelope.payload
                 if isinstance(payload, WorkloadStatusReport):
-                    await self.dispatcher.on_status(state.name, payload)
+                    await reports.run(
+                        payload.workload, self.dispatcher.on_status(state.name, payload)
+                    )
                 elif isinstance(payload, CapacityReport):
                     state.capacity = payload
                     state.cells = capacity_cells(payload)
@@ -123,7 +130,9 @@ class SessionRoutes:
                         last_status_write = now
                         await self.fleet.write_status(state)
                 elif isinstance(payload, OfferRejected):
-                    await self.dispatcher.on_rejected(state.name, payload)
+                    await reports.run(
+                        payload.workload, self.dispatcher.on_rejected(state.name, payload)
+                    )
                 elif isinstance(payload, Hello):
                     await self._on_hello(state, lane, payload)
         finally:
@@ -184,3 +193,35 @@ class SessionRoutes:
                 self.logs.on_disconnect(state.name)
             self._background(lane.close())
         return ws
+
+
+class _PerWorkload:
+    """Runs each workload's reports in arrival order, different workloads' side by side:
+    one at a time, a session could apply only as many reports per second as the store
+    commits, and a deep queue's Pending answers would outlast the offer timeout."""
+
+    def __init__(self, limit: int) -> None:
+        self._slots = asyncio.Semaphore(limit)
+        self._last: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        await self._slots.acquire()  # backpressure: the lane stops reading when full
+        previous = self._last.get(key)
+        task = asyncio.get_running_loop().create_task(self._after(previous, work))
+        self._last[key] = task
+        task.add_done_callback(lambda t: self._done(key, t))
+
+    async def _after(
+        self, previous: asyncio.Task[None] | None, work: Coroutine[Any, Any, None]
+    ) -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(previous)
+        await work
+
+    def _done(self, key: str, task: asyncio.Task[None]) -> None:
+        self._slots.release()
+        if self._last.get(key) is task:
+            del self._last[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("applying a report of %s failed", key, exc_info=task.exception())
