@@ -78,7 +78,15 @@ def _describe(requests: Mapping[str, int]) -> str:
     return ", ".join(f"{r}={show(v)}" for r, v in sorted(requests.items()) if v)
 
 
-def _screen(cluster: ClusterView, request: PlacementRequest) -> ClusterVerdict | None:
+# A cluster that did not answer an offer in time is skipped for this long, then tried again:
+# an agent can be slow for a while (a burst, a restart), and when it is the only cluster that
+# can run the workload, skipping it for good would strand the workload at the hub.
+TIMEOUT_RETRY_SECONDS = 60.0
+
+
+def _screen(
+    cluster: ClusterView, request: PlacementRequest, now: datetime
+) -> ClusterVerdict | None:
     """The first filter a cluster fails, or None when it may be scored."""
     name = cluster.name
     if name not in request.cluster_set:
@@ -100,6 +108,8 @@ def _screen(cluster: ClusterView, request: PlacementRequest) -> ClusterVerdict |
             detail = f": {offer.reason}" if offer.reason else ""
             return ClusterVerdict(name, Verdict.REJECTED, f"rejected the offer{detail}")
         if offer.outcome == "timeout":
+            if (now - offer.offered_at).total_seconds() >= TIMEOUT_RETRY_SECONDS:
+                continue
             return ClusterVerdict(name, Verdict.TIMED_OUT, "did not answer the offer in time")
         return ClusterVerdict(name, Verdict.OFFERED, "offer pending")
     if request.cluster_queue not in cluster.queues:
@@ -115,7 +125,7 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
     scored: list[ClusterVerdict] = []
     open_offers = [o for o in request.offers if o.outcome is None]
     for cluster in sorted(clusters, key=lambda c: c.name):
-        screened = _screen(cluster, request)
+        screened = _screen(cluster, request, now)
         if screened is not None:
             verdicts.append(screened)
             continue

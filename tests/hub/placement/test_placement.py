@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.k8s.core import LabelSelectorRequirement
-from hub.placement.core import place
+from hub.placement.core import TIMEOUT_RETRY_SECONDS, place
 from hub.placement.plan import Placement, Verdict
 from hub.placement.snapshot import (
     ClusterName,
@@ -96,6 +96,17 @@ def test_a_cluster_that_rejected_the_workload_is_not_offered_it_again() -> None:
     p = place([cluster("a", 4), cluster("b", 12)], request(2, offers=offers), NOW)
     assert p.offer_to == ("a",)
     assert verdict_of(p, "b") is Verdict.REJECTED
+
+
+def test_a_cluster_that_timed_out_is_tried_again_after_the_retry_interval() -> None:
+    late = NOW - timedelta(seconds=TIMEOUT_RETRY_SECONDS)
+    recent = NOW - timedelta(seconds=TIMEOUT_RETRY_SECONDS - 1)
+    timed_out = (Offer(ClusterName("a"), late, "timeout"),)
+    assert place([cluster("a", 8)], request(2, "a", offers=timed_out), NOW).offer_to == ("a",)
+    timed_out = (Offer(ClusterName("a"), recent, "timeout"),)
+    p = place([cluster("a", 8)], request(2, "a", offers=timed_out), NOW)
+    assert p.offer_to == ()
+    assert verdict_of(p, "a") is Verdict.TIMED_OUT
 
 
 def test_best_fit_waits_while_an_offer_is_open() -> None:
