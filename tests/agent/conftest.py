@@ -318,10 +318,20 @@ def offer_for(
     return DispatchOffer(workload=workload, generation=generation, source=source)
 
 
+# The agent's outbox keeps only the latest report per workload, so a workload that runs fast
+# may be reported Running (or finished) without an Admitted report ever leaving: any of these
+# says it was admitted.
+_ADMITTED_OR_LATER = frozenset(
+    {WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED}
+)
+
+
 def status(phase: WorkloadPhase, name: str) -> Callable[[Payload], bool]:
-    """A predicate: a WorkloadStatus report of `phase` for the workload named after `name`."""
+    """A predicate: a WorkloadStatus report of `phase` for the workload named after `name`
+    (for ADMITTED, any report of an admitted workload)."""
+    phases = _ADMITTED_OR_LATER if phase is WorkloadPhase.ADMITTED else frozenset({phase})
     return lambda p: (
-        isinstance(p, WorkloadStatusReport) and p.phase is phase and p.workload.endswith(name)
+        isinstance(p, WorkloadStatusReport) and p.phase in phases and p.workload.endswith(name)
     )
 
 
