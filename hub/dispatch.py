@@ -204,8 +204,7 @@ class Dispatcher:
             return
         self._expiry_checked = now
         for key, clusters in list(self.offers.items()):
-            queued = self._queued.get(key, set())
-            queued &= clusters.keys()  # offers closed elsewhere are no longer queued
+            queued = self._queued.get(key, ())
             for cluster, offered_at in list(clusters.items()):
                 if cluster in queued:
                     continue  # the agent answered: it holds the workload in its queue
@@ -213,7 +212,7 @@ class Dispatcher:
                 if state is not None and not state.connected:
                     continue  # a lost cluster is handled by its loss timeout
                 if (now - offered_at).total_seconds() >= self.offer_timeout_seconds:
-                    clusters.pop(cluster)
+                    self._close_offer(key, cluster)
                     await self._update(
                         key,
                         partial(
@@ -224,10 +223,6 @@ class Dispatcher:
                             now=now,
                         ),
                     )
-            if not clusters:
-                self.offers.pop(key, None)
-            if not queued:
-                self._queued.pop(key, None)
 
     # --- step 2: lost clusters ----------------------------------------------------------------
 
@@ -594,15 +589,11 @@ class Dispatcher:
         new = change(transitions.for_change(current))
         if new.status == current.status:
             return current  # nothing to write (e.g. a report repeating what is known)
-        if entry.raw:
-            wire = dict(entry.raw)
-            if new.status is not None:
-                wire["status"] = new.status.to_wire()
-            else:
-                wire.pop("status", None)
+        wire = dict(entry.raw)
+        if new.status is not None:
+            wire["status"] = new.status.to_wire()
         else:
-            wire = new.to_wire()
-            wire.get("metadata", {}).pop("resourceVersion", None)
+            wire.pop("status", None)
         self.state.expect(key, new, wire)
         try:
             stored = await self.state.store.update(

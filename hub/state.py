@@ -28,6 +28,7 @@ from typing import Any
 from api.kinds import ALL_KINDS
 from api.meta import Object, ObjectMeta
 from api.v1alpha1.workload import Workload, WorkloadStatus
+from hub import transitions
 from hub.store import base as store_base
 from hub.store.base import Event, EventType, Revision, Store, StoredObject
 
@@ -48,7 +49,7 @@ class WorkloadEntry:
     revision: Revision
     # The stored form (without resourceVersion): writers reuse its spec instead of
     # serializing the spec again.
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any]
 
     @cached_property
     def order(self) -> tuple[int, float]:
@@ -60,14 +61,11 @@ class WorkloadEntry:
 
 def is_pending(wl: Workload) -> bool:
     """Still waiting for a cluster: active, not finished, not bound to a cluster."""
-    st = wl.status
     if not wl.spec.active:
         return False
-    if st is None:
-        return True
-    if st.cluster_name:
+    if wl.status is not None and wl.status.cluster_name:
         return False
-    return not any(c.type == "Finished" and c.status == "True" for c in st.conditions)
+    return not transitions.is_finished(wl)
 
 
 @dataclass
@@ -198,7 +196,7 @@ class HubState:
                 continue
             plural, key, obj = parsed
             if plural == WORKLOADS and isinstance(obj, Workload):
-                self.workloads[key] = WorkloadEntry(obj, stored.revision, _without_rv(stored))
+                self.workloads[key] = WorkloadEntry(obj, stored.revision, _without_rv(stored.value))
                 self._index(key, obj)
             else:
                 self.config.setdefault(plural, {})[key] = obj
@@ -239,7 +237,9 @@ class HubState:
                 self._index(key, None)
                 self._notify_workload(key, obj, None)
             else:
-                self.workloads[key] = WorkloadEntry(obj, event.revision, _without_rv(event.object))
+                self.workloads[key] = WorkloadEntry(
+                    obj, event.revision, _without_rv(event.object.value)
+                )
                 self._index(key, obj)
                 self._notify_workload(key, old.workload if old else None, obj)
             return
@@ -259,19 +259,18 @@ class HubState:
             listener(key, old, new)
 
 
-def _without_rv(stored: StoredObject) -> dict[str, Any]:
-    value = dict(stored.value)
+def _without_rv(value: dict[str, Any]) -> dict[str, Any]:
+    """The stored form as writers give it: without the server-set resourceVersion."""
     meta = value.get("metadata")
     if isinstance(meta, dict) and "resourceVersion" in meta:
-        value["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+        value = {**value, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
+    else:
+        value = dict(value)
     return value
 
 
 def _same_value(raw: dict[str, Any], stored: dict[str, Any]) -> bool:
-    meta = stored.get("metadata")
-    if isinstance(meta, dict) and "resourceVersion" in meta:
-        stored = {**stored, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
-    return raw == stored
+    return raw == _without_rv(stored)
 
 
 def _at_revision(workload: Workload, revision: Revision) -> Workload:
