@@ -13,7 +13,9 @@ clock. The cycle is a list of numbered steps, each a named helper:
    (non-borrowing first, then priority, then FIFO) and process each against the tree as it
    changes — admit, preempt (then wait, sticky), or keep pending with a reason. Unlike
    Kueue, which pops one head per cluster queue per cycle, rounds repeat until every queue
-   is exhausted or blocked, so a deep queue drains in one cycle;
+   is exhausted or blocked, so a deep queue drains in one cycle; and so that "non-borrowing
+   first" still holds across those rounds, the rounds run in two phases: heads that fit
+   their queue's own nominal quota first, then everyone;
 5. collect pending reasons, queue positions and the next time-based wakeup.
 
 Within a cycle usage only grows (admissions and reservations add; preemption simulation
@@ -399,7 +401,19 @@ class _Cycle:
                 continue
             cursors[name] = 0
             active.append(name)
-        while active:
+        # Two phases: first only heads that fit their queue's own unused nominal quota (or
+        # already preempt), then everyone, borrowing included. Kueue orders the heads of one
+        # cycle non-borrowing first; rounds drain whole queues, so the same rule must hold
+        # across rounds, or a lender's own work would get one head per round while every
+        # borrower takes one too, and would then have to reclaim what they borrowed.
+        own_phase = True
+        all_queues = list(active)
+        while active or own_phase:
+            if not active:
+                own_phase = False
+                active = [n for n in all_queues if n in cursors and cursors[n] < len(queues[n])]
+                if not active:
+                    break
             heads: list[tuple[tuple[bool, bool, int, float, str], Workload, ClusterQueue]] = []
             still: list[ClusterQueueName] = []
             for name in active:
@@ -429,8 +443,11 @@ class _Cycle:
                 cursors[name] = i
                 if head is None:
                     continue
-                still.append(name)
                 borrowing = self._would_borrow(head, cq)
+                if own_phase and borrowing and not head.preempting:
+                    cursors[name] = i - 1  # the head waits for the borrowing phase
+                    continue
+                still.append(name)
                 heads.append((entry_key(head, borrowing), head, cq))
             heads.sort(key=lambda h: h[0])
             for _, wl, cq in heads:
