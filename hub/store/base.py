@@ -216,6 +216,10 @@ class Store(Protocol):
 
     A write that returned has been committed durably (fsync'd locally or by an etcd quorum).
     Failed preconditions raise and consume no revision.
+
+    Values are JSON-ready dicts shared, never copied: a writer hands its `value` over (the
+    returned object and the watch events may carry that very dict), and nobody changes a
+    value they got from the store or gave to it.
     """
 
     async def get(self, key: str) -> StoredObject:

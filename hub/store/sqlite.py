@@ -106,6 +106,9 @@ class _Op:
     key: str
     data: str | None = None  # encoded JSON for create/update
     expected: Revision | None = None  # CAS revision; for compact, the target revision
+    value: JsonObject | None = None
+    """For create/update, the caller's value: the committed object carries it as it is
+    rather than a parse of `data` (callers hand their value over and never change it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,7 @@ class _Writer:
             "INSERT INTO objects (key, value, create_revision, revision) VALUES (?, ?, ?, ?)",
             (op.key, op.data, rev, rev),
         )
-        return self._record(EventType.ADDED, op.key, op.data, rev, rev)
+        return self._record(EventType.ADDED, op.key, op.data, rev, rev, op.value)
 
     def _update(self, op: _Op) -> _Outcome:
         assert op.data is not None
@@ -196,7 +199,7 @@ class _Writer:
         self.conn.execute(
             "UPDATE objects SET value = ?, revision = ? WHERE key = ?", (op.data, rev, op.key)
         )
-        return self._record(EventType.MODIFIED, op.key, op.data, rev, created)
+        return self._record(EventType.MODIFIED, op.key, op.data, rev, created, op.value)
 
     def _delete(self, op: _Op) -> _Outcome:
         _, created = self._check(op)
@@ -231,14 +234,22 @@ class _Writer:
         return self.revision
 
     def _record(
-        self, kind: EventType, key: str, data: str, rev: Revision, created: Revision
+        self,
+        kind: EventType,
+        key: str,
+        data: str,
+        rev: Revision,
+        created: Revision,
+        value: JsonObject | None = None,
     ) -> _Outcome:
         self.conn.execute(
             "INSERT INTO changes (revision, key, type, value, create_revision)"
             " VALUES (?, ?, ?, ?, ?)",
             (rev, key, kind.value, data, created),
         )
-        obj = StoredObject(key=key, value=json.loads(data), revision=rev, create_revision=created)
+        if value is None:
+            value = json.loads(data)
+        obj = StoredObject(key=key, value=value, revision=rev, create_revision=created)
         return _Outcome(obj, Event(kind, obj))
 
     def _trim_history(self) -> None:
@@ -460,15 +471,15 @@ class SqliteStore:
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
         validate_key(key)
-        return await self._write_object(_Op("create", key, encode_value(key, value).decode()))
+        data = encode_value(key, value).decode()
+        return await self._write_object(_Op("create", key, data, value=value))
 
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
         validate_key(key)
-        return await self._write_object(
-            _Op("update", key, encode_value(key, value).decode(), expected)
-        )
+        data = encode_value(key, value).decode()
+        return await self._write_object(_Op("update", key, data, expected, value))
 
     async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
         validate_key(key)
