@@ -125,7 +125,11 @@ class ObjectRepository:
         except ObjectInvalidError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
 
-    async def create(self, obj: Object) -> JsonObject:
+    async def create(
+        self, obj: Object, *, before_write: Callable[[JsonObject], None] | None = None
+    ) -> JsonObject:
+        """Store a new object with its server-set metadata; `before_write` sees the stored
+        form (without resourceVersion) just before it is written."""
         meta = obj.metadata
         if not meta.name and meta.generate_name:
             meta.name = f"{meta.generate_name}{uuid.uuid4().hex[:5]}"
@@ -137,6 +141,8 @@ class ObjectRepository:
         meta.resource_version = None
         wire = obj.to_wire()
         key = object_key(type(obj), meta.name, meta.namespace)
+        if before_write is not None:
+            before_write(wire)
         try:
             stored = await self.store.create(key, wire)
         except store_base.AlreadyExists as exc:

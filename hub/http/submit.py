@@ -28,6 +28,7 @@ from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import ObjectRepository
 from hub.state import HubState
 from hub.store import base as store_base
+from hub.store.base import Revision
 
 __all__ = ["SubmitRoutes"]
 
@@ -87,7 +88,22 @@ class SubmitRoutes:
             source_wire = source.to_wire()
             await self._store_source(ns, workload.metadata.name, source_wire)
             self.state.keep_fresh_source(f"{ns}/{workload.metadata.name}", source_wire)
-        created = await self.repo.create(workload)
+        # The mirror takes this Workload as it is when the write comes back, not a parse of it.
+        key = f"{ns}/{workload.metadata.name}"
+        written: list[dict[str, object]] = []
+
+        def expect(wire: dict[str, object]) -> None:
+            written.append(wire)
+            self.state.expect(key, workload, wire)
+
+        try:
+            created = await self.repo.create(workload, before_write=expect)
+        except BaseException:
+            self.state.unexpect(key, workload)
+            raise
+        if written:
+            revision = Revision(int(created["metadata"]["resourceVersion"]))
+            self.state.remember(key, workload, revision, written[0])
         return web.json_response(created, status=201)
 
     def _check_routing(self, workload: Workload, ns: str, cluster_set: str | None) -> None:
