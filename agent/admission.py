@@ -325,7 +325,8 @@ class AdmissionShell:
                 return
             await self._stop(current)
         now = self.clock()
-        workload = offer.workload.model_copy(deep=True)
+        # The offer was decoded for this agent alone (nothing else holds it): no deep copy.
+        workload = offer.workload.model_copy()
         workload.status = None
         if workload.metadata.creation_timestamp is None:
             workload.metadata.creation_timestamp = _now_dt(now)
