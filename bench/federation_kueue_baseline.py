@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine_common import BASELINE, WorkloadClass
+from bench.federation_dispatch import CpuMeter
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 from qctl.kinds import resolve_kind
@@ -188,6 +189,8 @@ async def replay(fed: DevFederation, scale: float) -> dict[str, Any]:
         await asyncio.sleep(2)  # the config reaches the agent
         watcher = Watcher(client)
         watching = asyncio.create_task(watcher.run())
+        meter = CpuMeter(fed)
+        cpu_before, own_before = meter.sample(), time.process_time()
         submitted: dict[str, float] = {}
         classes: dict[str, WorkloadClass] = {}
         start = time.monotonic()
@@ -215,6 +218,7 @@ async def replay(fed: DevFederation, scale: float) -> dict[str, Any]:
                 await watcher.all_finished(len(plan))
         end = max(watcher.finished.values()) if watcher.finished else time.monotonic()
         watching.cancel()
+        cpu_after, own_after = meter.sample(), time.process_time()
     wall = end - start
     per_class: dict[str, list[float]] = {}
     for name, t in submitted.items():
@@ -240,6 +244,12 @@ async def replay(fed: DevFederation, scale: float) -> dict[str, Any]:
         # completion seen by the agent and reported (the harness Kueue uses has none of it).
         "avg_quota_overhead_ms": {
             name: round(1000 * sum(v) / len(v)) for name, v in sorted(overhead.items())
+        },
+        # CPU seconds each process spent during the run (2 cores: at most 2 × wall in all);
+        # "bench" is this client, which submits and watches.
+        "cpu_s": {
+            **{role: round(cpu_after[role] - cpu_before.get(role, 0.0), 1) for role in cpu_after},
+            "bench": round(own_after - own_before, 1),
         },
     }
 
