@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -203,26 +203,33 @@ class Dispatcher:
         ):
             return
         self._expiry_checked = now
-        for key, clusters in list(self.offers.items()):
-            queued = self._queued.get(key, ())
-            for cluster, offered_at in list(clusters.items()):
-                if cluster in queued:
-                    continue  # the agent answered: it holds the workload in its queue
-                state = self.fleet.get(cluster)
-                if state is not None and not state.connected:
-                    continue  # a lost cluster is handled by its loss timeout
-                if (now - offered_at).total_seconds() >= self.offer_timeout_seconds:
-                    self._close_offer(key, cluster)
-                    await self._update(
-                        key,
-                        partial(
-                            transitions.mark_offer_failed,
-                            cluster=cluster,
-                            reason="OfferTimedOut",
-                            message="the agent did not answer the offer in time",
-                            now=now,
-                        ),
-                    )
+        # Tens of thousands of offers may be open (queued at their cluster): compare times
+        # against one cutoff and look at anything else only for the few that expired.
+        cutoff = now - timedelta(seconds=self.offer_timeout_seconds)
+        queued_at_cluster = self._queued
+        expired = [
+            (key, cluster)
+            for key, clusters in self.offers.items()
+            for cluster, offered_at in clusters.items()
+            # (a queued offer was answered: the agent holds the workload in its queue)
+            if offered_at <= cutoff and cluster not in queued_at_cluster.get(key, ())
+        ]
+        for key, cluster in expired:
+            state = self.fleet.get(cluster)
+            if state is not None and not state.connected:
+                continue  # a lost cluster is handled by its loss timeout
+            if cluster in self.offers.get(key, {}):
+                self._close_offer(key, cluster)
+                await self._update(
+                    key,
+                    partial(
+                        transitions.mark_offer_failed,
+                        cluster=cluster,
+                        reason="OfferTimedOut",
+                        message="the agent did not answer the offer in time",
+                        now=now,
+                    ),
+                )
 
     # --- step 2: lost clusters ----------------------------------------------------------------
 
