@@ -158,6 +158,9 @@ class AdmissionShell:
         self.finished_ttl = finished_ttl
         self.config: ConfigSync | None = None
         self.held: dict[str, Held] = {}
+        self._live: dict[str, Held] = {}
+        """The held workloads that are not finished: the only ones the engine sees (finished
+        ones stay held for `finished_ttl`, and would make every snapshot walk them)."""
         self.preempting: set[str] = set()
         self.last_reports: dict[str, WorkloadStatusReport] = {}
         self.finished_at: dict[str, float] = {}
@@ -212,7 +215,7 @@ class AdmissionShell:
 
     def snapshot(self) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload."""
-        return self._snapshots.build(self.config, self.held, self.preempting)
+        return self._snapshots.build(self.config, self._live, self.preempting)
 
     # input -----------------------------------------------------------------------------------
 
@@ -423,11 +426,16 @@ class AdmissionShell:
 
     def _hold(self, held: Held) -> None:
         self.held[held.key] = held
+        if held.finished:
+            self._live.pop(held.key, None)
+        else:
+            self._live[held.key] = held
         self._keys_by_owner.setdefault(_owner(held.key), set()).add(held.key)
 
     def _forget(self, held: Held) -> None:
         self._cycle_due = True  # whatever it held is free
         self.held.pop(held.key, None)
+        self._live.pop(held.key, None)
         owner = _owner(held.key)
         keys = self._keys_by_owner.get(owner)
         if keys is not None:
@@ -473,35 +481,46 @@ class AdmissionShell:
         self.preempting = (self.preempting | set(result.new_preemptors)) - {
             a.workload for a in result.admitted
         }
+        # Runs over every pending workload on every cycle: locals, and one rejection verdict
+        # per reason object (workloads that failed alike share theirs).
+        held_by_key, last_reports = self.held, self.last_reports
+        reported_at = self._pending_reported_at
+        pending_phase = WorkloadPhase.PENDING
+        verdicts: dict[int, RejectReason | None] = {}
         for wid, reason in result.pending.items():
-            held = self.held.get(wid)
-            if held is None or held.phase is not WorkloadPhase.PENDING:
+            held = held_by_key.get(wid)
+            if held is None or held.phase is not pending_phase:
                 continue
-            rejected = rejection(reason)
+            try:
+                rejected = verdicts[id(reason)]
+            except KeyError:
+                rejected = verdicts[id(reason)] = rejection(reason)
             if rejected is not None:
                 self._reject(held.key, held.generation, rejected, reason.message)
                 self._forget(held)
                 continue
-            last = self.last_reports.get(wid)
+            last = last_reports.get(wid)
             # A new reason is reported at once; a new message for the same reason (the
             # amounts move with every admission) at most every PENDING_REFRESH_SECONDS, or a
-            # deep queue would send a report per pending workload per cycle.
+            # deep queue would send a report per pending workload per cycle. (The code is a
+            # StrEnum: it compares equal to the reported string.)
             if (
-                last is None
-                or last.phase is not WorkloadPhase.PENDING
-                or last.pending_reason != reason.code.value
-                or (
-                    last.pending_message != reason.message
-                    and now - self._pending_reported_at.get(wid, 0.0) >= PENDING_REFRESH_SECONDS
+                last is not None
+                and last.phase is pending_phase
+                and last.pending_reason == reason.code
+                and (
+                    last.pending_message == reason.message
+                    or now - reported_at.get(wid, 0.0) < PENDING_REFRESH_SECONDS
                 )
             ):
-                self._pending_reported_at[wid] = now
-                self._report(
-                    held,
-                    WorkloadPhase.PENDING,
-                    pending_reason=reason.code.value,
-                    pending_message=reason.message,
-                )
+                continue
+            reported_at[wid] = now
+            self._report(
+                held,
+                WorkloadPhase.PENDING,
+                pending_reason=reason.code.value,
+                pending_message=reason.message,
+            )
         if result.admitted or result.preempted or result.evicted:
             self._changed()
         if result.preempted or result.evicted:
@@ -674,6 +693,7 @@ class AdmissionShell:
             held.phase = obs.phase
             conditions = []
             if obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+                self._live.pop(held.key, None)
                 conditions.append(
                     Condition(
                         type="Finished",
