@@ -186,6 +186,9 @@ class AdmissionShell:
         self._dirty: dict[str, bool] = {}
         """Workloads to save at the end of this pass → whether their offer file too."""
         self._snapshots = SnapshotCache()
+        self._snapshot_changed: set[str] = set()
+        """Held workloads changed since the last snapshot (offered, admitted, finished,
+        forgotten, or in or out of `preempting`): all the next snapshot looks at again."""
 
     # state -----------------------------------------------------------------------------------
 
@@ -215,7 +218,8 @@ class AdmissionShell:
 
     def snapshot(self) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload."""
-        return self._snapshots.build(self.config, self._live, self.preempting)
+        changed, self._snapshot_changed = self._snapshot_changed, set()
+        return self._snapshots.build(self.config, self._live, self.preempting, changed)
 
     # input -----------------------------------------------------------------------------------
 
@@ -426,6 +430,7 @@ class AdmissionShell:
 
     def _hold(self, held: Held) -> None:
         self.held[held.key] = held
+        self._snapshot_changed.add(held.key)
         if held.finished:
             self._live.pop(held.key, None)
         else:
@@ -436,6 +441,7 @@ class AdmissionShell:
         self._cycle_due = True  # whatever it held is free
         self.held.pop(held.key, None)
         self._live.pop(held.key, None)
+        self._snapshot_changed.add(held.key)
         owner = _owner(held.key)
         keys = self._keys_by_owner.get(owner)
         if keys is not None:
@@ -478,9 +484,11 @@ class AdmissionShell:
             await self._evict(ev.workload, ev.reason.value, ev.message)
         for adm in result.admitted:
             self._admit(adm.workload, adm.admission, now)
-        self.preempting = (self.preempting | set(result.new_preemptors)) - {
+        preempting = (self.preempting | set(result.new_preemptors)) - {
             a.workload for a in result.admitted
         }
+        self._snapshot_changed |= preempting ^ self.preempting
+        self.preempting = preempting
         # Runs over every pending workload on every cycle: locals, and one rejection verdict
         # per reason object (workloads that failed alike share theirs).
         held_by_key, last_reports = self.held, self.last_reports
@@ -545,6 +553,7 @@ class AdmissionShell:
         )
         held.phase = WorkloadPhase.ADMITTED
         held.job_names = []
+        self._snapshot_changed.add(key)
         # Not persisted until the Jobs exist: after a crash in between, the workload is
         # admitted again and its Jobs (if any were made) are adopted.
         self._start_materialize(held)
@@ -694,6 +703,7 @@ class AdmissionShell:
             conditions = []
             if obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
                 self._live.pop(held.key, None)
+                self._snapshot_changed.add(held.key)
                 conditions.append(
                     Condition(
                         type="Finished",

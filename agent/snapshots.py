@@ -2,11 +2,12 @@
 admission cycle reads, built incrementally, and the engine's admissions turned back into the
 api form the agent reports and persists.
 
-The cycle runs on every event, so `SnapshotCache.build` must not re-convert everything: the
-configuration is converted once per ConfigSync (with `agent.engine.from_api`), each workload
-once per change of its status object (the shell replaces `workload.status` on every
-transition, never mutates it in place), and finished workloads are left out (they hold no
-quota).
+The cycle runs on every event, so `SnapshotCache.build` must not re-convert everything, nor
+even look at everything: the configuration is converted once per ConfigSync (with
+`agent.engine.from_api`), each workload once per change of its status object (the shell
+replaces `workload.status` on every transition, never mutates it in place), finished
+workloads are left out (they hold no quota), and the shell names the workloads it changed
+since the last build, so a build costs what changed plus one dict copy.
 
 Called by: agent.admission (every cycle, and on admission); agent.capacity reads the result.
 """
@@ -53,18 +54,32 @@ class _Converted:
 
 
 class SnapshotCache:
+    """The engine's view of the held workloads, kept between cycles: only the workloads the
+    shell names as changed are looked at again (a full walk when it cannot name them)."""
+
     def __init__(self) -> None:
         self._base: Snapshot | None = None
         self._config: ConfigSync | None = None
         self._priorities: dict[str, int] = {}
         self._workloads: dict[str, _Converted] = {}
+        self._engine: dict[WorkloadId, EngineWorkload] = {}
+        """What the last snapshot held: the converted unfinished workloads, by engine id."""
 
     def forget(self, key: str) -> None:
-        self._workloads.pop(key, None)
+        cached = self._workloads.pop(key, None)
+        if cached is not None:
+            self._engine.pop(cached.engine.id, None)
 
     def build(
-        self, config: ConfigSync | None, held: Mapping[str, Held], preempting: Iterable[str]
+        self,
+        config: ConfigSync | None,
+        held: Mapping[str, Held],
+        preempting: Iterable[str],
+        changed: Iterable[str] | None = None,
     ) -> Snapshot:
+        """The snapshot of `config` and the unfinished workloads of `held`. `changed`: the
+        keys whose workload, status, finishing or preempting may differ since the last
+        build (None: any of them)."""
         cfg = config or ConfigSync(revision=0)
         if self._base is None or self._config is not cfg:
             self._base = build_snapshot(
@@ -77,27 +92,38 @@ class SnapshotCache:
             self._config = cfg
             self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
             self._workloads.clear()
+            changed = None
         sticky_keys = set(preempting)
-        workloads: dict[WorkloadId, EngineWorkload] = {}
-        for key, item in held.items():
-            if item.finished:
-                continue
-            wl = item.offer.workload
-            sticky = key in sticky_keys
-            cached = self._workloads.get(key)
-            if (
-                cached is None
-                or cached.workload is not wl
-                or cached.status is not wl.status
-                or cached.sticky != sticky
-            ):
-                engine = workload_from_api(
-                    wl,
-                    priorities=self._priorities,
-                    preempting=sticky,
-                    arrived_at=item.offered_at or None,
-                )
-                cached = _Converted(wl, wl.status, sticky, engine)
-                self._workloads[key] = cached
-            workloads[cached.engine.id] = cached.engine
-        return dataclasses.replace(self._base, workloads=workloads)
+        if changed is None:
+            self._engine = {}
+            keys: Iterable[str] = held
+        else:
+            keys = changed
+        for key in keys:
+            self._refresh(key, held.get(key), key in sticky_keys)
+        return dataclasses.replace(self._base, workloads=dict(self._engine))
+
+    def _refresh(self, key: str, item: Held | None, sticky: bool) -> None:
+        cached = self._workloads.get(key)
+        if item is None or item.finished:
+            if cached is not None:
+                self._engine.pop(cached.engine.id, None)
+            return
+        wl = item.offer.workload
+        if (
+            cached is None
+            or cached.workload is not wl
+            or cached.status is not wl.status
+            or cached.sticky != sticky
+        ):
+            if cached is not None:
+                self._engine.pop(cached.engine.id, None)
+            engine = workload_from_api(
+                wl,
+                priorities=self._priorities,
+                preempting=sticky,
+                arrived_at=item.offered_at or None,
+            )
+            cached = _Converted(wl, wl.status, sticky, engine)
+            self._workloads[key] = cached
+        self._engine[cached.engine.id] = cached.engine
