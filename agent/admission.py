@@ -100,7 +100,6 @@ _NEVER_HERE = frozenset(
 )
 _REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
 _SETTLE_SECONDS = 5.0
-PENDING_REFRESH_SECONDS = 5.0
 """At most this long a finished workload's last report waits for its pods to catch up."""
 
 
@@ -109,6 +108,24 @@ def _job_done(job: JsonObject) -> bool:
         c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
         for c in (job.get("status") or {}).get("conditions") or []
     )
+
+
+def pending_report_due(
+    last: WorkloadStatusReport | None,
+    reason: PendingReason,
+    last_reported_at: float,
+    now: float,
+    refresh: float,
+) -> bool:
+    """Whether a pending workload's reason must be reported now. A new phase or reason code
+    is reported at once; a new message for the same code (its amounts move with every
+    admission in the queue) at most every `refresh` seconds, or a deep queue would send a
+    report per pending workload per cycle and the hub would store them all."""
+    if last is None or last.phase is not WorkloadPhase.PENDING:
+        return True
+    if last.pending_reason != reason.code:  # (a StrEnum: equal to its reported string)
+        return True
+    return last.pending_message != reason.message and now - last_reported_at >= refresh
 
 
 class Reporter(Protocol):
@@ -145,6 +162,7 @@ class AdmissionShell:
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
         status_interval: float = 1.0,
+        pending_refresh: float = 30.0,
         finished_ttl: float = 3600.0,
     ) -> None:
         self.store = store
@@ -155,6 +173,7 @@ class AdmissionShell:
         self.on_change = on_change
         self.cycle_min_interval = cycle_min_interval
         self.status_interval = status_interval
+        self.pending_refresh = pending_refresh
         self.finished_ttl = finished_ttl
         self.config: ConfigSync | None = None
         self.held: dict[str, Held] = {}
@@ -493,7 +512,7 @@ class AdmissionShell:
         # per reason object (workloads that failed alike share theirs).
         held_by_key, last_reports = self.held, self.last_reports
         reported_at = self._pending_reported_at
-        pending_phase = WorkloadPhase.PENDING
+        pending_phase, refresh = WorkloadPhase.PENDING, self.pending_refresh
         verdicts: dict[int, RejectReason | None] = {}
         for wid, reason in result.pending.items():
             held = held_by_key.get(wid)
@@ -507,19 +526,8 @@ class AdmissionShell:
                 self._reject(held.key, held.generation, rejected, reason.message)
                 self._forget(held)
                 continue
-            last = last_reports.get(wid)
-            # A new reason is reported at once; a new message for the same reason (the
-            # amounts move with every admission) at most every PENDING_REFRESH_SECONDS, or a
-            # deep queue would send a report per pending workload per cycle. (The code is a
-            # StrEnum: it compares equal to the reported string.)
-            if (
-                last is not None
-                and last.phase is pending_phase
-                and last.pending_reason == reason.code
-                and (
-                    last.pending_message == reason.message
-                    or now - reported_at.get(wid, 0.0) < PENDING_REFRESH_SECONDS
-                )
+            if not pending_report_due(
+                last_reports.get(wid), reason, reported_at.get(wid, 0.0), now, refresh
             ):
                 continue
             reported_at[wid] = now

@@ -96,6 +96,7 @@ class Agent:
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
             status_interval=timings.status_interval,
+            pending_refresh=timings.pending_refresh,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,
