@@ -700,8 +700,14 @@ class AdmissionShell:
             if not report_changed(last, obs):
                 continue
             phase_changed = obs.phase is not held.phase
-            if not phase_changed and last is not None and last.observed_at is not None:
-                # Only pod counts changed: at most one report per status_interval.
+            # Only pod counts changed, or it started running: at most one report per
+            # status_interval. (A Job that ends within it goes from Admitted straight to its
+            # end: every report is a write at the hub, and a short Job's Running is stale
+            # before it arrives. Admitted, finished and evicted are never held back.)
+            debounced = not phase_changed or (
+                obs.phase is WorkloadPhase.RUNNING and held.phase is WorkloadPhase.ADMITTED
+            )
+            if debounced and last is not None and last.observed_at is not None:
                 due = last.observed_at.timestamp() + self.status_interval
                 if now < due:
                     self._wake_at(due)

@@ -387,6 +387,7 @@ class AgentRunner:
         self.state_dir = state_dir
         self.tasks: list[asyncio.Task[None]] = []
         self.fence_after: float | None = None
+        self.timings = fast_timings()
 
     def settings(self) -> AgentSettings:
         return AgentSettings(
@@ -394,7 +395,7 @@ class AgentRunner:
             hub=self.hub.url,
             token=TOKEN,
             state_dir=self.state_dir,
-            timings=fast_timings(),
+            timings=self.timings,
             log_buffer_lines=200,
             log_batch_lines=50,
             fence_after=self.fence_after,

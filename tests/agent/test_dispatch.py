@@ -11,6 +11,7 @@ from api.v1alpha1.messages import (
     OfferRejected,
     RejectReason,
     WorkloadPhase,
+    WorkloadStatusReport,
 )
 from tests.agent.conftest import (
     AgentRunner,
@@ -31,7 +32,8 @@ async def test_an_offer_is_admitted_run_and_reported_until_it_succeeds(
     assert hello.cluster == "sim-0" and hello.inventory.nodes == 2
     await hub.wait_for(lambda p: isinstance(p, CapacityReport))
 
-    offer = offer_for(job_source("hello", pods=2))
+    # Long enough to be seen running: Running waits out the status interval after Admitted.
+    offer = offer_for(job_source("hello", pods=2, script="echo hello; sleep 1"))
     await hub.offer(offer)
     key = f"team-a/{offer.workload.metadata.name}"
 
@@ -162,3 +164,18 @@ async def test_pod_events_alone_run_no_admission_cycle(agents: AgentRunner, hub:
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "quiet-cycles"), within=20)
     # Pods started, became ready and succeeded in between: none of it can change admission.
     assert agent.admission.cycles - before <= 1
+
+
+async def test_a_job_that_ends_within_the_status_interval_is_never_reported_running(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    # Every report is a write at the hub; a short Job's Running would be stale on arrival.
+    agents.timings = agents.timings.model_copy(update={"status_interval": 5.0})
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("brief", script="sleep 0.3")))
+    done = await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "brief"), within=20)
+    assert done.pods.succeeded == 1
+    phases = [r.phase for r in hub.of_type(WorkloadStatusReport) if r.workload.endswith("brief")]
+    assert WorkloadPhase.RUNNING not in phases
+    assert phases[0] is WorkloadPhase.ADMITTED and phases[-1] is WorkloadPhase.SUCCEEDED
