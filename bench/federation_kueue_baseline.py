@@ -149,6 +149,8 @@ class Watcher:
         self.finished: dict[str, float] = {}
         # Hub clock: last Admitted → Finished, i.e. how long the workload held its quota.
         self.held_quota: dict[str, float] = {}
+        # Evictions (preemptions) seen, by class: each one stops a workload and queues it again.
+        self.evictions: set[tuple[str, str]] = set()
         self._changed = asyncio.Event()
 
     async def all_finished(self, count: int) -> None:
@@ -166,6 +168,8 @@ class Watcher:
             for cond in (obj.get("status") or {}).get("conditions", []):
                 if cond["status"] != "True":
                     continue
+                if cond["type"] == "Evicted":
+                    self.evictions.add((name, str(cond.get("lastTransitionTime"))))
                 if cond["type"] == "Admitted":
                     self.admitted.setdefault(name, now)
                 elif cond["type"] == "Finished" and name not in self.finished:
@@ -237,6 +241,12 @@ async def replay(fed: DevFederation, scale: float) -> dict[str, Any]:
         "submit_span_s": round(submit_span, 1),
         "max_submit_lag_s": round(late, 2),
         "usage_pct": round(100 * cpu_seconds / (nominal * wall), 1),
+        "evictions": {
+            cls: sum(
+                1 for name, _ in watcher.evictions if name in classes and classes[name].name == cls
+            )
+            for cls in sorted({c.name for c in classes.values()})
+        },
         "avg_time_to_admission_ms": {
             name: round(1000 * sum(v) / len(v)) for name, v in sorted(per_class.items())
         },
