@@ -163,7 +163,6 @@ class AdmissionShell:
         cycle_min_interval: float = 0.05,
         status_interval: float = 1.0,
         pending_refresh: float = 30.0,
-        pending_pass_interval: float = 0.5,
         finished_ttl: float = 3600.0,
     ) -> None:
         self.store = store
@@ -175,8 +174,6 @@ class AdmissionShell:
         self.cycle_min_interval = cycle_min_interval
         self.status_interval = status_interval
         self.pending_refresh = pending_refresh
-        self.pending_pass_interval = pending_pass_interval
-        self._pending_pass_at = float("-inf")
         self.finished_ttl = finished_ttl
         self.config: ConfigSync | None = None
         self.held: dict[str, Held] = {}
@@ -511,26 +508,8 @@ class AdmissionShell:
         }
         self._snapshot_changed |= preempting ^ self.preempting
         self.preempting = preempting
-        # Comparing every pending workload's reason with what was reported costs as much as
-        # the cycle itself with a deep queue: at most once per pending_pass_interval, and a
-        # cycle is then due again so the reasons of the last one are never left unreported.
-        if now - self._pending_pass_at >= self.pending_pass_interval:
-            self._pending_pass_at = now
-            self._report_pending(result, now)
-        else:
-            due = self._pending_pass_at + self.pending_pass_interval
-            wakeup = self._cycle_wakeup
-            self._cycle_wakeup = due if wakeup is None else min(wakeup, due)
-        if result.admitted or result.preempted or result.evicted:
-            self._changed()
-        if result.preempted or result.evicted:
-            self._wake.set()  # released quota: the next cycle may admit the preemptor
-        return result
-
-    def _report_pending(self, result: CycleResult, now: float) -> None:
-        """Report new pending reasons, reject what can never be admitted here."""
-        # Runs over every pending workload: locals, and one rejection verdict per reason
-        # object (workloads that failed alike share theirs).
+        # Runs over every pending workload on every cycle: locals, and one rejection verdict
+        # per reason object (workloads that failed alike share theirs).
         held_by_key, last_reports = self.held, self.last_reports
         reported_at = self._pending_reported_at
         pending_phase, refresh = WorkloadPhase.PENDING, self.pending_refresh
@@ -558,6 +537,11 @@ class AdmissionShell:
                 pending_reason=reason.code.value,
                 pending_message=reason.message,
             )
+        if result.admitted or result.preempted or result.evicted:
+            self._changed()
+        if result.preempted or result.evicted:
+            self._wake.set()  # released quota: the next cycle may admit the preemptor
+        return result
 
     def _admit(self, key: str, admission: EngineAdmission, now: float) -> None:
         held = self.held[key]

@@ -97,7 +97,6 @@ class Agent:
             cycle_min_interval=timings.cycle_min_interval,
             status_interval=timings.status_interval,
             pending_refresh=timings.pending_refresh,
-            pending_pass_interval=timings.pending_pass_interval,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,

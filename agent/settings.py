@@ -49,9 +49,6 @@ class Timings(BaseModel):
     the agent holding them (lost state) before those Jobs are deleted."""
     status_interval: float = 1.0
     """At most one report per workload this often when only its pod counts change."""
-    pending_pass_interval: float = 0.5
-    """At most this often a cycle's pending reasons are compared with those reported (a pass
-    over every waiting workload; new reasons and rejections wait at most this long)."""
     pending_refresh: float = 30.0
     """At most one Pending report per workload this often when only its message changes
     (the amounts in it move with every admission; a new reason is reported at once)."""

@@ -348,7 +348,6 @@ def fast_timings() -> Timings:
         log_batch_interval=0.05,
         cycle_min_interval=0.01,
         status_interval=0.2,
-        pending_pass_interval=0.05,
         orphan_grace=0.5,
     )
 

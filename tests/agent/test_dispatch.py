@@ -179,18 +179,3 @@ async def test_a_job_that_ends_within_the_status_interval_is_never_reported_runn
     phases = [r.phase for r in hub.of_type(WorkloadStatusReport) if r.workload.endswith("brief")]
     assert WorkloadPhase.RUNNING not in phases
     assert phases[0] is WorkloadPhase.ADMITTED and phases[-1] is WorkloadPhase.SUCCEEDED
-
-
-async def test_a_pending_reason_found_between_passes_is_reported_once_the_interval_ends(
-    agents: AgentRunner, hub: FakeHub
-) -> None:
-    # Pending reasons are compared at most once per interval; the cycle that skipped the
-    # comparison asks for another, so nothing waits for an unrelated event to be reported.
-    agents.timings = agents.timings.model_copy(update={"pending_pass_interval": 1.0})
-    await agents.start()
-    await hub.wait_for(lambda p: isinstance(p, Hello))
-    await hub.offer(offer_for(job_source("holder", cpu="2", script="sleep 30")))
-    await hub.wait_for(status(WorkloadPhase.ADMITTED, "holder"))
-    await hub.offer(offer_for(job_source("waiter", cpu="1")))
-    pending = await hub.wait_for(status(WorkloadPhase.PENDING, "waiter"), within=5)
-    assert pending.pending_reason == "WaitingForQuota"
