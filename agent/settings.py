@@ -48,7 +48,8 @@ class Timings(BaseModel):
     """After a Hello, how long the hub has to re-offer workloads whose Jobs run here without
     the agent holding them (lost state) before those Jobs are deleted."""
     status_interval: float = 1.0
-    """At most one report per workload this often when only its pod counts change."""
+    """At most one report per workload this often when only its pod counts change, or when
+    it starts running (a Job that ends sooner goes from Admitted straight to its end)."""
     pending_refresh: float = 30.0
     """At most one Pending report per workload this often when only its message changes
     (the amounts in it move with every admission; a new reason is reported at once)."""
