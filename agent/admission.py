@@ -177,9 +177,6 @@ class AdmissionShell:
         self.finished_ttl = finished_ttl
         self.config: ConfigSync | None = None
         self.held: dict[str, Held] = {}
-        self._live: dict[str, Held] = {}
-        """The held workloads that are not finished: the only ones the engine sees (finished
-        ones stay held for `finished_ttl`, and would make every snapshot walk them)."""
         self.preempting: set[str] = set()
         self.last_reports: dict[str, WorkloadStatusReport] = {}
         self.finished_at: dict[str, float] = {}
@@ -238,7 +235,7 @@ class AdmissionShell:
     def snapshot(self) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload."""
         changed, self._snapshot_changed = self._snapshot_changed, set()
-        return self._snapshots.build(self.config, self._live, self.preempting, changed)
+        return self._snapshots.build(self.config, self.held, self.preempting, changed)
 
     # input -----------------------------------------------------------------------------------
 
@@ -450,16 +447,11 @@ class AdmissionShell:
     def _hold(self, held: Held) -> None:
         self.held[held.key] = held
         self._snapshot_changed.add(held.key)
-        if held.finished:
-            self._live.pop(held.key, None)
-        else:
-            self._live[held.key] = held
         self._keys_by_owner.setdefault(_owner(held.key), set()).add(held.key)
 
     def _forget(self, held: Held) -> None:
         self._cycle_due = True  # whatever it held is free
         self.held.pop(held.key, None)
-        self._live.pop(held.key, None)
         self._snapshot_changed.add(held.key)
         owner = _owner(held.key)
         keys = self._keys_by_owner.get(owner)
@@ -508,26 +500,22 @@ class AdmissionShell:
         }
         self._snapshot_changed |= preempting ^ self.preempting
         self.preempting = preempting
-        # Runs over every pending workload on every cycle: locals, and one rejection verdict
-        # per reason object (workloads that failed alike share theirs).
-        held_by_key, last_reports = self.held, self.last_reports
         reported_at = self._pending_reported_at
-        pending_phase, refresh = WorkloadPhase.PENDING, self.pending_refresh
-        verdicts: dict[int, RejectReason | None] = {}
         for wid, reason in result.pending.items():
-            held = held_by_key.get(wid)
-            if held is None or held.phase is not pending_phase:
+            held = self.held.get(wid)
+            if held is None or held.phase is not WorkloadPhase.PENDING:
                 continue
-            try:
-                rejected = verdicts[id(reason)]
-            except KeyError:
-                rejected = verdicts[id(reason)] = rejection(reason)
+            rejected = rejection(reason)
             if rejected is not None:
                 self._reject(held.key, held.generation, rejected, reason.message)
                 self._forget(held)
                 continue
             if not pending_report_due(
-                last_reports.get(wid), reason, reported_at.get(wid, 0.0), now, refresh
+                self.last_reports.get(wid),
+                reason,
+                reported_at.get(wid, 0.0),
+                now,
+                self.pending_refresh,
             ):
                 continue
             reported_at[wid] = now
@@ -716,8 +704,7 @@ class AdmissionShell:
             held.phase = obs.phase
             conditions = []
             if obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
-                self._live.pop(held.key, None)
-                self._snapshot_changed.add(held.key)
+                self._snapshot_changed.add(held.key)  # it leaves the snapshot
                 conditions.append(
                     Condition(
                         type="Finished",

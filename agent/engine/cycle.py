@@ -411,7 +411,7 @@ class _Cycle:
         while active or own_phase:
             if not active:
                 own_phase = False
-                active = [n for n in all_queues if n in cursors and cursors[n] < len(queues[n])]
+                active = [n for n in all_queues if cursors[n] < len(queues[n])]
                 if not active:
                     break
             heads: list[tuple[tuple[bool, bool, int, float, str], Workload, ClusterQueue]] = []
