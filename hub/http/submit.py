@@ -101,9 +101,8 @@ class SubmitRoutes:
         except BaseException:
             self.state.unexpect(key, workload)
             raise
-        if written:
-            revision = Revision(int(created["metadata"]["resourceVersion"]))
-            self.state.remember(key, workload, revision, written[0])
+        revision = Revision(int(created["metadata"]["resourceVersion"]))
+        self.state.remember(key, workload, revision, written[0])
         return web.json_response(created, status=201)
 
     def _check_routing(self, workload: Workload, ns: str, cluster_set: str | None) -> None:
