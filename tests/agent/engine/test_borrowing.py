@@ -124,32 +124,31 @@ def test_non_borrowing_heads_go_before_borrowing_ones_across_queues() -> None:
     assert reason_of(result, "a-wants").code is PendingCode.WAITING_FOR_QUOTA
 
 
+def lender_and_borrower(a_waiting: int) -> list[WorkloadBuilder]:
+    """team-b at its nominal with three 3-CPU workloads waiting; team-a (9 CPUs, all free)
+    with `a_waiting` 3-CPU workloads, queued after team-b's."""
+    return [
+        wl("b-run").request("cpu", "12").admitted("team-b-cq"),
+        *[
+            wl(f"a{i}").queue("team-a-cq").request("cpu", "3").created(10 + i)
+            for i in range(a_waiting)
+        ],
+        *[wl(f"b{i}").queue("team-b-cq").request("cpu", "3").created(i) for i in range(3)],
+    ]
+
+
 def test_a_queue_fills_its_own_nominal_before_any_queue_borrows_in_the_same_cycle() -> None:
-    # team-b is at nominal; team-a has 9 free CPUs and four 3-CPU workloads, team-b three.
     # Heads alternate between the queues round by round, but team-a's own work (which fits
     # its nominal) must all go first: were team-b to borrow in between, team-a would later
     # have to reclaim it by preemption.
-    snap = snapshot(
-        cqs=[team("team-a-cq", "9"), team("team-b-cq", "12")],
-        workloads=[
-            wl("b-run").request("cpu", "12").admitted("team-b-cq"),
-            *[wl(f"a{i}").queue("team-a-cq").request("cpu", "3").created(10 + i) for i in range(4)],
-            *[wl(f"b{i}").queue("team-b-cq").request("cpu", "3").created(i) for i in range(3)],
-        ],
-    )
-    result = run(snap)
+    cqs = [team("team-a-cq", "9"), team("team-b-cq", "12")]
+    result = run(snapshot(cqs=cqs, workloads=lender_and_borrower(a_waiting=4)))
     assert admitted_ids(result) == ids("a0", "a1", "a2")
     assert reason_of(result, "b0").code is PendingCode.WAITING_FOR_QUOTA
     assert reason_of(result, "a3").code is PendingCode.WAITING_FOR_QUOTA
 
 
 def test_borrowing_heads_still_fill_what_the_lenders_leave_in_the_same_cycle() -> None:
-    snap = snapshot(
-        cqs=[team("team-a-cq", "9"), team("team-b-cq", "12")],
-        workloads=[
-            wl("b-run").request("cpu", "12").admitted("team-b-cq"),
-            wl("a0").queue("team-a-cq").request("cpu", "3").created(10),
-            *[wl(f"b{i}").queue("team-b-cq").request("cpu", "3").created(i) for i in range(3)],
-        ],
-    )
-    assert admitted_ids(run(snap)) == ids("a0", "b0", "b1")
+    cqs = [team("team-a-cq", "9"), team("team-b-cq", "12")]
+    result = run(snapshot(cqs=cqs, workloads=lender_and_borrower(a_waiting=1)))
+    assert admitted_ids(result) == ids("a0", "b0", "b1")
