@@ -633,10 +633,7 @@ class AdmissionShell:
         """The status pass: report what changed in the held workloads' Jobs and pods.
         `priming`: the mirrors were just listed, so a missing Job is really missing."""
         now = self.clock()
-        for key, at in list(self.finished_at.items()):
-            expired = self.held.get(key)
-            if expired is not None and expired.finished and now - at > self.finished_ttl:
-                self._forget(expired)
+        self._forget_expired(now)
         # Only workloads whose Jobs or pods changed (all of them after a relist), and those
         # that asked to be looked at again (just materialised, or a report held back). Looked
         # up by key, so a pass costs what changed, not what is held.
@@ -736,6 +733,21 @@ class AdmissionShell:
             )
             if phase_changed and obs.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
                 self._persist(held)
+
+    def _forget_expired(self, now: float) -> None:
+        """Forget workloads finished more than `finished_ttl` ago. `finished_at` is filled
+        in the order workloads finish (a key enters once, and leaves only when forgotten),
+        so the oldest come first and the walk stops at the first one still kept: a pass
+        costs what expires, not every finished workload held."""
+        while self.finished_at:
+            key, at = next(iter(self.finished_at.items()))
+            if now - at <= self.finished_ttl:
+                self._wake_at(at + self.finished_ttl)
+                return
+            expired = self.held.get(key)
+            if expired is not None:
+                self._forget(expired)  # (drops its finished_at entry)
+            self.finished_at.pop(key, None)
 
     def _wake_at(self, when: float) -> None:
         """A status pass is due at `when` (a report held back)."""

@@ -97,6 +97,7 @@ class Agent:
             cycle_min_interval=timings.cycle_min_interval,
             status_interval=timings.status_interval,
             pending_refresh=timings.pending_refresh,
+            finished_ttl=timings.finished_ttl,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,

@@ -50,6 +50,9 @@ class Timings(BaseModel):
     status_interval: float = 1.0
     """At most one report per workload this often when only its pod counts change, or when
     it starts running (a Job that ends sooner goes from Admitted straight to its end)."""
+    finished_ttl: float = 3600.0
+    """How long a finished workload stays held (listed in Hello, its last report re-sent on a
+    redelivered offer) before the agent forgets it."""
     pending_refresh: float = 30.0
     """At most one Pending report per workload this often when only its message changes
     (the amounts in it move with every admission; a new reason is reported at once)."""

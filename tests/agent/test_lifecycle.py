@@ -193,3 +193,22 @@ async def test_a_workload_whose_jobs_someone_deletes_is_reported_failed_and_free
     await hub.offer(offer_for(job_source("next", cpu="2", script="true")))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "next"))
     assert agent.admission.held[f"team-a/{offer.workload.metadata.name}"].finished
+
+
+async def test_a_finished_workload_is_forgotten_once_its_ttl_has_passed_and_not_before(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agents.timings = agents.timings.model_copy(update={"finished_ttl": 1.5})
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("first", script="true")))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "first"))
+    await hub.offer(offer_for(job_source("second", script="sleep 1")))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "second"))
+    held = agent.admission.held
+    assert "team-a/job-second" in held
+    # No other event is due: the agent wakes for the expiry itself, oldest first.
+    await eventually(lambda: "team-a/job-first" not in held, within=5)
+    assert "team-a/job-second" in held
+    await eventually(lambda: "team-a/job-second" not in held, within=5)
+    assert agent.admission.finished_at == {}
