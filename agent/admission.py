@@ -255,7 +255,7 @@ class AdmissionShell:
         await self.observe(priming=True)
 
     async def run(self) -> None:
-        """Handle messages, run a cycle if one is due and a status pass, wait for the next
+        """Handle messages, run a status pass and a cycle if one is due, wait for the next
         event or timer — forever."""
         while True:
             timers = [t for t in (self._cycle_wakeup, self._status_wakeup) if t is not None]
@@ -274,12 +274,15 @@ class AdmissionShell:
         thousands of pending workloads a cycle is the expensive part."""
         while not self._inbox.empty():
             await self.handle(self._inbox.get_nowait())
+        # The status pass first: quota that finished workloads release is free for this
+        # very cycle, not the next one (with short Jobs the difference is a sizeable part
+        # of the quota's time).
+        self._status_wakeup = None
+        await self.observe()
         wakeup = self._cycle_wakeup
         if self._cycle_due or (wakeup is not None and self.clock() >= wakeup):
             self._cycle_due = False
             await self.cycle()
-        self._status_wakeup = None
-        await self.observe()
         await self._flush()
 
     async def handle(self, message: HubMessage) -> None:
@@ -495,6 +498,10 @@ class AdmissionShell:
             await self._evict(ev.workload, ev.reason.value, ev.message)
         for adm in result.admitted:
             self._admit(adm.workload, adm.admission, now)
+        if result.admitted:
+            # Let the materialisations send their creates before the pending pass: the
+            # quota is held from now, so every moment until the Jobs run is quota unused.
+            await asyncio.sleep(0)
         preempting = (self.preempting | set(result.new_preemptors)) - {
             a.workload for a in result.admitted
         }

@@ -212,3 +212,24 @@ async def test_a_finished_workload_is_forgotten_once_its_ttl_has_passed_and_not_
     assert "team-a/job-second" in held
     await eventually(lambda: "team-a/job-second" not in held, within=5)
     assert agent.admission.finished_at == {}
+
+
+async def test_quota_released_by_a_finished_workload_is_used_in_the_same_pass_that_sees_it(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    # A long pause between passes: if the finish were seen after the cycle, the waiting
+    # workload would be admitted one pause later.
+    agents.timings = agents.timings.model_copy(update={"cycle_min_interval": 1.5})
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("big", cpu="2", script="sleep 4")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "big"))
+    await hub.offer(offer_for(job_source("waiting", cpu="1", script="true")))
+    await hub.wait_for(status(WorkloadPhase.PENDING, "waiting"))
+    done = await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "big"))
+    finished_at = next(c for c in done.conditions if c.type == "Finished").last_transition_time
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "waiting"), within=15)
+    waiting = agent.admission.held["team-a/job-waiting"].offer.workload.status
+    assert waiting is not None and finished_at is not None
+    reserved = next(c for c in waiting.conditions if c.type == "QuotaReserved")
+    assert (reserved.last_transition_time - finished_at).total_seconds() < 0.5
