@@ -16,7 +16,8 @@ clock. The cycle is a list of numbered steps, each a named helper:
    is exhausted or blocked, so a deep queue drains in one cycle; and so that "non-borrowing
    first" still holds across those rounds, the rounds run in two phases: heads that fit
    their queue's own nominal quota first, then everyone;
-5. collect pending reasons, queue positions and the next time-based wakeup.
+5. collect pending reasons and the next time-based wakeup; queue positions are computed from
+   the routed queues only when the result is asked for them.
 
 Within a cycle usage only grows (admissions and reservations add; preemption simulation
 restores), so a workload shape that failed in a cluster queue fails again for the rest of
@@ -647,44 +648,18 @@ class _Cycle:
             tried,
         )
 
-    # step 5 -----------------------------------------------------------------------------------
-
-    def _orders(
-        self,
-    ) -> tuple[
-        dict[ClusterQueueName, tuple[WorkloadId, ...]], dict[LocalQueueKey, tuple[WorkloadId, ...]]
-    ]:
-        """Queue positions of the workloads still pending, per cluster and local queue."""
-        pending = self.pending
-        lists: dict[LocalQueueKey, list[WorkloadId]] = {}
-        cq_order: dict[ClusterQueueName, tuple[WorkloadId, ...]] = {}
-        for name, bucket in self.buckets.items():
-            ids: list[WorkloadId] = []
-            for wl in bucket:
-                wid = wl.id
-                if wid in pending:
-                    ids.append(wid)
-                    lst = lists.get(wl.local_queue)
-                    if lst is None:
-                        lst = lists[wl.local_queue] = []
-                    lst.append(wid)
-            cq_order[name] = tuple(ids)
-        return cq_order, {k: tuple(v) for k, v in lists.items()}
-
     def run(self) -> CycleResult:
         self._load_admitted()  # 1
         self._evict()  # 2
         self.buckets = self._route()  # 3
         self._rounds(self.buckets)  # 4
-        queue_order, lq_order = self._orders()  # 5
         return CycleResult(
             now=self.now,
             admitted=tuple(self.admitted),
             preempted=tuple(self.preempted),
             evicted=tuple(self.evicted),
             pending=self.pending,
-            queue_order=queue_order,
-            lq_order=lq_order,
+            routed=self.buckets,  # 5: positions, when asked
             new_preemptors=frozenset(self.new_preemptors),
             nominated=self.nominated,
             next_wakeup=self.wakeup,

@@ -15,7 +15,7 @@ insert per workload, not an object.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.engine.snapshot import (
@@ -24,6 +24,7 @@ from agent.engine.snapshot import (
     FlavorName,
     LocalQueueKey,
     ResourceName,
+    Workload,
     WorkloadId,
 )
 
@@ -221,15 +222,35 @@ class CycleResult:
     preempted: tuple[Preemption, ...] = ()
     evicted: tuple[Eviction, ...] = ()
     pending: Mapping[WorkloadId, PendingReason] = field(default_factory=dict)
-    queue_order: Mapping[ClusterQueueName, tuple[WorkloadId, ...]] = field(default_factory=dict)
-    """Pending workloads of each cluster queue in queue order (position = index)."""
-    lq_order: Mapping[LocalQueueKey, tuple[WorkloadId, ...]] = field(default_factory=dict)
+    routed: Mapping[ClusterQueueName, Sequence[Workload]] = field(default_factory=dict)
+    """The workloads routed to each cluster queue, in queue order; the positions below are
+    computed from it only when asked (the agent's loop never needs them, and over a deep
+    queue they cost a pass per cycle)."""
     new_preemptors: frozenset[WorkloadId] = frozenset()
     """Workloads that issued preemptions this cycle (sticky until admitted)."""
     nominated: Mapping[WorkloadId, Admission] = field(default_factory=dict)
     """Flavor assignment each waiting preemptor reserved, admitted once its victims leave."""
     next_wakeup: float | None = None
     """Earliest future time at which a cycle could decide differently without any event."""
+
+    @property
+    def queue_order(self) -> dict[ClusterQueueName, tuple[WorkloadId, ...]]:
+        """Pending workloads of each cluster queue in queue order (position = index)."""
+        pending = self.pending
+        return {
+            name: tuple(wl.id for wl in bucket if wl.id in pending)
+            for name, bucket in self.routed.items()
+        }
+
+    @property
+    def lq_order(self) -> dict[LocalQueueKey, tuple[WorkloadId, ...]]:
+        """Pending workloads of each local queue in queue order."""
+        lists: dict[LocalQueueKey, list[WorkloadId]] = {}
+        for bucket in self.routed.values():
+            for wl in bucket:
+                if wl.id in self.pending:
+                    lists.setdefault(wl.local_queue, []).append(wl.id)
+        return {key: tuple(ids) for key, ids in lists.items()}
 
     def position(self, workload: WorkloadId) -> tuple[int | None, int | None]:
         """(position in its cluster queue, position in its local queue), 0-based."""
