@@ -123,6 +123,7 @@ class KubeClient:
 
     def __init__(self, api_client: Any) -> None:
         _resolve_proxy_once(api_client)
+        _send_wire_json_as_is(api_client)
         self._api = api_client
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
@@ -344,6 +345,20 @@ class KubeClient:
                 yield line.decode("utf-8", "replace").rstrip("\n")
         finally:
             response.release()
+
+
+def _send_wire_json_as_is(api_client: Any) -> None:
+    """This facade passes only wire JSON (plain dicts of strings, numbers, booleans and
+    lists) where the generated client converts its model objects: a dict goes out as it is.
+    The conversion is a recursive copy of every body, 8 % of the agent's time while it
+    creates hundreds of Jobs a second. Anything else (lists of query parameters) takes the
+    generated client's own path."""
+    convert = api_client.sanitize_for_serialization
+
+    def sanitize(obj: Any) -> Any:
+        return obj if type(obj) is dict else convert(obj)
+
+    api_client.sanitize_for_serialization = sanitize
 
 
 def _resolve_proxy_once(api_client: Any) -> None:
