@@ -5,7 +5,8 @@ structured reason) or reject (an offer that can never be admitted here).
 
 Everything that changes the held workloads happens in one task (`run`), in order: hub
 messages (offers, withdrawals, config) are queued by the hub session and handled here, then
-one admission cycle and one status pass run over the result, so no two handlers ever race.
+one status pass (which frees the quota of finished workloads) and one admission cycle run,
+so no two handlers ever race.
 Materialisation runs in its own tasks (it does I/O); they re-check that the workload is
 still held, at the same generation, before reporting.
 
