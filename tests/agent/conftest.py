@@ -26,6 +26,7 @@ from api.v1alpha1.messages import (
     ConfigSync,
     DispatchOffer,
     Envelope,
+    Hello,
     Payload,
     WorkloadPhase,
     WorkloadStatusReport,
@@ -407,6 +408,13 @@ class AgentRunner:
         await eventually(lambda: agent.ready.is_set() or self.tasks[-1].done())
         if self.tasks[-1].done():
             self.tasks[-1].result()
+        return agent
+
+    async def start_with(self, **timings: float) -> Agent:
+        """An agent with these timings changed, once it has said Hello to the hub."""
+        self.timings = self.timings.model_copy(update=timings)
+        agent = await self.start()
+        await self.hub.wait_for(lambda p: isinstance(p, Hello))
         return agent
 
     async def stop(self) -> None:

@@ -170,9 +170,7 @@ async def test_a_job_that_ends_within_the_status_interval_is_never_reported_runn
     agents: AgentRunner, hub: FakeHub
 ) -> None:
     # Every report is a write at the hub; a short Job's Running would be stale on arrival.
-    agents.timings = agents.timings.model_copy(update={"status_interval": 5.0})
-    await agents.start()
-    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await agents.start_with(status_interval=5.0)
     await hub.offer(offer_for(job_source("brief", script="sleep 0.3")))
     done = await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "brief"), within=20)
     assert done.pods.succeeded == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-from agent.app import Agent
 from agent.k8s.client import KubeClient, Resource
 from api.v1alpha1.messages import (
     Cancel,
@@ -200,7 +199,7 @@ async def test_a_workload_whose_jobs_someone_deletes_is_reported_failed_and_free
 async def test_a_finished_workload_is_forgotten_once_its_ttl_has_passed_and_not_before(
     agents: AgentRunner, hub: FakeHub
 ) -> None:
-    agent = await _started(agents, hub, finished_ttl=1.5)
+    agent = await agents.start_with(finished_ttl=1.5)
     await hub.offer(offer_for(job_source("first", script="true")))
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "first"))
     await hub.offer(offer_for(job_source("second", script="sleep 1")))
@@ -219,7 +218,7 @@ async def test_quota_released_by_a_finished_workload_is_used_in_the_same_pass_th
 ) -> None:
     # A long pause between passes: if the finish were seen after the cycle, the waiting
     # workload would be admitted one pause later.
-    agent = await _started(agents, hub, cycle_min_interval=1.5)
+    agent = await agents.start_with(cycle_min_interval=1.5)
     await hub.offer(offer_for(job_source("big", cpu="2", script="sleep 4")))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "big"))
     await hub.offer(offer_for(job_source("waiting", cpu="1", script="true")))
@@ -231,11 +230,3 @@ async def test_quota_released_by_a_finished_workload_is_used_in_the_same_pass_th
     assert waiting is not None and finished_at is not None
     reserved = next(c for c in waiting.conditions if c.type == "QuotaReserved")
     assert (reserved.last_transition_time - finished_at).total_seconds() < 0.5
-
-
-async def _started(agents: AgentRunner, hub: FakeHub, **timings: float) -> Agent:
-    """An agent with these timings changed, connected to the hub."""
-    agents.timings = agents.timings.model_copy(update=timings)
-    agent = await agents.start()
-    await hub.wait_for(lambda p: isinstance(p, Hello))
-    return agent
