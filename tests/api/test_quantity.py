@@ -75,7 +75,17 @@ quantities = st.builds(
 def test_the_canonical_form_parses_back_to_the_same_quantity(text: str) -> None:
     q = Quantity.parse(text)
     assert Quantity.parse(q.canonical()) == q
-    assert Quantity.parse(q.canonical()).canonical() == q.canonical()
+    if not text.endswith("i"):
+        assert Quantity.parse(q.canonical()).canonical() == q.canonical()
+
+
+def test_a_binary_quantity_no_binary_suffix_divides_is_written_in_bytes_as_kubernetes_does() -> (
+    None
+):
+    # Kubernetes' CanonicalizeBytes prints 531.25Ki as "544000"; read back, that is a
+    # decimal quantity, spelled "544k". The value survives; the spelling follows the format.
+    assert Quantity.parse("531.25Ki").canonical() == "544000"
+    assert Quantity.parse("544000").canonical() == "544k"
 
 
 @given(quantities, quantities)
