@@ -10,6 +10,7 @@ Called by: every api/ model with a resource field, the engine snapshot builders,
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -39,6 +40,9 @@ _QUANTITY_RE = re.compile(
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 _NANO = Fraction(1, 10**9)
+# Suffixes from the largest factor down, the order canonical() tries them in.
+_BINARY_DESCENDING = tuple(sorted(_BINARY.items(), key=lambda kv: kv[1], reverse=True))
+_DECIMAL_DESCENDING = tuple(sorted(_DECIMAL.items(), key=lambda kv: kv[1], reverse=True))
 
 
 class QuantityError(ValueError):
@@ -52,7 +56,7 @@ class Quantity:
     "500m" == "0.5". Values below one nano-unit round up, as in Kubernetes.
     """
 
-    __slots__ = ("_binary", "_value")
+    __slots__ = ("_binary", "_text", "_value")
 
     def __init__(self, value: Fraction | int, *, binary: bool = False) -> None:
         frac = Fraction(value)
@@ -63,6 +67,7 @@ class Quantity:
             frac = Fraction(ceil) * _NANO
         self._value = frac
         self._binary = binary
+        self._text: str | None = None  # canonical(), computed once: every dump writes it
 
     # construction -------------------------------------------------------------------------
 
@@ -81,6 +86,10 @@ class Quantity:
             return cls.parse(repr(text))
         if not isinstance(text, str):
             raise QuantityError(f"quantities must be strings or numbers, not {type(text).__name__}")
+        return _parse_text(text)
+
+    @classmethod
+    def _from_text(cls, text: str) -> Quantity:
         match = _QUANTITY_RE.match(text.strip())
         if not match or text != text.strip():
             raise QuantityError(
@@ -176,6 +185,11 @@ class Quantity:
         Binary-written values keep binary suffixes while they stay integral in bytes; everything
         else uses decimal SI suffixes, down to nano. parse(canonical()) always equals self.
         """
+        if self._text is None:
+            self._text = self._spell()
+        return self._text
+
+    def _spell(self) -> str:
         value = self._value
         if value == 0:
             return "0"
@@ -183,11 +197,11 @@ class Quantity:
         magnitude = abs(value)
         if self._binary and magnitude.denominator == 1:
             whole = magnitude.numerator
-            for suffix, bfactor in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+            for suffix, bfactor in _BINARY_DESCENDING:
                 if whole % bfactor == 0 and whole >= bfactor:
                     return f"{sign}{whole // bfactor}{suffix}"
             return f"{sign}{whole}"
-        for suffix, dfactor in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]):
+        for suffix, dfactor in _DECIMAL_DESCENDING:
             mantissa = magnitude / dfactor
             if mantissa.denominator == 1 and mantissa >= 1:
                 return f"{sign}{mantissa.numerator}{suffix}"
@@ -214,6 +228,13 @@ class Quantity:
                 lambda q: q.canonical(), when_used="always"
             ),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Quantity:
+    """Parsed once per distinct spelling: every pod and report repeats the same few ("100m",
+    "64Mi"), and a Quantity is immutable, so sharing one is safe. Errors are not cached."""
+    return Quantity._from_text(text)
 
 
 def parse_quantity(text: str | int | float) -> Quantity:
