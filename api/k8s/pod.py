@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
 from api.errors import FieldError, Path
 from api.k8s.core import LabelSelector, Toleration
@@ -91,22 +91,11 @@ class CompactModel(StrictModel):
     would bury what the user wrote (in qctl output and in the objects agents create).
     Empty values that mean something (`emptyDir: {}`, a None-defaulted field) are kept, and
     decoding the compact form gives back an equal object.
-    """
 
-    @model_serializer(mode="wrap")
-    def _omit_empty_defaults(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> Any:
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        for name, field in type(self).model_fields.items():
-            if field.default_factory not in (list, dict):
-                continue
-            key = field.alias if info.by_alias and field.alias else name
-            if key in data and data[key] in ([], {}):
-                del data[key]
-        return data
+    The rule itself is StrictModel's field-level `exclude_if`, applied in pydantic's core:
+    a Python model serializer here cost a pass over every field of every nested model on
+    every dump (17 % of the hub's CPU when dispatching).
+    """
 
 
 Opaque = dict[str, Any]
