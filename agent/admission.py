@@ -490,7 +490,12 @@ class AdmissionShell:
 
     async def cycle(self) -> CycleResult:
         now = self.clock()
-        result = schedule(self.snapshot(), now)
+        # The engine is pure and the snapshot immutable, so the cycle runs in a worker
+        # thread: with thousands pending it takes tens of milliseconds, and in the loop it
+        # would hold up every Job create, watch event and hub message for that long. The GIL
+        # still hands the loop a turn every few milliseconds meanwhile; nothing the cycle
+        # reads changes, because only this task changes the held workloads.
+        result = await asyncio.to_thread(schedule, self.snapshot(), now)
         self.cycles += 1
         self._cycle_wakeup = result.next_wakeup
         for victim in result.preempted:
