@@ -76,7 +76,7 @@ def bind_pod(registry: ObjectRegistry, pod: JsonObject, node: str) -> JsonObject
     stamp = now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def bind(new: JsonObject) -> None:
-        new["spec"]["nodeName"] = node
+        new["spec"] = {**new["spec"], "nodeName": node}  # replaced: the spec is shared
         status = new.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
         conditions.append(
@@ -90,7 +90,9 @@ def bind_pod(registry: ObjectRegistry, pod: JsonObject, node: str) -> JsonObject
         status["conditions"] = conditions
 
     meta = pod["metadata"]
-    return registry.mutate(registry.pods, meta["namespace"], meta["name"], bind)
+    return registry.mutate(
+        registry.pods, meta["namespace"], meta["name"], bind, touches=("status",)
+    )
 
 
 # -- logs -------------------------------------------------------------------------------------

@@ -571,7 +571,7 @@ class JobController(QueueController[tuple[str, str]]):
             else:
                 new["metadata"].pop("finalizers", None)
 
-        self.registry.mutate(self.pods, meta["namespace"], meta["name"], drop_finalizer)
+        self.registry.mutate(self.pods, meta["namespace"], meta["name"], drop_finalizer, touches=())
 
     def _write_status(self, job: JsonObject, status: dict[str, Any]) -> None:
         if status == job.get("status"):
@@ -581,7 +581,7 @@ class JobController(QueueController[tuple[str, str]]):
         def set_status(new: JsonObject) -> None:
             new["status"] = status
 
-        self.registry.mutate(self.jobs, meta["namespace"], meta["name"], set_status)
+        self.registry.mutate(self.jobs, meta["namespace"], meta["name"], set_status, touches=())
 
     def _schedule_ttl(self, job: JsonObject, status: dict[str, Any], current: dt.datetime) -> None:
         ttl = job["spec"].get("ttlSecondsAfterFinished")

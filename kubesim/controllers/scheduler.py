@@ -316,7 +316,9 @@ class Scheduler(QueueController[tuple[str, str]]):
             status["conditions"] = conditions
 
         meta = pod["metadata"]
-        updated = self.registry.mutate(self.pods, meta["namespace"], meta["name"], mark)
+        updated = self.registry.mutate(
+            self.pods, meta["namespace"], meta["name"], mark, touches=("status",)
+        )
         if updated is not None:
             self.registry.record_event(
                 updated,

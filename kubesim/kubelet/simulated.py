@@ -214,7 +214,7 @@ class SimulatedRuntime:
             if phase is not None:
                 pod["status"]["phase"] = phase
 
-        self.registry.mutate(self.kubelet.pods, sim.namespace, sim.name, write)
+        self.registry.mutate(self.kubelet.pods, sim.namespace, sim.name, write, touches=("status",))
 
     def hold(self, pod: JsonObject, sim: _SimPod) -> None:
         """Keep the pod Pending with its containers waiting for the annotated reason."""
