@@ -374,6 +374,9 @@ class Workload:
     shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
     """Everything flavor assignment and preemption read: equal shapes fare equally."""
     shape_hash: int = field(init=False, repr=False, compare=False)
+    queued_here_at: float = field(init=False, repr=False, compare=False)
+    """Since when it waits in this cluster's queue (preemption protection compares
+    admissions against it): a workload may wait at the hub before it is offered here."""
 
     def __post_init__(self) -> None:
         # Precomputed once per workload object, so a cycle over 50,000 pending workloads
@@ -400,18 +403,14 @@ class Workload:
         )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "shape_hash", hash(shape))
+        arrived, queued = self.arrived_at, self.queue_timestamp
+        object.__setattr__(
+            self, "queued_here_at", queued if arrived is None or arrived < queued else arrived
+        )
 
     @property
     def queue_timestamp(self) -> float:
         return self.created_at if self.requeued_at is None else self.requeued_at
-
-    @property
-    def queued_here_at(self) -> float:
-        """Since when it waits in this cluster's queue (preemption protection compares
-        admissions against it): a workload may wait at the hub before it is offered here."""
-        arrived = self.arrived_at
-        queued = self.queue_timestamp
-        return queued if arrived is None or arrived < queued else arrived
 
 
 # --------------------------------------------------------------------------------------------
