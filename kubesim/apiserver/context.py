@@ -8,11 +8,11 @@ booleans the way apimachinery does. Used by `kubesim.apiserver.handlers`,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic_core
 from aiohttp import web
 
 from kubesim.apiserver.registry import ObjectRegistry
@@ -64,7 +64,7 @@ def json_response(
     body: Any, *, status: int = 200, warnings: list[str] | None = None
 ) -> web.Response:
     response = web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        body=pydantic_core.to_json(body),
         status=status,
         content_type="application/json",
     )

@@ -7,7 +7,7 @@ batch. Its start position follows the apiserver: RV unset or "0" replays current
 ADDED, RV N replays history after N (or answers an ERROR 410 ExpiredError frame and closes when N
 was compacted), `sendInitialEvents` ends the replay with the initial-events-end bookmark.
 Frames for plain JSON reuse the store event's cached serialisation, so fan-out to many
-watchers costs one `json.dumps` per change. `WatchHub` tracks live streams so the admin hook
+watchers costs one encoding per change. `WatchHub` tracks live streams so the admin hook
 can drop them all. Called by the list handler in `kubesim.apiserver.handlers`.
 """
 
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic_core
 from aiohttp import web
 
 from kubesim.apiserver.selectors import FieldSelector, LabelSelector
@@ -192,7 +192,7 @@ class WatchStream:
 
 
 def _frame(type_: str, payload: Any) -> bytes:
-    return json.dumps({"type": type_, "object": payload}, separators=(",", ":")).encode() + b"\n"
+    return pydantic_core.to_json({"type": type_, "object": payload}) + b"\n"
 
 
 class WatchHub:
