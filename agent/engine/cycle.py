@@ -433,7 +433,7 @@ class _Cycle:
                     cached = self.failed.get((name, wl.shape_hash))
                     if (
                         cached is not None
-                        and cached[0] == wl.shape
+                        and (cached[0] is wl.shape or cached[0] == wl.shape)
                         and wl.queued_here_at >= cached[1]
                         and not strict
                     ):

@@ -169,3 +169,11 @@ def test_a_head_waiting_for_its_victims(strict: bool, code: PendingCode) -> None
     assert [p.victim for p in result.preempted] == ["default/victim"]
     assert admitted_ids(result) == []
     assert reason_of(result, "small").code is code
+
+
+def test_workloads_that_ask_alike_share_one_shape_so_a_cycle_tells_them_alike_by_identity() -> None:
+    first = wl("first").queue("q").request("cpu", "1").created(1).build()
+    second = wl("second").queue("q").request("cpu", "1").created(2).build()
+    bigger = wl("bigger").queue("q").request("cpu", "2").created(3).build()
+    assert first.shape is second.shape
+    assert bigger.shape != first.shape
