@@ -129,6 +129,14 @@ def pending_report_due(
     return last.pending_message != reason.message and now - last_reported_at >= refresh
 
 
+def pause_after_pass(started: float, finished: float, min_interval: float) -> float:
+    """How long the loop waits after a pass before it may start the next: passes start at
+    most every `min_interval` (events meanwhile are coalesced into one pass), counted from
+    the start of a pass, so a pass that took longer is followed at once. Counting from its
+    end would leave quota released during a long pass idle for one more interval."""
+    return max(0.0, started + min_interval - finished)
+
+
 class Reporter(Protocol):
     def report(self, payload: WorkloadStatusReport | OfferRejected) -> None: ...
 
@@ -258,6 +266,7 @@ class AdmissionShell:
     async def run(self) -> None:
         """Handle messages, run a status pass and a cycle if one is due, wait for the next
         event or timer — forever."""
+        loop = asyncio.get_running_loop()
         while True:
             timers = [t for t in (self._cycle_wakeup, self._status_wakeup) if t is not None]
             timeout = max(0.0, min(timers) - self.clock()) if timers else None
@@ -266,8 +275,9 @@ class AdmissionShell:
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
             self._wake.clear()
+            started = loop.time()
             await self.step()
-            await asyncio.sleep(self.cycle_min_interval)
+            await asyncio.sleep(pause_after_pass(started, loop.time(), self.cycle_min_interval))
 
     async def step(self) -> None:
         """One pass. A cycle runs only when admission can have changed — a hub message,
