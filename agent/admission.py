@@ -524,34 +524,21 @@ class AdmissionShell:
         self._snapshot_changed |= preempting ^ self.preempting
         self.preempting = preempting
         reported_at = self._pending_reported_at
-        last_reports = self.last_reports
-        # This pass visits every pending workload every cycle, so it is kept lean: workloads
-        # that fail alike share one reason object, whose rejection is worked out once, and a
-        # reason already reported word for word is passed over without a call.
-        rejections: dict[int, RejectReason | None] = {}
         for wid, reason in result.pending.items():
             held = self.held.get(wid)
             if held is None or held.phase is not WorkloadPhase.PENDING:
                 continue
-            shared = id(reason)
-            if shared in rejections:
-                rejected = rejections[shared]
-            else:
-                rejected = rejections[shared] = rejection(reason)
+            rejected = rejection(reason)
             if rejected is not None:
                 self._reject(held.key, held.generation, rejected, reason.message)
                 self._forget(held)
                 continue
-            last = last_reports.get(wid)
-            if (
-                last is not None
-                and last.pending_message == reason.message
-                and last.pending_reason == reason.code
-                and last.phase is WorkloadPhase.PENDING
-            ):
-                continue  # reported already, word for word
             if not pending_report_due(
-                last, reason, reported_at.get(wid, 0.0), now, self.pending_refresh
+                self.last_reports.get(wid),
+                reason,
+                reported_at.get(wid, 0.0),
+                now,
+                self.pending_refresh,
             ):
                 continue
             reported_at[wid] = now
