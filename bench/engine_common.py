@@ -150,6 +150,10 @@ class Stats:
     lost_cpu_seconds: float = 0.0
     engine_seconds: float = 0.0
     first_admit: dict[WorkloadId, float] = field(default_factory=dict)
+    last_admit: dict[WorkloadId, float] = field(default_factory=dict)
+    """Each workload's latest admission: Kueue's harness measures time to admission to it
+    (its recorder overwrites the time on every transition to Admitted, so a preempted
+    workload counts until it is admitted again)."""
     usage_integral: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     makespan: float = 0.0
 
@@ -244,6 +248,7 @@ class Simulation:
                 self.running_cpu[adm.admission.cluster_queue] += wl.pod_sets[0].requests[CPU]
                 stats.admissions += 1
                 stats.first_admit.setdefault(adm.workload, t)
+                stats.last_admit[adm.workload] = t
                 gen = self.generation[adm.workload]
                 runtime = self.klass[adm.workload].runtime
                 heapq.heappush(events, (round(t + runtime, 6), seq, "finish", adm.workload, gen))
@@ -261,8 +266,11 @@ class Simulation:
     def report(self, wall: float) -> dict[str, object]:
         stats = self.stats
         per_class: dict[str, list[float]] = defaultdict(list)
-        for wid, at in stats.first_admit.items():
+        for wid, at in stats.last_admit.items():
             per_class[self.klass[wid].name].append(at - self.created[wid])
+        first_per_class: dict[str, list[float]] = defaultdict(list)
+        for wid, at in stats.first_admit.items():
+            first_per_class[self.klass[wid].name].append(at - self.created[wid])
         makespan = stats.makespan
         usage = {
             cq: stats.usage_integral[cq] / (self.shape.nominal_cpu * 1000 * makespan)
@@ -292,8 +300,12 @@ class Simulation:
             "decisions_per_second": round(stats.decisions / stats.engine_seconds)
             if stats.engine_seconds
             else None,
+            # As Kueue's harness measures it: to the last admission.
             "avg_time_to_admission_ms": {
                 k: round(1000 * sum(v) / len(v), 1) for k, v in sorted(per_class.items())
+            },
+            "avg_time_to_first_admission_ms": {
+                k: round(1000 * sum(v) / len(v), 1) for k, v in sorted(first_per_class.items())
             },
             "never_admitted": len(self.arrivals) - len(stats.first_admit),
             "makespan_s": round(makespan, 3),

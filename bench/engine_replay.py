@@ -14,6 +14,10 @@ after its queue refilled with mediums preempts them, and they start over. The
 1 s (a workload admitted less than that long before its preemptor was queued is not
 preempted); "baseline-min-admit" runs all three, to compare the makespan and what it costs
 the large class in time to admission.
+
+Time to admission is measured as Kueue's harness measures it: from creation to the
+workload's last admission, so a preempted workload counts until it is admitted again
+(`avg_time_to_first_admission_ms` gives the first admission beside it).
 """
 
 from __future__ import annotations

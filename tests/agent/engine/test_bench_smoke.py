@@ -43,6 +43,22 @@ def test_a_replay_runs_a_cycle_when_a_protection_ends_without_any_other_event() 
     assert stats.lost_cpu_seconds == 8.0
 
 
+def test_a_replay_counts_a_preempted_workloads_time_to_admission_to_its_last_admission() -> None:
+    # As Kueue's harness does: "low" is admitted at 0.5, preempted at 2.5 and admitted again
+    # at 3.0 when high-1 finishes, so its time to admission is 3 s, not 0.5 s.
+    classes = (
+        WorkloadClass("high", 2, 1.0, 0.5, 100, 4),
+        WorkloadClass("low", 1, 1.0, 10.0, 0, 4),
+    )
+    sim = Simulation(
+        Shape(cohorts=1, queues_per_cohort=1, classes=classes, nominal_cpu=4, min_admit_seconds=2)
+    )
+    sim.run()
+    report = sim.report(0.0)
+    assert report["avg_time_to_admission_ms"] == {"high": 750.0, "low": 3000.0}
+    assert report["avg_time_to_first_admission_ms"] == {"high": 750.0, "low": 500.0}
+
+
 @pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
