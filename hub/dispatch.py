@@ -655,17 +655,16 @@ class Dispatcher:
             and entry.workload.status is not None
             and entry.workload.status.dispatch_generation == report.generation
         )
-        if (
+        queued_there = (
             report.phase is WorkloadPhase.PENDING
             and current
             and cluster in self.offers.get(key, {})
-        ):
+        )
+        if queued_there:
             # Answered, and queued there: the offer stays open (no timeout, no re-offer)
             # until the cluster admits, rejects or loses it; it holds no quota meanwhile.
             self._queued.setdefault(key, set()).add(cluster)
             self._unassume(cluster, key)
-        else:
-            self._close_offer(key, cluster)
         if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
             self._drop_assumed(key)
             # Done with dispatching: forget its bookkeeping (a long-lived hub must not grow).
@@ -681,9 +680,16 @@ class Dispatcher:
             wl, withdraw = transitions.apply_report(wl, cluster, report, now)
             return wl
 
-        written = await self._update_cached(key, entry, change) if entry else None
-        if written is None:
-            written = await self._update(key, change)
+        try:
+            written = await self._update_cached(key, entry, change) if entry else None
+            if written is None:
+                written = await self._update(key, change)
+        finally:
+            if not queued_there:
+                # Closed once the answer is written, not before: until then the mirror
+                # still shows the workload unbound, and a dispatch cycle in between would
+                # offer it again (and lose the write race to this answer).
+                self._close_offer(key, cluster)
         if written is None and key not in self.state.workloads:
             # The user deleted it meanwhile: the cluster must let it go.
             self._send(
@@ -707,7 +713,6 @@ class Dispatcher:
     async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
         key = message.workload
         now = self.clock()
-        self._close_offer(key, cluster)
         self._unassume(cluster, key)
         entry = self.state.workloads.get(key)
         if (
@@ -715,13 +720,19 @@ class Dispatcher:
             and entry.workload.status
             and (entry.workload.status.dispatch_generation != message.generation)
         ):
+            self._close_offer(key, cluster)
             return
-        await self._update(
-            key,
-            lambda wl: transitions.mark_offer_failed(
-                wl, cluster, f"Rejected:{message.reason.value}", message.message, now
-            ),
-        )
+
+        def change(wl: Workload) -> Workload:
+            reason = f"Rejected:{message.reason.value}"
+            return transitions.mark_offer_failed(wl, cluster, reason, message.message, now)
+
+        try:
+            written = await self._update_cached(key, entry, change) if entry else None
+            if written is None:
+                await self._update(key, change)
+        finally:
+            self._close_offer(key, cluster)  # after the write, as in on_status
         self.wake()
 
     def on_capacity(self, cluster: str, report: CapacityReport) -> None:

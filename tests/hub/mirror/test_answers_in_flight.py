@@ -1,0 +1,120 @@
+"""An agent's answer to an offer closes the offer only once the answer is written: until then
+the mirror still shows the workload unbound, and the dispatcher must not offer it again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.v1alpha1.messages import (
+    OfferRejected,
+    RejectReason,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.workload import Admission
+from hub import transitions
+from hub.auth import TokenAuthority
+from hub.dispatch import Dispatcher
+from hub.fleet import Fleet
+from hub.objects import ObjectRepository
+from hub.state import HubState
+from hub.store.base import Revision, StoredObject
+from hub.store.sqlite import SqliteStore
+from tests.hub.mirror.test_hub_state import _workload, eventually
+
+KEY = "team/a"
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+class HeldWrites:
+    """Holds every store update until released, so a test can look while one is in flight."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.original = store.update
+        self.release = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def update(self, key: str, value: Any, *, expected: Revision | None) -> StoredObject:
+        self.waiting.set()
+        await self.release.wait()
+        return await self.original(key, value, expected=expected)
+
+
+@pytest.fixture
+async def offered(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, Dispatcher]]:
+    """A workload offered to cluster east (generation 1), the offer open at the dispatcher."""
+    store = await SqliteStore.open(tmp_path / "hub.db")
+    state = HubState(store)
+    task = asyncio.create_task(state.run())
+    await state.synced.wait()
+    await store.create(f"/workloads/{KEY}", _workload("a"))
+    await eventually(lambda: KEY in state.workloads)
+    dispatcher = Dispatcher(
+        state, Fleet(ObjectRepository(store), TokenAuthority(), secrets_dir=None)
+    )
+    offer = partial(transitions.mark_offered, clusters=["east"], generation=1, now=T0)
+    assert await dispatcher._update_cached(KEY, state.workloads[KEY], offer) is not None
+    dispatcher.offers[KEY] = {"east": T0}
+    yield store, dispatcher
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await store.close()
+
+
+async def _while_written(
+    store: SqliteStore, dispatcher: Dispatcher, answer: Callable[[], Coroutine[Any, Any, None]]
+) -> list[str]:
+    """Run `answer` with its write held; return the keys the dispatcher would place meanwhile."""
+    held = HeldWrites(store)
+    store.update = held.update  # type: ignore[method-assign]
+    answering = asyncio.create_task(answer())
+    await held.waiting.wait()
+    placeable = [key for key, _ in dispatcher._pending()]
+    held.release.set()
+    await answering
+    store.update = held.original  # type: ignore[method-assign]
+    return placeable
+
+
+async def test_an_admission_being_written_keeps_the_workload_from_being_offered_again(
+    offered: tuple[SqliteStore, Dispatcher],
+) -> None:
+    store, dispatcher = offered
+    admitted = WorkloadStatusReport(
+        workload=KEY,
+        generation=1,
+        phase=WorkloadPhase.ADMITTED,
+        admission=Admission(cluster_queue="q"),
+    )
+    placeable = await _while_written(
+        store, dispatcher, lambda: dispatcher.on_status("east", admitted)
+    )
+    assert placeable == []
+    assert KEY not in dispatcher.offers  # answered: closed once written
+    assert KEY not in [key for key, _ in dispatcher._pending()]  # bound to east
+    assert (await store.get(f"/workloads/{KEY}")).value["status"]["clusterName"] == "east"
+
+
+async def test_a_rejection_being_written_keeps_the_workload_back_until_it_is_written(
+    offered: tuple[SqliteStore, Dispatcher],
+) -> None:
+    store, dispatcher = offered
+    rejected = OfferRejected(
+        workload=KEY, generation=1, reason=RejectReason.INADMISSIBLE, message="no GPUs here"
+    )
+    placeable = await _while_written(
+        store, dispatcher, lambda: dispatcher.on_rejected("east", rejected)
+    )
+    assert placeable == []
+    # Written, the offer is closed and the workload may go elsewhere.
+    assert [key for key, _ in dispatcher._pending()] == [KEY]
+    reasons = (await store.get(f"/workloads/{KEY}")).value["status"]["clusterPendingReasons"]
+    assert [(r["cluster"], r["reason"]) for r in reasons] == [("east", "Rejected:Inadmissible")]
