@@ -8,6 +8,8 @@ to change one calls `clone` first and hands the copy back to the store. Used by 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import math
 import secrets
 from typing import Any
 
@@ -50,7 +52,14 @@ def rfc3339(moment: dt.datetime | None = None) -> str:
 
 
 def format_time(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(math.floor(moment.timestamp()))
+
+
+@functools.lru_cache(maxsize=4)
+def _format_second(second: int) -> str:
+    # Controllers stamp many objects within one second: strftime on each was over 4 % of
+    # kubesim's CPU in federation_dispatch.
+    return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str) -> dt.datetime:
