@@ -55,7 +55,7 @@ from agent.engine.flavors import (
 from agent.engine.gang import largest_admissible, reducible_pod_set
 from agent.engine.ordering import entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
-from agent.engine.preemption import Candidate, Preemptor, Protected, Target
+from agent.engine.preemption import Preemptor, Protected, Target
 from agent.engine.quota import QuotaTree
 from agent.engine.result import (
     Admit,
@@ -149,21 +149,38 @@ class _Cycle:
     # step 1 -----------------------------------------------------------------------------------
 
     def _load_admitted(self) -> None:
+        # Every cycle walks every admitted workload, so this loop stays lean: usage is summed
+        # per queue and put on the tree once per queue (the same usage as adding workload by
+        # workload: what a node passes up to its parent depends only on its total), and
+        # preemption candidates are built only for the queues a search looks at.
         tree = self.tree
-        by_cq: dict[str, list[Candidate]] = {}
+        by_cq: dict[str, list[Workload]] = {}
+        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
+        evicting: set[str] = set()
         for wl in self.running:
             adm = wl.admission
             assert adm is not None
-            node = tree.cqs.get(adm.cluster_queue)
-            if node is None:
-                continue
-            usage = adm.total
-            tree.add_usage(node, usage)
-            by_cq.setdefault(adm.cluster_queue, []).append(
-                Candidate(wl, adm.cluster_queue, node, usage)
-            )
+            name = adm.cluster_queue
+            members = by_cq.get(name)
+            if members is None:
+                if name not in tree.cqs:
+                    continue
+                members = by_cq[name] = []
+                totals[name] = {}
+            members.append(wl)
+            total = totals[name]
+            for fr, amount in adm.total.items():
+                total[fr] = total.get(fr, 0) + amount
+            if wl.evicting:
+                evicting.add(name)
+        for name, total in totals.items():
+            tree.add_usage(tree.cqs[name], total)
         self.preemptor = Preemptor(
-            tree=tree, cq_specs=self.snap.cluster_queues, by_cq=by_cq, now=self.now
+            tree=tree,
+            cq_specs=self.snap.cluster_queues,
+            admitted=by_cq,
+            evicting_cqs=evicting,
+            now=self.now,
         )
 
     # step 2 -----------------------------------------------------------------------------------

@@ -121,11 +121,13 @@ class Preemptor:
     """Victim search over the admitted workloads of one cycle."""
 
     __slots__ = (
+        "admitted",
         "borrowing",
         "by_cq",
         "cq_specs",
         "evicting_cqs",
         "members",
+        "now",
         "shielded",
         "taken",
         "tree",
@@ -136,30 +138,51 @@ class Preemptor:
         *,
         tree: QuotaTree,
         cq_specs: Mapping[ClusterQueueName, ClusterQueue],
-        by_cq: Mapping[str, list[Candidate]],
+        admitted: Mapping[str, list[Workload]],
+        evicting_cqs: set[str],
         now: float,
     ) -> None:
         self.tree = tree
         self.cq_specs = cq_specs
-        self.by_cq = by_cq
-        for name, cands in by_cq.items():
-            cands.sort(key=_KEY)
-            spec = cq_specs.get(ClusterQueueName(name))
-            min_admit = spec.preemption.min_admit_seconds if spec is not None else 0.0
-            if min_admit > 0:
-                for c in cands:
-                    admitted = c.wl.admitted_at
-                    # Being evicted, it runs no more: nothing left to protect.
-                    if not c.evicting and admitted is not None and admitted + min_admit > now:
-                        c.protected_until = admitted + min_admit
-        self.evicting_cqs = {name for name, cands in by_cq.items() if cands and cands[0].evicting}
+        self.admitted = admitted
+        """The admitted workloads by cluster queue (their usage is on `tree` already)."""
+        self.by_cq: dict[str, list[Candidate]] = {}
+        """The candidates of the queues a search looked at, in preemption order: built the
+        first time, so a cycle that preempts nothing never builds or sorts any."""
+        self.evicting_cqs = evicting_cqs
+        """Queues with a workload being evicted."""
+        self.now = now
         self.taken: set[str] = set()
+        """Victims already chosen this cycle: nobody else may count on them."""
         self.shielded = 0
         """How many times a candidate was set aside for protection (this cycle): a search that
         set none aside did not depend on the preemptor's queueing time."""
-        """Victims already chosen this cycle: nobody else may count on them."""
         self.members: dict[int, list[QuotaNode]] = {}
         self.borrowing: dict[tuple[int, tuple[FlavorResource, ...]], set[QuotaNode]] = {}
+
+    def _queue(self, name: str) -> list[Candidate]:
+        """The admitted workloads of one cluster queue as candidates, in preemption order."""
+        cands = self.by_cq.get(name)
+        if cands is not None:
+            return cands
+        cq = ClusterQueueName(name)
+        node = self.tree.cqs[cq]
+        cands = []
+        for wl in self.admitted.get(name, ()):
+            assert wl.admission is not None
+            cands.append(Candidate(wl, cq, node, wl.admission.total))
+        cands.sort(key=_KEY)
+        spec = self.cq_specs.get(cq)
+        min_admit = spec.preemption.min_admit_seconds if spec is not None else 0.0
+        if min_admit > 0:
+            now = self.now
+            for c in cands:
+                admitted = c.wl.admitted_at
+                # Being evicted, it runs no more: nothing left to protect.
+                if not c.evicting and admitted is not None and admitted + min_admit > now:
+                    c.protected_until = admitted + min_admit
+        self.by_cq[name] = cands
+        return cands
 
     # candidates -----------------------------------------------------------------------------
 
@@ -233,7 +256,7 @@ class Preemptor:
         others: list[Candidate] = []
         own: list[Candidate] = []
         within = policy.within_cluster_queue
-        for c in self.by_cq.get(cq.name, ()):
+        for c in self._queue(cq.name):
             if c.wl.id in taken or not c.uses(needed):
                 continue
             if c.evicting:
@@ -262,7 +285,7 @@ class Preemptor:
         members.discard(node)
         for member in members:
             borrowing = member in borrowers
-            for c in self.by_cq.get(member.name, ()):
+            for c in self._queue(member.name):
                 if not (c.evicting or borrowing):
                     # Only evicting workloads of a queue that is not borrowing count; they
                     # are sorted first, so the rest of this queue can be skipped.
