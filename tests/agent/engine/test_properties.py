@@ -4,12 +4,13 @@ admitting then finishing a workload restores usage exactly."""
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.engine.apply import apply_result, finish
-from agent.engine.cycle import schedule
+from agent.engine.cycle import _Cycle, schedule
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.snapshot import Snapshot, WorkloadId
 from tests.builders import CohortBuilder, CQBuilder, WorkloadBuilder, cohort, cq, snapshot, wl
@@ -159,6 +160,32 @@ def _usage(snap: Snapshot) -> dict[str, dict[object, int]]:
             fr: v for fr, v in node.usage.items() if v
         }
     return out
+
+
+@PROPS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_usage_added_as_one_sum_per_queue_equals_usage_added_workload_by_workload(
+    snap: Snapshot, rnd: random.Random
+) -> None:
+    # A cycle puts each queue's summed usage on the tree at once: what a node passes up to
+    # its parent depends only on its total, so the order and grouping of additions cannot
+    # matter. Checked against adding workload by workload, in a random order.
+    admitted = apply_result(snap, schedule(snap, 1.0))
+    one_by_one = QuotaTree(admitted.cluster_queues, admitted.cohorts)
+    workloads = [w for w in admitted.workloads.values() if w.admission is not None]
+    rnd.shuffle(workloads)
+    for w in workloads:
+        assert w.admission is not None
+        if w.admission.cluster_queue in one_by_one.cqs:
+            one_by_one.add_usage(one_by_one.cqs[w.admission.cluster_queue], w.admission.total)
+    summed = _Cycle(admitted, 2.0)
+    summed._load_admitted()
+
+    def usage(tree: QuotaTree) -> dict[str, dict[object, int]]:
+        nodes = [*tree.cqs.values(), *tree.cohorts.values()]
+        return {n.name: {fr: v for fr, v in n.usage.items() if v} for n in nodes}
+
+    assert usage(summed.tree) == usage(one_by_one)
 
 
 def test_add_then_remove_usage_is_exact_at_every_level() -> None:
