@@ -5,7 +5,8 @@ Only classified transient errors are retried — `K8sConnectionError`, `K8sServe
 `HubUnreachableError` for the hub session. Conflicts, validation errors and the rest are not
 retried: callers re-read and recompute. Every attempt is logged as "attempt n/N".
 
-Called by: agent.k8s.client (writes and lists), agent.hubclient (reconnect loop).
+Called by: agent.k8s.client (writes and lists, through `k8s_call`), agent.hubclient
+(reconnect loop).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from agent.errors import (
     K8sTooManyRequestsError,
 )
 
-__all__ = ["K8S_TRANSIENT", "call", "hub_reconnect", "k8s_transient"]
+__all__ = ["K8S_TRANSIENT", "call", "hub_reconnect", "k8s_call", "k8s_transient"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,38 @@ def hub_reconnect(*, initial: float = 0.5, maximum: float = 30.0) -> AsyncRetryi
         before_sleep=_log_attempt("hub session", None),
         reraise=True,
     )
+
+
+async def k8s_call(
+    name: str,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    initial: float = 0.2,
+    maximum: float = 5.0,
+) -> T:
+    """Run `fn` under `k8s_transient(name, ...)`, building the policy only when needed.
+
+    Nearly every Kubernetes call succeeds at once, and a tenacity policy per call (built,
+    iterated, then left as cyclic garbage of some 50 objects) cost about 16 µs a call. So
+    the first attempt runs bare; if it fails transiently, the policy takes over with that
+    failure as its attempt 1, so attempts are counted, logged and spaced as they would be
+    had the policy run from the start.
+    """
+    try:
+        return await fn()
+    except K8S_TRANSIENT as exc:
+        first: BaseException | None = exc
+
+    async def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failure, first = first, None
+            raise failure
+        return await fn()
+
+    policy = k8s_transient(name, attempts=attempts, initial=initial, maximum=maximum)
+    return await call(policy, attempt)
 
 
 async def call(policy: AsyncRetrying, fn: Callable[[], Awaitable[T]]) -> T:

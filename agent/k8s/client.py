@@ -162,7 +162,7 @@ class KubeClient:
                 response.release()
             return from_json(data) if data else {}
 
-        return await retry.call(retry.k8s_transient(name), once)
+        return await retry.k8s_call(name, once)
 
     def _list_fn(
         self, resource: Resource, namespace: str | None
