@@ -46,11 +46,13 @@ class Held:
     offered_at: float = 0.0
     job_names: list[str] = field(default_factory=list)
     """The Jobs materialisation made (empty until they all exist)."""
+    key: str = field(init=False)
+    """namespace/name: how the hub and the agent name the workload (set once: every pass
+    looks it up for every workload it touches)."""
 
-    @property
-    def key(self) -> str:
+    def __post_init__(self) -> None:
         meta = self.offer.workload.metadata
-        return f"{meta.namespace or 'default'}/{meta.name}"
+        self.key = f"{meta.namespace or 'default'}/{meta.name}"
 
     @property
     def generation(self) -> int:
