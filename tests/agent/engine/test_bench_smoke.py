@@ -26,26 +26,10 @@ def test_a_tiny_replay_admits_everything_within_quota() -> None:
     assert_within_quota(sim.snapshot)
 
 
-def test_a_replay_runs_a_cycle_when_a_protection_ends_without_any_other_event() -> None:
-    # One queue of 4 CPU. "low" is admitted at 0.5 when high-0 finishes and would run until
-    # 10.5; high-1 arrives at 1.0 but low is protected for 2 s, until 2.5.
-    classes = (
-        WorkloadClass("high", 2, 1.0, 0.5, 100, 4),
-        WorkloadClass("low", 1, 1.0, 10.0, 0, 4),
-    )
-    sim = Simulation(
-        Shape(cohorts=1, queues_per_cohort=1, classes=classes, nominal_cpu=4, min_admit_seconds=2)
-    )
-    stats = sim.run()
-    assert stats.first_admit[WorkloadId("cq-0-0-low-0")] == 0.5
-    assert stats.first_admit[WorkloadId("cq-0-0-high-1")] == 2.5
-    assert (stats.preemptions, stats.wakeup_cycles) == (1, 1)
-    assert stats.lost_cpu_seconds == 8.0
-
-
-def test_a_replay_counts_a_preempted_workloads_time_to_admission_to_its_last_admission() -> None:
-    # As Kueue's harness does: "low" is admitted at 0.5, preempted at 2.5 and admitted again
-    # at 3.0 when high-1 finishes, so its time to admission is 3 s, not 0.5 s.
+def _protected_low_priority_replay() -> Simulation:
+    """One queue of 4 CPU. "low" is admitted at 0.5 when high-0 finishes and would run until
+    10.5; high-1 arrives at 1.0 but low is protected for 2 s, until 2.5, when high-1 preempts
+    it; low is admitted again at 3.0 when high-1 finishes."""
     classes = (
         WorkloadClass("high", 2, 1.0, 0.5, 100, 4),
         WorkloadClass("low", 1, 1.0, 10.0, 0, 4),
@@ -54,7 +38,21 @@ def test_a_replay_counts_a_preempted_workloads_time_to_admission_to_its_last_adm
         Shape(cohorts=1, queues_per_cohort=1, classes=classes, nominal_cpu=4, min_admit_seconds=2)
     )
     sim.run()
-    report = sim.report(0.0)
+    return sim
+
+
+def test_a_replay_runs_a_cycle_when_a_protection_ends_without_any_other_event() -> None:
+    stats = _protected_low_priority_replay().stats
+    assert stats.first_admit[WorkloadId("cq-0-0-low-0")] == 0.5
+    assert stats.first_admit[WorkloadId("cq-0-0-high-1")] == 2.5
+    assert (stats.preemptions, stats.wakeup_cycles) == (1, 1)
+    assert stats.lost_cpu_seconds == 8.0
+
+
+def test_a_replay_counts_a_preempted_workloads_time_to_admission_to_its_last_admission() -> None:
+    # As Kueue's harness does: "low" is admitted at 0.5, preempted at 2.5 and admitted again
+    # at 3.0, so its time to admission is 3 s, not 0.5 s.
+    report = _protected_low_priority_replay().report(0.0)
     assert report["avg_time_to_admission_ms"] == {"high": 750.0, "low": 3000.0}
     assert report["avg_time_to_first_admission_ms"] == {"high": 750.0, "low": 500.0}
 

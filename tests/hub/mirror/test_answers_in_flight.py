@@ -4,10 +4,9 @@ the mirror still shows the workload unbound, and the dispatcher must not offer i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,16 +19,11 @@ from api.v1alpha1.messages import (
 )
 from api.v1alpha1.workload import Admission
 from hub import transitions
-from hub.auth import TokenAuthority
 from hub.dispatch import Dispatcher
-from hub.fleet import Fleet
-from hub.objects import ObjectRepository
-from hub.state import HubState
 from hub.store.base import Revision, StoredObject
 from hub.store.sqlite import SqliteStore
-from tests.hub.mirror.test_hub_state import _workload, eventually
+from tests.hub.mirror.conftest import KEY
 
-KEY = "team/a"
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
 
@@ -49,24 +43,13 @@ class HeldWrites:
 
 
 @pytest.fixture
-async def offered(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, Dispatcher]]:
+async def offered(dispatcher: tuple[SqliteStore, Dispatcher]) -> tuple[SqliteStore, Dispatcher]:
     """A workload offered to cluster east (generation 1), the offer open at the dispatcher."""
-    store = await SqliteStore.open(tmp_path / "hub.db")
-    state = HubState(store)
-    task = asyncio.create_task(state.run())
-    await state.synced.wait()
-    await store.create(f"/workloads/{KEY}", _workload("a"))
-    await eventually(lambda: KEY in state.workloads)
-    dispatcher = Dispatcher(
-        state, Fleet(ObjectRepository(store), TokenAuthority(), secrets_dir=None)
-    )
+    store, d = dispatcher
     offer = partial(transitions.mark_offered, clusters=["east"], generation=1, now=T0)
-    assert await dispatcher._update_cached(KEY, state.workloads[KEY], offer) is not None
-    dispatcher.offers[KEY] = {"east": T0}
-    yield store, dispatcher
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await store.close()
+    assert await d._update_cached(KEY, d.state.workloads[KEY], offer) is not None
+    d.offers[KEY] = {"east": T0}
+    return store, d
 
 
 async def _while_written(

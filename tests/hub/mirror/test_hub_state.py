@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from hub import transitions
 from hub.state import HubState
@@ -52,18 +49,6 @@ FINISHED = {
         }
     ]
 }
-
-
-@pytest.fixture
-async def mirror(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, HubState]]:
-    store = await SqliteStore.open(tmp_path / "hub.db")
-    state = HubState(store)
-    task = asyncio.create_task(state.run())
-    await state.synced.wait()
-    yield store, state
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await store.close()
 
 
 async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:

@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from hub.auth import TokenAuthority
 from hub.dispatch import WAITING_REFRESH_SECONDS, Dispatcher
-from hub.fleet import Fleet
-from hub.objects import ObjectRepository
-from hub.state import HubState
 from hub.store.sqlite import SqliteStore
-from tests.hub.mirror.test_hub_state import _workload, eventually
+from tests.hub.mirror.conftest import KEY
 
-KEY = "team/a"
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def dispatcher(tmp_path: Path) -> AsyncIterator[tuple[SqliteStore, Dispatcher]]:
-    store = await SqliteStore.open(tmp_path / "hub.db")
-    state = HubState(store)
-    task = asyncio.create_task(state.run())
-    await state.synced.wait()
-    await store.create(f"/workloads/{KEY}", _workload("a"))
-    await eventually(lambda: KEY in state.workloads)
-    fleet = Fleet(ObjectRepository(store), TokenAuthority(), secrets_dir=None)
-    yield store, Dispatcher(state, fleet)
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    await store.close()
 
 
 async def _waiting(store: SqliteStore) -> dict[str, Any]:
