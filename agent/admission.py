@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import heapq
 import logging
 import re
 import time
@@ -204,6 +205,13 @@ class AdmissionShell:
         """When a held-back report is due."""
         self._recheck: set[str] = set()
         """Workloads the next status pass must look at even if nothing of theirs changed."""
+        self._look_again: list[tuple[float, str]] = []
+        """(when, key), a heap: workloads to look at again at a time even if nothing of theirs
+        changed — a report held back, pods settling. Not on every pass before: with passes
+        every 50 ms and reports held back for a second, that was some 18 looks at a workload
+        in the dispatch burst where 6 see every change."""
+        self._look_again_at: dict[str, float] = {}
+        """The time each key's entry in `_look_again` is for (older entries are stale)."""
         self._settling: dict[str, float] = {}
         """Finished per their Jobs, waiting for their pods to show it too: since when."""
         self._seen_jobs: set[str] = set()
@@ -662,6 +670,7 @@ class AdmissionShell:
         # up by key, so a pass costs what changed, not what is held.
         relisted, owners = self.inventory.take_changes()
         recheck, self._recheck = self._recheck, set()
+        recheck.update(self._due_for_another_look(now))
         if priming or relisted:
             candidates = list(self.held.values())
         else:
@@ -702,8 +711,7 @@ class AdmissionShell:
                 # (briefly), so the final report carries every pod's count and exit code.
                 since = self._settling.setdefault(held.key, now)
                 if now - since < _SETTLE_SECONDS:
-                    self._wake_at(since + _SETTLE_SECONDS)
-                    self._recheck.add(held.key)
+                    self._look_again_later(held.key, since + _SETTLE_SECONDS)
                     continue
             if not report_changed(last, obs):
                 continue
@@ -718,8 +726,7 @@ class AdmissionShell:
             if debounced and last is not None and last.observed_at is not None:
                 due = last.observed_at.timestamp() + self.status_interval
                 if now < due:
-                    self._wake_at(due)
-                    self._recheck.add(held.key)
+                    self._look_again_later(held.key, due)
                     continue
             held.phase = obs.phase
             conditions = []
@@ -771,6 +778,27 @@ class AdmissionShell:
             if expired is not None:
                 self._forget(expired)  # (drops its finished_at entry)
             self.finished_at.pop(key, None)
+
+    def _look_again_later(self, key: str, when: float) -> None:
+        """Look at `key` in the first status pass at or after `when` (or sooner, if its Jobs
+        or pods change)."""
+        if self._look_again_at.get(key) != when:
+            self._look_again_at[key] = when
+            heapq.heappush(self._look_again, (when, key))
+        self._wake_at(when)
+
+    def _due_for_another_look(self, now: float) -> set[str]:
+        """The keys whose time to be looked at again has come; keeps a wake-up for the next."""
+        due: set[str] = set()
+        heap = self._look_again
+        while heap and heap[0][0] <= now:
+            when, key = heapq.heappop(heap)
+            if self._look_again_at.get(key) == when:
+                del self._look_again_at[key]
+                due.add(key)
+        if heap:
+            self._wake_at(heap[0][0])  # (a stale entry at worst wakes a pass early)
+        return due
 
     def _wake_at(self, when: float) -> None:
         """A status pass is due at `when` (a report held back)."""

@@ -3,6 +3,12 @@ the flavor injected, run, reported; rejected or kept pending when it must be."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from agent import admission
+from agent import status as status_module
 from agent.k8s.client import KubeClient, Resource
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
@@ -164,6 +170,39 @@ async def test_pod_events_alone_run_no_admission_cycle(agents: AgentRunner, hub:
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "quiet-cycles"), within=20)
     # Pods started, became ready and succeeded in between: none of it can change admission.
     assert agent.admission.cycles - before <= 1
+
+
+async def test_a_held_back_report_is_looked_at_again_when_due_not_on_every_pass(
+    agents: AgentRunner, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Running waits out the status interval after Admitted. Passes in between (in a busy
+    # cluster other workloads' events make them frequent) must not look at it every time.
+    agent = await agents.start_with(status_interval=3.0)
+    offer = offer_for(job_source("steady", script="sleep 30"))
+    await hub.offer(offer)
+    name = offer.workload.metadata.name
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, name))
+
+    def running() -> bool:
+        pods = agent.inventory.workload_pods("team-a", name)
+        return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+    await eventually(running)
+    await agent.admission.observe()  # seen running: its report is held back now
+    looks = 0
+    real_observe = status_module.observe
+
+    def counting_observe(**kwargs: Any) -> Any:
+        nonlocal looks
+        looks += 1
+        return real_observe(**kwargs)
+
+    monkeypatch.setattr(admission, "observe", counting_observe)
+    for _ in range(20):
+        await agent.admission.observe()
+    assert looks <= 2  # (its pod may still turn ready meanwhile)
+    report = await hub.wait_for(status(WorkloadPhase.RUNNING, name), within=10)
+    assert report.pods.running == 1
 
 
 async def test_a_job_that_ends_within_the_status_interval_is_never_reported_running(
