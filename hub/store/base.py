@@ -271,11 +271,15 @@ MAX_VALUE_BYTES = 1024 * 1024
 one Kubernetes-shaped object (Kubernetes itself stops near 1.5 MiB per object)."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""Built once: json.dumps with any non-default option builds an encoder per call."""
+
+
 def encode_value(key: str, value: JsonObject) -> bytes:
     """The stored form: compact UTF-8 JSON. `TypeError` for non-JSON values, `TooLarge`."""
     if not isinstance(value, dict):
         raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
-    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    data = _ENCODER.encode(value)
     encoded = data.encode()
     if len(encoded) > MAX_VALUE_BYTES:
         raise TooLarge(key, size=len(encoded))
