@@ -246,6 +246,10 @@ class ResourceRoutes:
         return web.json_response(deleted)
 
 
+_WATCH_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""Built once: json.dumps with options builds an encoder per call, i.e. per watch event."""
+
+
 async def _send(response: web.StreamResponse, event_type: str, obj: Mapping[str, Any]) -> None:
-    line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
+    line = _WATCH_ENCODER.encode({"type": event_type, "object": obj}) + "\n"
     await response.write(line.encode())
