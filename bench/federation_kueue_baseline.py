@@ -34,6 +34,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -250,17 +251,15 @@ async def replay(fed: DevFederation, scale: float, min_admit_seconds: int) -> di
         watching.cancel()
         cpu_after, own_after = meter.sample(), time.process_time()
     wall = end - start
-    per_class: dict[str, list[float]] = {}
-    first_per_class: dict[str, list[float]] = {}
-    for name, t in submitted.items():
-        if name in watcher.admitted:
-            per_class.setdefault(classes[name].name, []).append(watcher.admitted[name] - t)
-            first = watcher.first_admitted[name] - t
-            first_per_class.setdefault(classes[name].name, []).append(first)
-    overhead: dict[str, list[float]] = {}
-    for name, held in watcher.held_quota.items():
-        if name in classes:
-            overhead.setdefault(classes[name].name, []).append(held - classes[name].runtime)
+
+    def average_ms(seconds: dict[str, float], since: Callable[[str], float]) -> dict[str, int]:
+        """Per class, the average of `seconds[name] - since(name)` in milliseconds."""
+        by_class: dict[str, list[float]] = {}
+        for name, at in seconds.items():
+            if name in classes:
+                by_class.setdefault(classes[name].name, []).append(at - since(name))
+        return {cls: round(1000 * sum(v) / len(v)) for cls, v in sorted(by_class.items())}
+
     cpu_seconds = sum(classes[n].cpu * classes[n].runtime for n in watcher.finished if n in classes)
     nominal = COHORTS * QUEUES_PER_COHORT * NOMINAL_CPU
     return {
@@ -276,17 +275,11 @@ async def replay(fed: DevFederation, scale: float, min_admit_seconds: int) -> di
             )
             for cls in sorted({c.name for c in classes.values()})
         },
-        "avg_time_to_admission_ms": {
-            name: round(1000 * sum(v) / len(v)) for name, v in sorted(per_class.items())
-        },
-        "avg_time_to_first_admission_ms": {
-            name: round(1000 * sum(v) / len(v)) for name, v in sorted(first_per_class.items())
-        },
+        "avg_time_to_admission_ms": average_ms(watcher.admitted, submitted.__getitem__),
+        "avg_time_to_first_admission_ms": average_ms(watcher.first_admitted, submitted.__getitem__),
         # Quota held beyond the class's runtime: Job creation, pod scheduling and start,
         # completion seen by the agent and reported (the harness Kueue uses has none of it).
-        "avg_quota_overhead_ms": {
-            name: round(1000 * sum(v) / len(v)) for name, v in sorted(overhead.items())
-        },
+        "avg_quota_overhead_ms": average_ms(watcher.held_quota, lambda name: classes[name].runtime),
         # CPU seconds each process spent during the run (2 cores: at most 2 × wall in all);
         # "bench" is this client, which submits and watches.
         "cpu_s": {
