@@ -19,7 +19,7 @@ from kubesim.apiserver.registry import DeleteOptions, ObjectRegistry
 from kubesim.apiserver.validation import decode_body
 from kubesim.errors import BadRequestError, ConflictError
 from kubesim.logs import ContainerLog
-from kubesim.objects import JsonObject, now, parse_time
+from kubesim.objects import JsonObject, now, parse_time, rfc3339
 
 __all__ = ["bind", "bind_pod", "evict", "logs"]
 
@@ -73,7 +73,7 @@ async def evict(ctx: ApiContext, request: web.Request, target: Target) -> web.Re
 
 def bind_pod(registry: ObjectRegistry, pod: JsonObject, node: str) -> JsonObject | None:
     """Set spec.nodeName and PodScheduled=True (the scheduler and the binding subresource)."""
-    stamp = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339()
 
     def bind(new: JsonObject) -> None:
         new["spec"] = {**new["spec"], "nodeName": node}  # replaced: the spec is shared
