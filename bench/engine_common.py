@@ -124,7 +124,8 @@ def arrivals(shape: Shape, cqs: dict[ClusterQueueName, ClusterQueue]) -> list[Ar
     for name in cqs:
         for k in shape.classes:
             for i in range(k.count):
-                at = round(i * k.interval, 6)
+                # Kueue's generator waits one interval before each creation.
+                at = round((i + 1) * k.interval, 6)
                 wl = Workload(
                     id=WorkloadId(f"{name}-{k.name}-{i}"),
                     namespace=Namespace("default"),
@@ -283,7 +284,7 @@ class Simulation:
             * self.shape.queues_per_cohort
         )
         capacity = self.shape.queues_per_cohort * self.shape.nominal_cpu
-        span = max((k.count - 1) * k.interval + k.runtime for k in self.shape.classes)
+        span = max(k.count * k.interval + k.runtime for k in self.shape.classes)
         ideal = max(demand / capacity, span)
         values = sorted(usage.values())
         return {

@@ -27,9 +27,10 @@ def test_a_tiny_replay_admits_everything_within_quota() -> None:
 
 
 def _protected_low_priority_replay() -> Simulation:
-    """One queue of 4 CPU. "low" is admitted at 0.5 when high-0 finishes and would run until
-    10.5; high-1 arrives at 1.0 but low is protected for 2 s, until 2.5, when high-1 preempts
-    it; low is admitted again at 3.0 when high-1 finishes."""
+    """One queue of 4 CPU; each class's first workload arrives one interval in, at 1.0. "low"
+    is admitted at 1.5 when high-0 finishes and would run until 11.5; high-1 arrives at 2.0
+    but low is protected for 2 s, until 3.5, when high-1 preempts it; low is admitted again
+    at 4.0 when high-1 finishes."""
     classes = (
         WorkloadClass("high", 2, 1.0, 0.5, 100, 4),
         WorkloadClass("low", 1, 1.0, 10.0, 0, 4),
@@ -43,15 +44,15 @@ def _protected_low_priority_replay() -> Simulation:
 
 def test_a_replay_runs_a_cycle_when_a_protection_ends_without_any_other_event() -> None:
     stats = _protected_low_priority_replay().stats
-    assert stats.first_admit[WorkloadId("cq-0-0-low-0")] == 0.5
-    assert stats.first_admit[WorkloadId("cq-0-0-high-1")] == 2.5
+    assert stats.first_admit[WorkloadId("cq-0-0-low-0")] == 1.5
+    assert stats.first_admit[WorkloadId("cq-0-0-high-1")] == 3.5
     assert (stats.preemptions, stats.wakeup_cycles) == (1, 1)
     assert stats.lost_cpu_seconds == 8.0
 
 
 def test_a_replay_counts_a_preempted_workloads_time_to_admission_to_its_last_admission() -> None:
-    # As Kueue's harness does: "low" is admitted at 0.5, preempted at 2.5 and admitted again
-    # at 3.0, so its time to admission is 3 s, not 0.5 s.
+    # As Kueue's harness does: "low" arrives at 1.0, is admitted at 1.5, preempted at 3.5
+    # and admitted again at 4.0, so its time to admission is 3 s, not 0.5 s.
     report = _protected_low_priority_replay().report(0.0)
     assert report["avg_time_to_admission_ms"] == {"high": 750.0, "low": 3000.0}
     assert report["avg_time_to_first_admission_ms"] == {"high": 750.0, "low": 500.0}
