@@ -138,7 +138,6 @@ class Dispatcher:
     _assumed_totals: dict[str, dict[tuple[str, str], dict[str, int]]] = field(default_factory=dict)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     cycles: int = 0
-    _last_members: frozenset[str] = frozenset()
     _offer_modes: dict[str, str] = field(default_factory=dict)
     _expiry_checked: datetime | None = None
     # key → clusters that answered an open offer with Pending: queued there, not timed out.
@@ -234,27 +233,22 @@ class Dispatcher:
     # --- step 2: lost clusters ----------------------------------------------------------------
 
     async def _handle_lost(self, now: datetime) -> None:
-        known = self.fleet.clusters
-        members_ok = all(c.connected for c in known.values())
-        if members_ok and self._bound_clusters_known(known):
-            return  # nobody is lost: skip the walk over every workload
-        for key, entry in list(self.state.workloads.items()):
-            st = entry.workload.status
-            if st is None or transitions.is_finished(entry.workload):
-                continue
-            for cluster in [c for c in [st.cluster_name, *st.nominated_cluster_names] if c]:
-                state = self.fleet.get(cluster)
-                timeout = state.loss_timeout_seconds if state else 0.0
-                lost_for = state.lost_for(now) if state else float("inf")
-                if state is not None and (state.connected or lost_for < timeout):
+        # Only the clusters that hold unfinished work are looked at, and only their work
+        # (the mirror indexes it by cluster): a cluster down for hours must not make every
+        # cycle walk every workload of the fleet.
+        for cluster in [c for c in self.state.by_cluster if self._let_go_of(c, now)]:
+            state = self.fleet.get(cluster)
+            message = (
+                f"cluster {cluster} was lost {int(state.lost_for(now))}s ago"
+                if state is not None
+                else f"cluster {cluster} is no longer a member"
+            )
+            for key in list(self.state.by_cluster.get(cluster, ())):
+                entry = self.state.workloads.get(key)
+                if entry is None or entry.workload.status is None:
                     continue
-                message = (
-                    f"cluster {cluster} was lost {int(lost_for)}s ago"
-                    if state is not None
-                    else f"cluster {cluster} is no longer a member"
-                )
                 self._close_offer(key, cluster)
-                if st.cluster_name == cluster:
+                if entry.workload.status.cluster_name == cluster:
                     await self._update(
                         key,
                         partial(
@@ -273,14 +267,13 @@ class Dispatcher:
                         ),
                     )
 
-    def _bound_clusters_known(self, known: Mapping[str, object]) -> bool:
-        # Cheap check that no workload points at a cluster that left the fleet; recomputed
-        # only when membership changed since the last look.
-        names = frozenset(known)
-        if names == self._last_members:
+    def _let_go_of(self, cluster: str, now: datetime) -> bool:
+        """The cluster left the fleet, or has been lost for its whole loss timeout: its
+        workloads may now run elsewhere."""
+        state = self.fleet.get(cluster)
+        if state is None:
             return True
-        self._last_members = names
-        return False
+        return not state.connected and state.lost_for(now) >= state.loss_timeout_seconds
 
     # --- steps 3-7 ----------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ older than what the mirror holds is then skipped.
 Workloads are the hot path: a status write changes only `status` and `metadata`, so an event
 whose spec equals the mirrored one re-parses just those and shares the parsed spec (specs are
 never changed in place). The mirror also keeps `pending`, the keys of workloads still waiting
-for a cluster, so the dispatch loop does not walk finished and bound work every cycle.
+for a cluster, so the dispatch loop does not walk finished and bound work every cycle, and
+`by_cluster`, the unfinished workloads bound or offered to each cluster, so that letting go
+of a lost cluster's work looks at that work alone.
 
 Called by: hub.app (starts it), hub.dispatch, hub.sessions, hub.config_push, hub.http.
 """
@@ -32,7 +34,7 @@ from hub import transitions
 from hub.store import base as store_base
 from hub.store.base import Event, EventType, Revision, Store, StoredObject
 
-__all__ = ["HubState", "WorkloadEntry"]
+__all__ = ["HubState", "WorkloadEntry", "clusters_of"]
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +70,27 @@ def is_pending(wl: Workload) -> bool:
     return not transitions.is_finished(wl)
 
 
+def clusters_of(wl: Workload) -> tuple[str, ...]:
+    """The clusters an unfinished workload is bound to or offered to (none once finished)."""
+    st = wl.status
+    if st is None or transitions.is_finished(wl):
+        return ()
+    if st.cluster_name:
+        if not st.nominated_cluster_names:
+            return (st.cluster_name,)
+        return tuple(dict.fromkeys((st.cluster_name, *st.nominated_cluster_names)))
+    return tuple(dict.fromkeys(st.nominated_cluster_names))
+
+
 @dataclass
 class HubState:
     store: Store
     config: dict[str, dict[str, Object]] = field(default_factory=dict)
     workloads: dict[str, WorkloadEntry] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
+    # cluster → keys of unfinished workloads bound to it or offered to it (nominated).
+    by_cluster: dict[str, set[str]] = field(default_factory=dict)
+    _clusters_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Sources submitted through this hub and not offered yet: the first offer takes its
     # source from here instead of reading the store. Bounded; the store has them all.
     fresh_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -184,12 +201,29 @@ class HubState:
             self.pending.add(key)
         else:
             self.pending.discard(key)
+        clusters = clusters_of(workload) if workload is not None else ()
+        before = self._clusters_of.get(key, ())
+        if clusters == before:
+            return
+        for cluster in before:
+            keys = self.by_cluster[cluster]
+            keys.discard(key)
+            if not keys:
+                del self.by_cluster[cluster]
+        for cluster in clusters:
+            self.by_cluster.setdefault(cluster, set()).add(key)
+        if clusters:
+            self._clusters_of[key] = clusters
+        else:
+            del self._clusters_of[key]
 
     def _replace_all(self, items: tuple[StoredObject, ...]) -> None:
         old_workloads = self.workloads
         self.config = {}
         self.workloads = {}
         self.pending = set()
+        self.by_cluster = {}
+        self._clusters_of = {}
         for stored in items:
             parsed = self._parse(stored)
             if parsed is None:
