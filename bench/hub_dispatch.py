@@ -9,11 +9,13 @@ it sustains, the figure that bounds a federation whose agents run in their own c
 `bench.federation_dispatch` measures the whole path with real agents and clusters.
 
     .venv/bin/python -m bench.hub_dispatch [--workloads 2000] [--paced 1000] [--rate 200]
+        [--clusters 3] [--absent 0]
 
 Phases as in `bench.federation_dispatch`: a burst of submissions from 32 concurrent clients
 (submit rate, dispatch rate = admitted on a cluster per second until the last one), then a
 paced run (submit→admitted p50/p99 as seen on the hub's watch). Each phase reports the hub's
-CPU milliseconds per workload. Prints one JSON object.
+CPU milliseconds per workload. `--absent N` registers N more member clusters whose agents
+never connect, as when a cluster is down. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -143,7 +145,9 @@ class PeerAgent:
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
     meter = CpuMeter(fed)
     async with aiohttp.ClientSession() as session, HubClient(fed.context, timeout=60) as client:
-        peers = [PeerAgent(n, fed.url, fed.agent_token(n)) for n in fed.names]
+        # Absent members are registered but their agents never connect (a cluster down).
+        present = fed.names[: len(fed.names) - args.absent]
+        peers = [PeerAgent(n, fed.url, fed.agent_token(n)) for n in present]
         tasks = [asyncio.create_task(p.run(session)) for p in peers]
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
@@ -172,15 +176,26 @@ def main() -> int:
     parser.add_argument("--paced", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument(
+        "--absent",
+        type=int,
+        default=0,
+        help="how many more member clusters are registered whose agents never connect",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hub-") as scratch:
-        fed = DevFederation(Path(scratch), clusters=args.clusters, nodes=50, port=0)
+        fed = DevFederation(Path(scratch), clusters=args.clusters + args.absent, nodes=50, port=0)
         try:
             fed.start_hub_only()
             result = asyncio.run(measure(fed, args))
         finally:
             fed.stop()
-    out = {"benchmark": "hub_dispatch", "clusters": args.clusters, **result}
+    out = {
+        "benchmark": "hub_dispatch",
+        "clusters": args.clusters,
+        "absent_clusters": args.absent,
+        **result,
+    }
     json.dump(out, sys.stdout, indent=2)
     print()
     return 0
