@@ -58,7 +58,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     PreferredTerm,
 )
-from hub.state import HubState, WorkloadEntry
+from hub.state import HubState, WorkloadEntry, clusters_of
 from hub.store import base as store_base
 from hub.store.base import Revision
 
@@ -149,6 +149,20 @@ class Dispatcher:
     _views: list[ClusterView] | None = None
     # key → (reason, message, when) of the last Waiting condition written.
     _waiting_written: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
+    # Fleet usage per global queue, kept up to date as workloads change instead of summed
+    # over every workload each cycle: the totals, what each placed workload adds to them
+    # (global queue, requests), the keys to count again, and the configuration generation
+    # the counts were made under (None: not counted, no fleet quota anywhere).
+    _usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    _usage_of: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
+    _usage_stale: set[str] = field(default_factory=set)
+    _usage_generation: int | None = None
+
+    def __post_init__(self) -> None:
+        self.state.on_indexed.append(self._workload_changed)
+
+    def _workload_changed(self, key: str) -> None:
+        self._usage_stale.add(key)  # counted again before the next placement
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -363,26 +377,44 @@ class Dispatcher:
         )
 
     def _fleet_usage(self) -> dict[str, dict[str, int]]:
-        """Per global queue, what its bound and offered workloads request."""
-        usage: dict[str, dict[str, int]] = {}
+        """Per global queue, what its bound and offered workloads request (a copy the cycle
+        adds its own offers to)."""
         if not any(
             isinstance(gq, GlobalQueue) and gq.spec.fleet_quota
             for gq in self.state.objects(GlobalQueue)
         ):
-            return usage  # no fleet quota anywhere: nothing to count
-        for entry in self.state.workloads.values():
-            wl = entry.workload
-            st = wl.status
-            if st is None or transitions.is_finished(wl):
-                continue
-            if not (st.cluster_name or st.nominated_cluster_names):
-                continue
-            route = self.route(wl)
-            if isinstance(route, Route) and route.global_queue is not None:
-                bucket = usage.setdefault(route.global_queue.name, {})
-                for resource, amount in workload_requests(wl).items():
-                    bucket[resource] = bucket.get(resource, 0) + amount
-        return usage
+            # No fleet quota anywhere: nothing to count, nothing to keep.
+            self._usage_generation = None
+            self._usage, self._usage_of, self._usage_stale = {}, {}, set()
+            return {}
+        if self._usage_generation != self.state.config_generation:
+            # Queues, tenants or cluster sets changed, so routes may have: count afresh.
+            self._usage_generation = self.state.config_generation
+            self._usage, self._usage_of = {}, {}
+            self._usage_stale = set(self.state.placed())
+        stale, self._usage_stale = self._usage_stale, set()
+        for key in stale:
+            self._count_usage(key)
+        return {gq: dict(resources) for gq, resources in self._usage.items()}
+
+    def _count_usage(self, key: str) -> None:
+        """Take the workload's old share out of the fleet usage and put its current one in."""
+        old = self._usage_of.pop(key, None)
+        if old is not None:
+            bucket = self._usage[old[0]]
+            for resource, amount in old[1].items():
+                bucket[resource] -= amount
+        entry = self.state.workloads.get(key)
+        if entry is None or not clusters_of(entry.workload):
+            return  # gone, finished, or not placed anywhere
+        route = self.route(entry.workload)
+        if not isinstance(route, Route) or route.global_queue is None:
+            return
+        share = (route.global_queue.name, workload_requests(entry.workload))
+        self._usage_of[key] = share
+        bucket = self._usage.setdefault(share[0], {})
+        for resource, amount in share[1].items():
+            bucket[resource] = bucket.get(resource, 0) + amount
 
     def _fleet_quota_reason(
         self, route: Route, requests: Mapping[str, int], usage: dict[str, dict[str, int]]

@@ -101,6 +101,12 @@ class HubState:
     on_workload: list[Callable[[str, Workload | None, Workload | None], None]] = field(
         default_factory=list
     )
+    # Called with a workload's key whenever the mirror's entry for it changes, including the
+    # hub's own writes put in by `remember` (which `on_workload` hears of only later).
+    on_indexed: list[Callable[[str], None]] = field(default_factory=list)
+    # Counts configuration changes (and relists): whatever was derived from the
+    # configuration is stale once it moves.
+    config_generation: int = 0
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -196,7 +202,13 @@ class HubState:
         self._index(key, workload)
         return workload
 
+    def placed(self) -> list[str]:
+        """Keys of the unfinished workloads bound or offered to some cluster."""
+        return list(self._clusters_of)
+
     def _index(self, key: str, workload: Workload | None) -> None:
+        for listener in self.on_indexed:
+            listener(key)
         if workload is not None and is_pending(workload):
             self.pending.add(key)
         else:
@@ -285,6 +297,7 @@ class HubState:
         self._notify_config(plural)
 
     def _notify_config(self, plural: str) -> None:
+        self.config_generation += 1
         for listener in self.on_config:
             listener(plural)
 

@@ -204,6 +204,67 @@ async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTes
     await west.close()
 
 
+def global_queue(fleet_cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "multiq.dev/v1alpha1",
+        "kind": "GlobalQueue",
+        "metadata": {"name": "vision"},
+        "spec": {"clusterSet": "all", "fleetQuota": {"cpu": fleet_cpu}},
+    }
+
+
+async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes_or_it_grows(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, "0", "8")
+    await hub.apply(
+        {
+            "apiVersion": "multiq.dev/v1alpha1",
+            "kind": "ClusterSet",
+            "metadata": {"name": "all"},
+            "spec": {"clusters": ["east", "west"]},
+        },
+        global_queue("4"),
+    )
+    first, second = await submit(hub, "first"), await submit(hub, "second")  # 2 CPUs each
+    for key in (first, second):
+        offer = await west.expect(DispatchOffer)
+        assert offer.workload.key() == key
+        await west.send(
+            report(key, 1, WorkloadPhase.ADMITTED, admission=Admission(cluster_queue="team-vision"))
+        )
+
+    async def waiting(key: str) -> str | None:
+        wl = await workload(hub, key)
+        for c in wl.get("status", {}).get("conditions", []):
+            if c["type"] == "QuotaReserved" and c["reason"] == "FleetQuotaExceeded":
+                return str(c["message"])
+        return None
+
+    third = await submit(hub, "third")
+    assert await eventually(lambda: waiting(third)) == (
+        "fleet quota of GlobalQueue vision for cpu is 4, 4 in use, the workload needs 2"
+    )
+    # The first finishes: its share of the fleet quota is free again.
+    await west.send(report(first, 1, WorkloadPhase.SUCCEEDED))
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == third
+
+    fourth = await submit(hub, "fourth")
+    assert await eventually(lambda: waiting(fourth)) == (
+        "fleet quota of GlobalQueue vision for cpu is 4, 4 in use, the workload needs 2"
+    )
+    # The quota grows: the usage is counted under the new configuration.
+    _, gq = await hub.call("GET", f"{API}/globalqueues/vision")
+    gq["spec"]["fleetQuota"] = {"cpu": "6"}
+    status, reply = await hub.call("PUT", f"{API}/globalqueues/vision", body=gq)
+    assert status == 200, reply
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == fourth
+    await east.close()
+    await west.close()
+
+
 async def test_the_only_cluster_that_can_run_a_workload_gets_it_queued_and_keeps_it(
     hub: HubUnderTest,
 ) -> None:
