@@ -9,13 +9,14 @@ it sustains, the figure that bounds a federation whose agents run in their own c
 `bench.federation_dispatch` measures the whole path with real agents and clusters.
 
     .venv/bin/python -m bench.hub_dispatch [--workloads 2000] [--paced 1000] [--rate 200]
-        [--clusters 3] [--absent 0]
+        [--clusters 3] [--absent 0] [--fleet-quota CPU]
 
 Phases as in `bench.federation_dispatch`: a burst of submissions from 32 concurrent clients
 (submit rate, dispatch rate = admitted on a cluster per second until the last one), then a
 paced run (submit→admitted p50/p99 as seen on the hub's watch). Each phase reports the hub's
 CPU milliseconds per workload. `--absent N` registers N more member clusters whose agents
-never connect, as when a cluster is down. Prints one JSON object.
+never connect, as when a cluster is down; `--fleet-quota CPU` puts a fleet quota on the
+default GlobalQueue. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import aiohttp
 
 from api.quantity import Quantity
+from api.v1alpha1.federation import GlobalQueue
 from api.v1alpha1.messages import (
     CapacityReport,
     DispatchOffer,
@@ -149,6 +151,10 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
         present = fed.names[: len(fed.names) - args.absent]
         peers = [PeerAgent(n, fed.url, fed.agent_token(n)) for n in present]
         tasks = [asyncio.create_task(p.run(session)) for p in peers]
+        if args.fleet_quota:
+            gq = await client.get(GlobalQueue, "default", None)
+            gq["spec"]["fleetQuota"] = {"cpu": args.fleet_quota}
+            await client.replace(GlobalQueue, gq)
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
         await asyncio.sleep(1.5)  # sessions up and capacity known
@@ -182,6 +188,12 @@ def main() -> int:
         default=0,
         help="how many more member clusters are registered whose agents never connect",
     )
+    parser.add_argument(
+        "--fleet-quota",
+        default="",
+        help="a CPU fleet quota on the default GlobalQueue (e.g. 100000): the hub then counts "
+        "every global queue's usage before it places",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hub-") as scratch:
         fed = DevFederation(Path(scratch), clusters=args.clusters + args.absent, nodes=50, port=0)
@@ -194,6 +206,7 @@ def main() -> int:
         "benchmark": "hub_dispatch",
         "clusters": args.clusters,
         "absent_clusters": args.absent,
+        "fleet_quota_cpu": args.fleet_quota or None,
         **result,
     }
     json.dump(out, sys.stdout, indent=2)
