@@ -854,10 +854,14 @@ class Dispatcher:
                         message="the hub dispatched it elsewhere",
                     ),
                 )
-        # A copy: sending awaits, and the mirror keeps changing meanwhile.
-        for key, entry in list(self.state.workloads.items()):
+        # The workloads bound or offered here, by the mirror's index (sorted, a copy: sending
+        # awaits, and the mirror keeps changing meanwhile).
+        for key in sorted(self.state.by_cluster.get(cluster, ())):
+            entry = self.state.workloads.get(key)
+            if entry is None or key in held:
+                continue
             st = entry.workload.status
-            if st is None or transitions.is_finished(entry.workload) or key in held:
+            if st is None or transitions.is_finished(entry.workload):
                 continue
             if st.cluster_name == cluster or (
                 not st.cluster_name and cluster in st.nominated_cluster_names

@@ -358,6 +358,25 @@ async def test_a_reconnecting_agent_is_told_to_drop_what_the_hub_gave_elsewhere(
     await west.close()
 
 
+async def test_a_reconnecting_agent_is_sent_again_what_the_hub_gave_it_and_it_does_not_hold(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub)
+    bound, offered = await submit(hub, "bound"), await submit(hub, "offered")
+    for _ in range(2):
+        offer = await west.expect(DispatchOffer)
+        if offer.workload.key() == bound:
+            await west.send(report(bound, 1, WorkloadPhase.ADMITTED))
+    await eventually(lambda: _bound_to(hub, bound, "west"))
+    await west.close()
+    # Back with an empty hello (its state was lost): both come again, bound one included.
+    west = await connect_agent(hub, "west")
+    again = {(await west.expect(DispatchOffer)).workload.key() for _ in range(2)}
+    assert again == {bound, offered}
+    await east.close()
+    await west.close()
+
+
 async def test_a_deleted_workload_is_cancelled_on_its_cluster(hub: HubUnderTest) -> None:
     from api.v1alpha1.messages import Cancel
 
