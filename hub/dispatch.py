@@ -70,6 +70,8 @@ CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
 SOURCE_PREFIX = "/workloadsources/"
 COALESCE_SECONDS = 0.01
 WAITING_REFRESH_SECONDS = 10.0
+ROUTES_KEPT = 200_000
+"""At most this many workloads' routes are cached; past it the cache starts over."""
 
 
 def _now() -> datetime:
@@ -112,6 +114,23 @@ class Route:
     interval_seconds: int = 300
     required_terms: tuple[tuple[LabelSelectorRequirement, ...], ...] = ()
     preferred_terms: tuple[PreferredTerm, ...] = ()
+
+
+def _shape(
+    route: Route, requests: Mapping[str, int], min_requests: Mapping[str, int] | None
+) -> tuple[object, ...] | None:
+    """What placement decides on for a workload with no offer history, when that is all it
+    decides on: two workloads of one shape get the same answer from the same clusters, and
+    as a cycle's offers only take room, one that fits nowhere means the next fits nowhere.
+    None where the policy also looks at time or labels (incremental dispatch, affinity)."""
+    if route.mode == DispatchMode.INCREMENTAL or route.required_terms or route.preferred_terms:
+        return None
+    return (
+        route.cluster_queue,
+        route.cluster_set,
+        tuple(sorted(requests.items())),
+        tuple(sorted(min_requests.items())) if min_requests is not None else None,
+    )
 
 
 @dataclass
@@ -158,6 +177,14 @@ class Dispatcher:
     _usage_stale: set[str] = field(default_factory=set)
     _usage_generation: int | None = None
 
+    # key → (the workload as routed, its route): valid while the mirror holds that same
+    # workload object and the configuration has not moved since `_routes_generation`.
+    _routes: dict[str, tuple[Workload, Route | str]] = field(default_factory=dict)
+    _routes_generation: int = -1
+    # This cycle's placement failures by workload shape (see `_shape`): the workloads after
+    # the first of a shape that fits nowhere fit nowhere either, and are not placed again.
+    _failed_shapes: dict[tuple[object, ...], str] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.state.on_indexed.append(self._workload_changed)
 
@@ -201,6 +228,7 @@ class Dispatcher:
         await self._handle_lost(now)
         usage = self._fleet_usage()
         self._views = None  # capacity reports and connections may have changed since
+        self._failed_shapes = {}
         work = [self._dispatch_one(key, entry, usage, now) for key, entry in self._pending()]
         # Decisions were made in order; their writes go out together (one group commit).
         await asyncio.gather(*(w for w in work if w is not None))
@@ -303,6 +331,19 @@ class Dispatcher:
         waiting = [(key, workloads[key]) for key in keys if key in workloads]
         waiting.sort(key=lambda item: (item[1].order, item[0]))
         return waiting
+
+    def _route_of(self, key: str, wl: Workload) -> Route | str:
+        """`route(wl)`, computed once per workload version and configuration."""
+        generation = self.state.config_generation
+        if generation != self._routes_generation or len(self._routes) > ROUTES_KEPT:
+            self._routes.clear()
+            self._routes_generation = generation
+        cached = self._routes.get(key)
+        if cached is not None and cached[0] is wl:
+            return cached[1]
+        route = self.route(wl)
+        self._routes[key] = (wl, route)
+        return route
 
     def route(self, wl: Workload) -> Route | str:
         """Where a workload may go, or why it cannot go anywhere."""
@@ -407,7 +448,7 @@ class Dispatcher:
         entry = self.state.workloads.get(key)
         if entry is None or not clusters_of(entry.workload):
             return  # gone, finished, or not placed anywhere
-        route = self.route(entry.workload)
+        route = self._route_of(key, entry.workload)
         if not isinstance(route, Route) or route.global_queue is None:
             return
         share = (route.global_queue.name, workload_requests(entry.workload))
@@ -475,7 +516,7 @@ class Dispatcher:
         wl = entry.workload
         if self.offers.get(key) and self._offer_modes.get(key) != DispatchMode.INCREMENTAL:
             return None  # offered, waiting for the answer (or the offer timeout)
-        route = self.route(wl)
+        route = self._route_of(key, wl)
         if isinstance(route, str):
             return self._write_waiting(key, "Misconfigured", route, now)
         requests = workload_requests(wl)
@@ -495,12 +536,16 @@ class Dispatcher:
             if r.reason.startswith("Rejected") or r.reason == "OfferTimedOut"
         ]
         has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
+        min_requests = workload_requests(wl, minimum=True) if has_min else None
+        shape = None if history else _shape(route, requests, min_requests)
+        if shape is not None and (reason := self._failed_shapes.get(shape)) is not None:
+            return self._write_waiting(key, "Waiting", reason, now)
         request = PlacementRequest(
             workload=key,
             cluster_queue=route.cluster_queue,
             requests=requests,
             cluster_set=route.cluster_set,
-            min_requests=workload_requests(wl, minimum=True) if has_min else None,
+            min_requests=min_requests,
             required_terms=route.required_terms,
             preferred_terms=route.preferred_terms,
             mode=route.mode,
@@ -513,6 +558,8 @@ class Dispatcher:
         views = self._views
         placement = place(views, request, now)
         if not placement.offer_to:
+            if shape is not None:
+                self._failed_shapes[shape] = placement.waiting_reason
             if not open_offers:
                 return self._write_waiting(key, "Waiting", placement.waiting_reason, now)
             return None
@@ -588,18 +635,24 @@ class Dispatcher:
         except store_base.NotFound:
             return None
 
-    async def _write_waiting(self, key: str, reason: str, message: str, now: datetime) -> None:
+    def _write_waiting(
+        self, key: str, reason: str, message: str, now: datetime
+    ) -> Coroutine[Any, Any, None] | None:
+        """The write of a Waiting condition, or None when there is nothing new to say."""
         # The reason is written when it changes; a changed message (numbers move as capacity
         # does) at most every WAITING_REFRESH_SECONDS, or a deep queue would rewrite every
-        # pending workload on every cycle.
+        # pending workload on every cycle. Decided here, not in the write, so a cycle over a
+        # deep queue makes no coroutine for the workloads it leaves as they are.
         last = self._waiting_written.get(key)
         if last is not None and last[0] == reason:
             if last[1] == message:
-                return
+                return None
             if (now - last[2]).total_seconds() < WAITING_REFRESH_SECONDS:
-                return
+                return None
         self._waiting_written[key] = (reason, message, now)
+        return self._write_condition(key, reason, message, now)
 
+    async def _write_condition(self, key: str, reason: str, message: str, now: datetime) -> None:
         def change(wl: Workload) -> Workload:
             transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
             return wl
@@ -696,6 +749,7 @@ class Dispatcher:
             self._incremental.discard(key)
             self._offer_modes.pop(key, None)
             self._waiting_written.pop(key, None)
+            self._routes.pop(key, None)
         if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
@@ -790,6 +844,7 @@ class Dispatcher:
         self._incremental.discard(key)
         self._waiting_written.pop(key, None)
         self._offer_modes.pop(key, None)
+        self._routes.pop(key, None)
         self.state.take_fresh_source(key)
         self._drop_assumed(key)
         if st is None:

@@ -18,24 +18,44 @@ async def _waiting(store: SqliteStore) -> dict[str, Any]:
     return next(c for c in conditions if c["type"] == "QuotaReserved")
 
 
+async def _write(d: Dispatcher, reason: str, message: str, now: datetime) -> bool:
+    """Write the Waiting condition if the dispatcher has something new to say; whether it had."""
+    write = d._write_waiting(KEY, reason, message, now)
+    if write is None:
+        return False
+    await write
+    return True
+
+
 async def test_a_new_message_for_the_same_reason_waits_for_the_refresh_interval(
     dispatcher: tuple[SqliteStore, Dispatcher],
 ) -> None:
     store, d = dispatcher
-    await d._write_waiting(KEY, "Waiting", "2 InsufficientHeadroom", T0)
+    assert await _write(d, "Waiting", "2 InsufficientHeadroom", T0)
     assert (await _waiting(store))["message"] == "2 InsufficientHeadroom"
 
-    await d._write_waiting(KEY, "Waiting", "1 InsufficientHeadroom", T0 + timedelta(seconds=1))
+    assert not await _write(d, "Waiting", "1 InsufficientHeadroom", T0 + timedelta(seconds=1))
     assert (await _waiting(store))["message"] == "2 InsufficientHeadroom"
 
     later = T0 + timedelta(seconds=WAITING_REFRESH_SECONDS)
-    await d._write_waiting(KEY, "Waiting", "1 InsufficientHeadroom", later)
+    assert await _write(d, "Waiting", "1 InsufficientHeadroom", later)
     assert (await _waiting(store))["message"] == "1 InsufficientHeadroom"
+
+
+async def test_the_same_reason_and_message_again_make_no_write(
+    dispatcher: tuple[SqliteStore, Dispatcher],
+) -> None:
+    store, d = dispatcher
+    assert await _write(d, "Waiting", "2 InsufficientHeadroom", T0)
+    revision = (await store.get(f"/workloads/{KEY}")).revision
+    later = T0 + timedelta(seconds=WAITING_REFRESH_SECONDS * 3)
+    assert not await _write(d, "Waiting", "2 InsufficientHeadroom", later)
+    assert (await store.get(f"/workloads/{KEY}")).revision == revision
 
 
 async def test_a_new_reason_is_written_at_once(dispatcher: tuple[SqliteStore, Dispatcher]) -> None:
     store, d = dispatcher
-    await d._write_waiting(KEY, "Waiting", "2 InsufficientHeadroom", T0)
-    await d._write_waiting(KEY, "FleetQuotaExceeded", "cpu over", T0 + timedelta(seconds=1))
+    assert await _write(d, "Waiting", "2 InsufficientHeadroom", T0)
+    assert await _write(d, "FleetQuotaExceeded", "cpu over", T0 + timedelta(seconds=1))
     waiting = await _waiting(store)
     assert (waiting["reason"], waiting["message"]) == ("FleetQuotaExceeded", "cpu over")

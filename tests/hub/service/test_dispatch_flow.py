@@ -5,6 +5,7 @@ keep their workloads until their loss timeout, and a restarted hub forgets nothi
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import Admission
+from hub.placement.core import place
 from tests.hub.service.conftest import (
     ALICE,
     HubUnderTest,
@@ -200,6 +202,46 @@ async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTes
     await east.send(capacity("east", "8"))
     offer = await east.expect(DispatchOffer)
     assert offer.workload.key() == key
+    await east.close()
+    await west.close()
+
+
+async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_workload_told_why(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    east, west = await two_clusters(hub, "2", "2")
+    dispatcher = hub.hub.dispatcher
+    placed: list[tuple[int, tuple[tuple[str, int], ...]]] = []
+
+    def counting_place(*args: Any) -> Any:
+        placed.append((dispatcher.cycles, tuple(sorted(args[1].requests.items()))))
+        return place(*args)
+
+    monkeypatch.setattr("hub.dispatch.place", counting_place)
+    large = [await submit(hub, f"large-{i}", cpu="2") for i in range(6)]  # 4 CPUs each
+
+    async def told_why() -> bool:
+        for key in large:
+            conditions = (await workload(hub, key)).get("status", {}).get("conditions", [])
+            if not any(
+                c["reason"] == "Waiting"
+                and c["message"] == "no cluster can take it now: 2 InsufficientHeadroom"
+                for c in conditions
+            ):
+                return False
+        return True
+
+    await eventually(told_why)
+    # Another shape is placed on its own merits: the small one fits.
+    small = await submit(hub, "small", cpu="1", completions=1)
+    offer = await east.expect(DispatchOffer)
+    assert offer.workload.key() == small
+    per_cycle = list(Counter(placed).values())
+    assert per_cycle and max(per_cycle) == 1, Counter(placed)
+    # Room appears: the large ones are placed again, in the next cycle.
+    await west.send(capacity("west", "8"))
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() in large
     await east.close()
     await west.close()
 
