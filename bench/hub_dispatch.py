@@ -9,14 +9,15 @@ it sustains, the figure that bounds a federation whose agents run in their own c
 `bench.federation_dispatch` measures the whole path with real agents and clusters.
 
     .venv/bin/python -m bench.hub_dispatch [--workloads 2000] [--paced 1000] [--rate 200]
-        [--clusters 3] [--absent 0] [--fleet-quota CPU]
+        [--clusters 3] [--absent 0] [--fleet-quota CPU] [--backlog 0]
 
 Phases as in `bench.federation_dispatch`: a burst of submissions from 32 concurrent clients
 (submit rate, dispatch rate = admitted on a cluster per second until the last one), then a
 paced run (submit→admitted p50/p99 as seen on the hub's watch). Each phase reports the hub's
 CPU milliseconds per workload. `--absent N` registers N more member clusters whose agents
 never connect, as when a cluster is down; `--fleet-quota CPU` puts a fleet quota on the
-default GlobalQueue. Prints one JSON object.
+default GlobalQueue; `--backlog N` first submits N workloads that fit on no cluster, so every
+dispatch cycle has a deep queue to consider. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import Admission, PodSetAssignment
-from bench.federation_dispatch import AdmissionWatch, CpuMeter, latency, throughput
+from bench.federation_dispatch import AdmissionWatch, CpuMeter, latency, small_job, throughput
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 
@@ -144,6 +145,24 @@ class PeerAgent:
         )
 
 
+async def submit_backlog(client: HubClient, count: int) -> None:
+    """Workloads that fit on no cluster (more CPU than a peer reports): they wait at the hub
+    for the whole run, a deep queue every dispatch cycle has to consider."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(count):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        while not queue.empty():
+            job = small_job(f"backlog-{queue.get_nowait()}")
+            job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = (
+                "200000"
+            )
+            await client.submit(job, namespace="default")
+
+    await asyncio.gather(*(worker() for _ in range(32)))
+
+
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
     meter = CpuMeter(fed)
     async with aiohttp.ClientSession() as session, HubClient(fed.context, timeout=60) as client:
@@ -155,6 +174,8 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
             gq = await client.get(GlobalQueue, "default", None)
             gq["spec"]["fleetQuota"] = {"cpu": args.fleet_quota}
             await client.replace(GlobalQueue, gq)
+        if args.backlog:
+            await submit_backlog(client, args.backlog)
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
         await asyncio.sleep(1.5)  # sessions up and capacity known
@@ -189,6 +210,12 @@ def main() -> int:
         help="how many more member clusters are registered whose agents never connect",
     )
     parser.add_argument(
+        "--backlog",
+        type=int,
+        default=0,
+        help="workloads that fit nowhere, submitted first and waiting at the hub all along",
+    )
+    parser.add_argument(
         "--fleet-quota",
         default="",
         help="a CPU fleet quota on the default GlobalQueue (e.g. 100000): the hub then counts "
@@ -207,6 +234,7 @@ def main() -> int:
         "clusters": args.clusters,
         "absent_clusters": args.absent,
         "fleet_quota_cpu": args.fleet_quota or None,
+        "backlog": args.backlog,
         **result,
     }
     json.dump(out, sys.stdout, indent=2)
