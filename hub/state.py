@@ -104,8 +104,9 @@ class HubState:
     # Called with a workload's key whenever the mirror's entry for it changes, including the
     # hub's own writes put in by `remember` (which `on_workload` hears of only later).
     on_indexed: list[Callable[[str], None]] = field(default_factory=list)
-    # Counts configuration changes (and relists): whatever was derived from the
-    # configuration is stale once it moves.
+    # Counts changes of configuration objects' definitions (spec, labels, annotations; not
+    # status, which agents' heartbeats rewrite every few seconds) and relists: whatever was
+    # derived from the configuration is stale once it moves.
     config_generation: int = 0
 
     # --- reads ------------------------------------------------------------------------------
@@ -246,6 +247,7 @@ class HubState:
                 self._index(key, obj)
             else:
                 self.config.setdefault(plural, {})[key] = obj
+        self.config_generation += 1
         for plural in _KINDS_BY_PLURAL:
             if plural != WORKLOADS:
                 self._notify_config(plural)
@@ -290,20 +292,26 @@ class HubState:
                 self._notify_workload(key, old.workload if old else None, obj)
             return
         bucket = self.config.setdefault(plural, {})
-        if deleted:
-            bucket.pop(key, None)
-        else:
+        before = bucket.pop(key, None) if deleted else bucket.get(key)
+        if not deleted:
             bucket[key] = obj
+        if before is None or deleted or _definition(before) != _definition(obj):
+            self.config_generation += 1
         self._notify_config(plural)
 
     def _notify_config(self, plural: str) -> None:
-        self.config_generation += 1
         for listener in self.on_config:
             listener(plural)
 
     def _notify_workload(self, key: str, old: Workload | None, new: Workload | None) -> None:
         for listener in self.on_workload:
             listener(key, old, new)
+
+
+def _definition(obj: Object) -> tuple[object, ...]:
+    """What of a configuration object routing and placement may depend on: all but status."""
+    meta = obj.metadata
+    return (getattr(obj, "spec", None), meta.labels, meta.annotations)
 
 
 def _without_rv(value: dict[str, Any]) -> dict[str, Any]:

@@ -113,3 +113,29 @@ async def test_the_hubs_own_write_is_mirrored_before_its_event_and_not_undone_by
     # A stale copy arriving later (an older revision) does not replace the newer one.
     state.remember("team/a", entry.workload, Revision(entry.revision), entry.raw)
     assert state.workloads["team/a"].workload.status is not None
+
+
+async def test_the_configuration_generation_moves_with_definitions_not_with_status(
+    mirror: tuple[SqliteStore, HubState],
+) -> None:
+    store, state = mirror
+    member: dict[str, Any] = {
+        "apiVersion": "multiq.dev/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {"name": "east", "labels": {"region": "eu"}},
+        "spec": {"tokenRef": {"secretName": "agent-token-east"}},
+    }
+    stored = await store.create("/memberclusters/east", member)
+    await eventually(lambda: "east" in state.config.get("memberclusters", {}))
+    added = state.config_generation
+
+    # A heartbeat: only status changes, and what was derived from the configuration holds.
+    member["status"] = {"connected": True}
+    stored = await store.update("/memberclusters/east", member, expected=stored.revision)
+    await eventually(lambda: state.revision >= stored.revision)
+    assert state.config_generation == added
+
+    member["metadata"]["labels"] = {"region": "us"}
+    stored = await store.update("/memberclusters/east", member, expected=stored.revision)
+    await eventually(lambda: state.revision >= stored.revision)
+    assert state.config_generation == added + 1
