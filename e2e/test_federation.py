@@ -158,6 +158,15 @@ def test_a_lost_cluster_keeps_its_workloads_and_new_work_goes_elsewhere(
     assert workload(federation, "job-stays")["status"]["clusterName"] == lost
     assert jobs_for(federation, other, "job-stays") == []
 
+    def row(kind: str, name: str) -> list[str]:
+        table = qctl(federation, "get", kind).stdout.splitlines()
+        return next(line.split() for line in table[1:] if line.split()[0] == name)
+
+    # What `qctl get` shows: one of the set's two clusters connected, and the queue's one
+    # workload still bound (to the lost cluster); nothing pending or offered.
+    eventually(lambda: row("clustersets", "default")[1:3] == [",".join(federation.names), "1"])
+    eventually(lambda: row("queues", "default")[3:6] == ["0", "0", "1"])
+
 
 def test_bad_input_is_a_clear_error_and_stores_nothing(
     federation: DevFederation, tmp_path: Path

@@ -29,6 +29,7 @@ from hub.http.submit import SubmitRoutes
 from hub.loghub import LogHub
 from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
+from hub.queue_status import QueueStatusWriter
 from hub.sessions import SessionRoutes
 from hub.settings import HubSettings
 from hub.state import HubState
@@ -138,6 +139,9 @@ async def build_app(settings: HubSettings, *, store: Store | None = None) -> web
         LogHub(fleet, tail_lines=settings.log_tail_lines),
     )
     _wire_listeners(hub)
+    statuses = QueueStatusWriter(
+        state, fleet, dispatcher, repo, interval_seconds=settings.queue_status_interval_seconds
+    )
     app = web.Application(
         middlewares=[error_middleware, make_auth_middleware(authority)],
         client_max_size=settings.max_body_bytes,
@@ -149,6 +153,7 @@ async def build_app(settings: HubSettings, *, store: Store | None = None) -> web
             asyncio.create_task(_guard("state", state.run), name="hub-state"),
             asyncio.create_task(_guard("dispatch", dispatcher.run), name="hub-dispatch"),
             asyncio.create_task(_guard("config-push", hub.config.run), name="hub-config-push"),
+            asyncio.create_task(_guard("queue-status", statuses.run), name="hub-queue-status"),
         ]
         await state.synced.wait()
         yield

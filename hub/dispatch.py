@@ -58,7 +58,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     PreferredTerm,
 )
-from hub.state import HubState, WorkloadEntry, clusters_of
+from hub.state import HubState, WorkloadEntry
 from hub.store import base as store_base
 from hub.store.base import Revision
 
@@ -133,6 +133,33 @@ def _shape(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Share:
+    """What one workload adds to its global queue's tally."""
+
+    global_queue: str
+    state: str  # "pending" (at the hub), "dispatched" (offered), "running" (bound)
+    requests: Mapping[str, int]
+
+
+@dataclass
+class QueueTally:
+    """A global queue's workloads by state, and the fleet usage of the offered and bound."""
+
+    pending: int = 0
+    dispatched: int = 0
+    running: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def add(self, share: _Share, sign: int = 1) -> None:
+        setattr(self, share.state, getattr(self, share.state) + sign)
+        for resource, amount in share.requests.items():
+            self.usage[resource] = self.usage.get(resource, 0) + sign * amount
+
+    def remove(self, share: _Share) -> None:
+        self.add(share, -1)
+
+
 @dataclass
 class _Assumed:
     """Requests offered to a cluster and not yet reflected in its capacity reports."""
@@ -168,14 +195,14 @@ class Dispatcher:
     _views: list[ClusterView] | None = None
     # key → (reason, message, when) of the last Waiting condition written.
     _waiting_written: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
-    # Fleet usage per global queue, kept up to date as workloads change instead of summed
-    # over every workload each cycle: the totals, what each placed workload adds to them
-    # (global queue, requests), the keys to count again, and the configuration generation
-    # the counts were made under (None: not counted, no fleet quota anywhere).
-    _usage: dict[str, dict[str, int]] = field(default_factory=dict)
-    _usage_of: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
-    _usage_stale: set[str] = field(default_factory=set)
-    _usage_generation: int | None = None
+    # Per global queue, its workloads counted by state and the fleet usage of those bound or
+    # offered, kept up to date as workloads change instead of summed over every workload
+    # each cycle: the totals, each workload's share of them, the keys to count again, and the
+    # configuration generation the counts were made under (None: never counted).
+    _tallies: dict[str, QueueTally] = field(default_factory=dict)
+    _share_of: dict[str, _Share] = field(default_factory=dict)
+    _stale: set[str] = field(default_factory=set)
+    _tallies_generation: int | None = None
 
     # key → (the workload as routed, its route): valid while the mirror holds that same
     # workload object and the configuration has not moved since `_routes_generation`.
@@ -189,7 +216,7 @@ class Dispatcher:
         self.state.on_indexed.append(self._workload_changed)
 
     def _workload_changed(self, key: str) -> None:
-        self._usage_stale.add(key)  # counted again before the next placement
+        self._stale.add(key)  # counted again before the next placement or status
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -370,7 +397,7 @@ class Dispatcher:
         set_name = wl.metadata.annotations.get(CLUSTER_SET_ANNOTATION) or (
             gq.spec.cluster_set if gq else None
         )
-        members = self._cluster_set_members(set_name)
+        members = self.cluster_set_members(set_name)
         if isinstance(members, str):
             return members
         if gq is None:
@@ -396,7 +423,7 @@ class Dispatcher:
             else (),
         )
 
-    def _cluster_set_members(self, name: str | None) -> frozenset[ClusterName] | str:
+    def cluster_set_members(self, name: str | None) -> frozenset[ClusterName] | str:
         all_clusters = {
             m.name: m for m in self.state.objects(MemberCluster) if isinstance(m, MemberCluster)
         }
@@ -418,44 +445,58 @@ class Dispatcher:
         )
 
     def _fleet_usage(self) -> dict[str, dict[str, int]]:
-        """Per global queue, what its bound and offered workloads request (a copy the cycle
-        adds its own offers to)."""
-        if not any(
-            isinstance(gq, GlobalQueue) and gq.spec.fleet_quota
+        """Per global queue with a fleet quota, what its bound and offered workloads request
+        (a copy the cycle adds its own offers to)."""
+        tallies = self.queue_tallies()
+        return {
+            gq.name: dict(tallies[gq.name].usage) if gq.name in tallies else {}
             for gq in self.state.objects(GlobalQueue)
-        ):
-            # No fleet quota anywhere: nothing to count, nothing to keep.
-            self._usage_generation = None
-            self._usage, self._usage_of, self._usage_stale = {}, {}, set()
-            return {}
-        if self._usage_generation != self.state.config_generation:
-            # Queues, tenants or cluster sets changed, so routes may have: count afresh.
-            self._usage_generation = self.state.config_generation
-            self._usage, self._usage_of = {}, {}
-            self._usage_stale = set(self.state.placed())
-        stale, self._usage_stale = self._usage_stale, set()
-        for key in stale:
-            self._count_usage(key)
-        return {gq: dict(resources) for gq, resources in self._usage.items()}
+            if isinstance(gq, GlobalQueue) and gq.spec.fleet_quota
+        }
 
-    def _count_usage(self, key: str) -> None:
-        """Take the workload's old share out of the fleet usage and put its current one in."""
-        old = self._usage_of.pop(key, None)
+    def queue_tallies(self) -> Mapping[str, QueueTally]:
+        """Per global queue: workloads pending at the hub, offered, and bound to a cluster,
+        and the fleet usage of the offered and bound (read-only)."""
+        if self._tallies_generation != self.state.config_generation:
+            # Queues, tenants or cluster sets changed, so routes may have: count afresh.
+            self._tallies_generation = self.state.config_generation
+            self._tallies, self._share_of = {}, {}
+            self._stale = set(self.state.workloads)
+        stale, self._stale = self._stale, set()
+        for key in stale:
+            self._count(key)
+        return self._tallies
+
+    def _count(self, key: str) -> None:
+        """Take the workload's old share out of its queue's tally and put its current one in."""
+        old = self._share_of.pop(key, None)
         if old is not None:
-            bucket = self._usage[old[0]]
-            for resource, amount in old[1].items():
-                bucket[resource] -= amount
+            self._tallies[old.global_queue].remove(old)
         entry = self.state.workloads.get(key)
-        if entry is None or not clusters_of(entry.workload):
-            return  # gone, finished, or not placed anywhere
-        route = self._route_of(key, entry.workload)
+        if entry is None:
+            return
+        wl = entry.workload
+        st = wl.status
+        if st is not None and st.cluster_name:
+            state = "running"
+        elif st is not None and st.nominated_cluster_names:
+            state = "dispatched"
+        elif key in self.state.pending:
+            state = "pending"
+        else:
+            return  # finished, or inactive
+        if state != "pending" and transitions.is_finished(wl):
+            return
+        route = self._route_of(key, wl)
         if not isinstance(route, Route) or route.global_queue is None:
             return
-        share = (route.global_queue.name, workload_requests(entry.workload))
-        self._usage_of[key] = share
-        bucket = self._usage.setdefault(share[0], {})
-        for resource, amount in share[1].items():
-            bucket[resource] = bucket.get(resource, 0) + amount
+        share = _Share(
+            route.global_queue.name,
+            state,
+            workload_requests(wl) if state != "pending" else {},
+        )
+        self._share_of[key] = share
+        self._tallies.setdefault(share.global_queue, QueueTally()).add(share)
 
     def _fleet_quota_reason(
         self, route: Route, requests: Mapping[str, int], usage: dict[str, dict[str, int]]

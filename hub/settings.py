@@ -31,5 +31,7 @@ class HubSettings(BaseModel):
     offer_timeout_seconds: float = Field(default=30.0, gt=0)
     # How often the dispatch loop runs when nothing wakes it earlier.
     dispatch_interval_seconds: float = Field(default=1.0, gt=0)
+    # How often GlobalQueue and ClusterSet status is brought up to date (only what changed).
+    queue_status_interval_seconds: float = Field(default=2.0, gt=0)
     # Lines of each workload's logs kept after its pods are gone.
     log_tail_lines: int = Field(default=1000, ge=0)

@@ -134,9 +134,30 @@ _GLOBAL_QUEUE = (
     Column("CLUSTER-SET", lambda o: str(_get(o, "spec", "clusterSet", default=""))),
     Column("POLICY", lambda o: str(_get(o, "spec", "dispatchPolicy", "type", default="BestFit"))),
     Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
+    Column("DISPATCHED", lambda o: str(_get(o, "status", "dispatchedWorkloads", default=0))),
     Column("RUNNING", lambda o: str(_get(o, "status", "runningWorkloads", default=0))),
+    Column(
+        "FLEET-USAGE",
+        lambda o: _usage_against_quota(
+            _get(o, "status", "fleetUsage", default={}) or {},
+            _get(o, "spec", "fleetQuota", default={}) or {},
+        ),
+        wide_only=True,
+    ),
     Column("AGE", _age),
 )
+
+
+def _usage_against_quota(usage: dict[str, str], quota: dict[str, str]) -> str:
+    """cpu=40/512,nvidia.com/gpu=8/64: what is used of each resource, and of its quota."""
+    parts = []
+    for resource in sorted(set(usage) | set(quota)):
+        used = usage.get(resource, "0")
+        parts.append(
+            f"{resource}={used}/{quota[resource]}" if resource in quota else f"{resource}={used}"
+        )
+    return ",".join(parts) or "<none>"
+
 
 _CLUSTER_SET = (
     Column("NAME", _name),

@@ -196,6 +196,7 @@ async def hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
         secrets_dir=tmp_path / "secrets",
         offer_timeout_seconds=5,
         dispatch_interval_seconds=0.1,
+        queue_status_interval_seconds=0.1,
     )
     server = TestServer(await build_app(settings), host="127.0.0.1")
     await server.start_server()

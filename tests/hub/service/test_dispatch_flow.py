@@ -30,6 +30,7 @@ from api.v1alpha1.messages import (
 )
 from api.v1alpha1.workload import Admission
 from hub.placement.core import place
+from hub.queue_status import QueueStatusWriter
 from tests.hub.service.conftest import (
     ALICE,
     HubUnderTest,
@@ -304,6 +305,61 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == fourth
     await east.close()
+    await west.close()
+
+
+async def test_queues_and_cluster_sets_report_their_workloads_usage_and_connected_clusters(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, "0", "6")
+    await hub.apply(
+        {
+            "apiVersion": "multiq.dev/v1alpha1",
+            "kind": "ClusterSet",
+            "metadata": {"name": "all"},
+            "spec": {"clusters": ["east", "west"]},
+        },
+        global_queue("100"),
+    )
+    running, offered = await submit(hub, "running"), await submit(hub, "offered")
+    offers = {(await west.expect(DispatchOffer)).workload.key() for _ in range(2)}
+    assert offers == {running, offered}
+    await west.send(report(running, 1, WorkloadPhase.ADMITTED))
+    await submit(hub, "waiting", cpu="8")  # 16 CPUs: more than any cluster has room for
+
+    async def status_of(path: str) -> dict[str, Any]:
+        _, body = await hub.call("GET", f"{API}/{path}")
+        return body.get("status") or {}
+
+    async def queue_says_so() -> bool:
+        status = await status_of("globalqueues/vision")
+        return (
+            status.get("pendingWorkloads"),
+            status.get("dispatchedWorkloads"),
+            status.get("runningWorkloads"),
+            status.get("fleetUsage"),
+        ) == (1, 1, 1, {"cpu": "4", "memory": "4Gi"})
+
+    await eventually(queue_says_so)
+    assert await status_of("clustersets/all") == {
+        "clusters": ["east", "west"],
+        "connectedClusters": 2,
+    }
+    await east.close()
+
+    async def one_connected() -> bool:
+        return (await status_of("clustersets/all")).get("connectedClusters") == 1
+
+    await eventually(one_connected)
+    # Once the statuses say what they should, another round writes nothing.
+    h = hub.hub
+    writer = QueueStatusWriter(h.state, h.fleet, h.dispatcher, h.repo, interval_seconds=1)
+
+    async def settled() -> bool:
+        return await writer.write_changed() == 0
+
+    await eventually(settled)
+    assert await writer.write_changed() == 0
     await west.close()
 
 
