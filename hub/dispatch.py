@@ -70,8 +70,8 @@ CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
 SOURCE_PREFIX = "/workloadsources/"
 COALESCE_SECONDS = 0.01
 WAITING_REFRESH_SECONDS = 10.0
-ROUTES_KEPT = 200_000
-"""At most this many workloads' routes are cached; past it the cache starts over."""
+ROUTES_KEPT = 10_000
+"""At most this many queues' routes are cached; past it the cache starts over."""
 
 
 def _now() -> datetime:
@@ -204,9 +204,9 @@ class Dispatcher:
     _stale: set[str] = field(default_factory=set)
     _tallies_generation: int | None = None
 
-    # key → (the workload as routed, its route): valid while the mirror holds that same
-    # workload object and the configuration has not moved since `_routes_generation`.
-    _routes: dict[str, tuple[Workload, Route | str]] = field(default_factory=dict)
+    # (namespace, queue name, cluster set asked for) → route: all a route depends on besides
+    # the configuration, which has not moved since `_routes_generation`.
+    _routes: dict[tuple[str, str, str | None], Route | str] = field(default_factory=dict)
     _routes_generation: int = -1
     # This cycle's placement failures by workload shape (see `_shape`): the workloads after
     # the first of a shape that fits nowhere fit nowhere either, and are not placed again.
@@ -359,17 +359,22 @@ class Dispatcher:
         waiting.sort(key=lambda item: (item[1].order, item[0]))
         return waiting
 
-    def _route_of(self, key: str, wl: Workload) -> Route | str:
-        """`route(wl)`, computed once per workload version and configuration."""
+    def _route_of(self, wl: Workload) -> Route | str:
+        """`route(wl)`, computed once per queue and configuration: every workload of a local
+        queue (asking for the same cluster set) goes the same way."""
         generation = self.state.config_generation
         if generation != self._routes_generation or len(self._routes) > ROUTES_KEPT:
             self._routes.clear()
             self._routes_generation = generation
-        cached = self._routes.get(key)
-        if cached is not None and cached[0] is wl:
-            return cached[1]
-        route = self.route(wl)
-        self._routes[key] = (wl, route)
+        meta = wl.metadata
+        inputs = (
+            meta.namespace or "default",
+            wl.spec.queue_name,
+            meta.annotations.get(CLUSTER_SET_ANNOTATION),
+        )
+        route = self._routes.get(inputs)
+        if route is None:
+            route = self._routes[inputs] = self.route(wl)
         return route
 
     def route(self, wl: Workload) -> Route | str:
@@ -447,12 +452,15 @@ class Dispatcher:
     def _fleet_usage(self) -> dict[str, dict[str, int]]:
         """Per global queue with a fleet quota, what its bound and offered workloads request
         (a copy the cycle adds its own offers to)."""
-        tallies = self.queue_tallies()
-        return {
-            gq.name: dict(tallies[gq.name].usage) if gq.name in tallies else {}
+        capped = [
+            gq.name
             for gq in self.state.objects(GlobalQueue)
             if isinstance(gq, GlobalQueue) and gq.spec.fleet_quota
-        }
+        ]
+        if not capped:
+            return {}  # (the tallies are brought up to date when the status writer asks)
+        tallies = self.queue_tallies()
+        return {name: dict(tallies[name].usage) if name in tallies else {} for name in capped}
 
     def queue_tallies(self) -> Mapping[str, QueueTally]:
         """Per global queue: workloads pending at the hub, offered, and bound to a cluster,
@@ -487,7 +495,7 @@ class Dispatcher:
             return  # finished, or inactive
         if state != "pending" and transitions.is_finished(wl):
             return
-        route = self._route_of(key, wl)
+        route = self._route_of(wl)
         if not isinstance(route, Route) or route.global_queue is None:
             return
         share = _Share(
@@ -557,7 +565,7 @@ class Dispatcher:
         wl = entry.workload
         if self.offers.get(key) and self._offer_modes.get(key) != DispatchMode.INCREMENTAL:
             return None  # offered, waiting for the answer (or the offer timeout)
-        route = self._route_of(key, wl)
+        route = self._route_of(wl)
         if isinstance(route, str):
             return self._write_waiting(key, "Misconfigured", route, now)
         requests = workload_requests(wl)
@@ -790,7 +798,6 @@ class Dispatcher:
             self._incremental.discard(key)
             self._offer_modes.pop(key, None)
             self._waiting_written.pop(key, None)
-            self._routes.pop(key, None)
         if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
@@ -885,7 +892,6 @@ class Dispatcher:
         self._incremental.discard(key)
         self._waiting_written.pop(key, None)
         self._offer_modes.pop(key, None)
-        self._routes.pop(key, None)
         self.state.take_fresh_source(key)
         self._drop_assumed(key)
         if st is None:
