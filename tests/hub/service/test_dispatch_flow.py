@@ -256,10 +256,12 @@ def global_queue(fleet_cpu: str) -> dict[str, Any]:
     }
 
 
-async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes_or_it_grows(
-    hub: HubUnderTest,
-) -> None:
-    east, west = await two_clusters(hub, "0", "8")
+async def governed_clusters(
+    hub: HubUnderTest, *, west_cpu: str, fleet_cpu: str
+) -> tuple[ScriptedAgent, ScriptedAgent]:
+    """Two clusters (east with no room) in cluster set `all`, governed by GlobalQueue
+    `vision` with a CPU fleet quota."""
+    east, west = await two_clusters(hub, "0", west_cpu)
     await hub.apply(
         {
             "apiVersion": "multiq.dev/v1alpha1",
@@ -267,8 +269,15 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
             "metadata": {"name": "all"},
             "spec": {"clusters": ["east", "west"]},
         },
-        global_queue("4"),
+        global_queue(fleet_cpu),
     )
+    return east, west
+
+
+async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes_or_it_grows(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await governed_clusters(hub, west_cpu="8", fleet_cpu="4")
     first, second = await submit(hub, "first"), await submit(hub, "second")  # 2 CPUs each
     for key in (first, second):
         offer = await west.expect(DispatchOffer)
@@ -311,16 +320,7 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
 async def test_queues_and_cluster_sets_report_their_workloads_usage_and_connected_clusters(
     hub: HubUnderTest,
 ) -> None:
-    east, west = await two_clusters(hub, "0", "6")
-    await hub.apply(
-        {
-            "apiVersion": "multiq.dev/v1alpha1",
-            "kind": "ClusterSet",
-            "metadata": {"name": "all"},
-            "spec": {"clusters": ["east", "west"]},
-        },
-        global_queue("100"),
-    )
+    east, west = await governed_clusters(hub, west_cpu="6", fleet_cpu="100")
     running, offered = await submit(hub, "running"), await submit(hub, "offered")
     offers = {(await west.expect(DispatchOffer)).workload.key() for _ in range(2)}
     assert offers == {running, offered}
