@@ -211,6 +211,12 @@ class Dispatcher:
     # This cycle's placement failures by workload shape (see `_shape`): the workloads after
     # the first of a shape that fits nowhere fit nowhere either, and are not placed again.
     _failed_shapes: dict[tuple[object, ...], str] = field(default_factory=dict)
+    # Room on the clusters can only have grown since this moved: a capacity report, an
+    # offer's room given back, a cluster connecting or leaving.
+    _room_epoch: int = 0
+    # key → (workload, room epoch, configuration generation) of a workload whose shape fit
+    # nowhere: it is not placed again until the room, the configuration or it changes.
+    _parked: dict[str, tuple[Workload, int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state.on_indexed.append(self._workload_changed)
@@ -549,10 +555,17 @@ class Dispatcher:
         for resource, amount in item.requests.items():
             cell[resource] = cell.get(resource, 0) + amount
 
+    def _park(self, key: str, wl: Workload) -> None:
+        self._parked[key] = (wl, self._room_epoch, self.state.config_generation)
+
+    def _room_may_have_grown(self) -> None:
+        self._room_epoch += 1
+
     def _unassume(self, cluster: str, key: str) -> None:
         item = self.assumed.get(cluster, {}).pop(key, None)
         if item is None:
             return
+        self._room_may_have_grown()
         self._views = None
         cell = self._assumed_totals[cluster][(item.cluster_queue, item.flavor)]
         for resource, amount in item.requests.items():
@@ -565,6 +578,14 @@ class Dispatcher:
         wl = entry.workload
         if self.offers.get(key) and self._offer_modes.get(key) != DispatchMode.INCREMENTAL:
             return None  # offered, waiting for the answer (or the offer timeout)
+        parked = self._parked.get(key)
+        if (
+            parked is not None
+            and parked[0] is wl
+            and parked[1] == self._room_epoch
+            and parked[2] == self.state.config_generation
+        ):
+            return None  # fit nowhere, and nothing that could change that has happened
         route = self._route_of(wl)
         if isinstance(route, str):
             return self._write_waiting(key, "Misconfigured", route, now)
@@ -588,6 +609,7 @@ class Dispatcher:
         min_requests = workload_requests(wl, minimum=True) if has_min else None
         shape = None if history else _shape(route, requests, min_requests)
         if shape is not None and (reason := self._failed_shapes.get(shape)) is not None:
+            self._park(key, wl)
             return self._write_waiting(key, "Waiting", reason, now)
         request = PlacementRequest(
             workload=key,
@@ -609,6 +631,7 @@ class Dispatcher:
         if not placement.offer_to:
             if shape is not None:
                 self._failed_shapes[shape] = placement.waiting_reason
+                self._park(key, wl)
             if not open_offers:
                 return self._write_waiting(key, "Waiting", placement.waiting_reason, now)
             return None
@@ -632,6 +655,7 @@ class Dispatcher:
         if route.mode == DispatchMode.INCREMENTAL:
             self._incremental.add(key)
         self._waiting_written.pop(key, None)  # it is offered now, not waiting
+        self._parked.pop(key, None)
         return self._commit_offer(key, entry, list(placement.offer_to), generation, now)
 
     async def _commit_offer(
@@ -798,6 +822,7 @@ class Dispatcher:
             self._incremental.discard(key)
             self._offer_modes.pop(key, None)
             self._waiting_written.pop(key, None)
+            self._parked.pop(key, None)
         if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
@@ -863,12 +888,14 @@ class Dispatcher:
         self.wake()
 
     def on_capacity(self, cluster: str, report: CapacityReport) -> None:
+        self._room_may_have_grown()
         entries = self.assumed.get(cluster, {})
         for key in [k for k, v in entries.items() if v.answered]:
             self._unassume(cluster, key)
         self.wake()
 
     def on_disconnect(self, cluster: str) -> None:
+        self._room_may_have_grown()  # (not room, but what the waiting are told changes)
         for key in list(self.assumed.get(cluster, {})):
             self._unassume(cluster, key)
         self.wake()
@@ -891,6 +918,7 @@ class Dispatcher:
         self._queued.pop(key, None)
         self._incremental.discard(key)
         self._waiting_written.pop(key, None)
+        self._parked.pop(key, None)
         self._offer_modes.pop(key, None)
         self.state.take_fresh_source(key)
         self._drop_assumed(key)
@@ -925,6 +953,7 @@ class Dispatcher:
 
     async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
         """After (re)connect: stop what the hub no longer wants there, re-send open offers."""
+        self._room_may_have_grown()
         held = {h.workload: h for h in hello.workloads}
         for key, item in held.items():
             entry = self.state.workloads.get(key)

@@ -239,6 +239,16 @@ async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_work
     assert offer.workload.key() == small
     per_cycle = list(Counter(placed).values())
     assert per_cycle and max(per_cycle) == 1, Counter(placed)
+    # Until room may have appeared, the shape that fit nowhere is not placed again at all,
+    # however many cycles run.
+    large_shape = next(shape for _, shape in placed if ("cpu", 4000) in shape)
+    placed_so_far = [shape for _, shape in placed].count(large_shape)
+    cycles = dispatcher.cycles
+    for _ in range(5):
+        dispatcher.wake()
+        await asyncio.sleep(0.05)
+    assert dispatcher.cycles > cycles
+    assert [shape for _, shape in placed].count(large_shape) == placed_so_far
     # Room appears: the large ones are placed again, in the next cycle.
     await west.send(capacity("west", "8"))
     offer = await west.expect(DispatchOffer)
