@@ -491,6 +491,8 @@ class Dispatcher:
             return
         wl = entry.workload
         st = wl.status
+        if transitions.is_finished(wl):
+            return
         if st is not None and st.cluster_name:
             state = "running"
         elif st is not None and st.nominated_cluster_names:
@@ -498,9 +500,7 @@ class Dispatcher:
         elif key in self.state.pending:
             state = "pending"
         else:
-            return  # finished, or inactive
-        if state != "pending" and transitions.is_finished(wl):
-            return
+            return  # inactive
         route = self._route_of(wl)
         if not isinstance(route, Route) or route.global_queue is None:
             return

@@ -203,10 +203,6 @@ class HubState:
         self._index(key, workload)
         return workload
 
-    def placed(self) -> list[str]:
-        """Keys of the unfinished workloads bound or offered to some cluster."""
-        return list(self._clusters_of)
-
     def _index(self, key: str, workload: Workload | None) -> None:
         for listener in self.on_indexed:
             listener(key)
