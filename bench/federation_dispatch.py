@@ -124,19 +124,24 @@ class CpuMeter:
         }
 
 
-async def throughput(client: HubClient, watch: AdmissionWatch, count: int) -> dict[str, float]:
-    names = [f"t-{i}" for i in range(count)]
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for n in names:
-        queue.put_nowait(n)
+async def submit_concurrently(client: HubClient, jobs: list[dict[str, Any]]) -> None:
+    """Submit every job, 32 at a time (32 clients, each sending its next when answered)."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
 
     async def worker() -> None:
         while not queue.empty():
-            name = queue.get_nowait()
-            await client.submit(small_job(name), namespace="default")
+            await client.submit(queue.get_nowait(), namespace="default")
 
-    start = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(32)))
+
+
+async def throughput(client: HubClient, watch: AdmissionWatch, count: int) -> dict[str, float]:
+    names = [f"t-{i}" for i in range(count)]
+    jobs = [small_job(name) for name in names]
+    start = time.monotonic()
+    await submit_concurrently(client, jobs)
     submitted = time.monotonic()
     await watch.wait_for({f"job-{n}" for n in names}, within=600)
     last = max(watch.admitted[f"job-{n}"] for n in names)

@@ -48,7 +48,14 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import Admission, PodSetAssignment
-from bench.federation_dispatch import AdmissionWatch, CpuMeter, latency, small_job, throughput
+from bench.federation_dispatch import (
+    AdmissionWatch,
+    CpuMeter,
+    latency,
+    small_job,
+    submit_concurrently,
+    throughput,
+)
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 
@@ -148,19 +155,10 @@ class PeerAgent:
 async def submit_backlog(client: HubClient, count: int) -> None:
     """Workloads that fit on no cluster (more CPU than a peer reports): they wait at the hub
     for the whole run, a deep queue every dispatch cycle has to consider."""
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(count):
-        queue.put_nowait(i)
-
-    async def worker() -> None:
-        while not queue.empty():
-            job = small_job(f"backlog-{queue.get_nowait()}")
-            job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = (
-                "200000"
-            )
-            await client.submit(job, namespace="default")
-
-    await asyncio.gather(*(worker() for _ in range(32)))
+    jobs = [small_job(f"backlog-{i}") for i in range(count)]
+    for job in jobs:
+        job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200000"
+    await submit_concurrently(client, jobs)
 
 
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
