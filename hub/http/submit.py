@@ -77,11 +77,10 @@ class SubmitRoutes:
         self._check_routing(workload, ns, request.query.get("clusterSet"))
         if workload.spec.priority is None:
             workload.spec.priority = 0
-        errors = workload.semantic_errors()
-        if errors:
-            raise InvalidObjectError(
-                f'Workload "{workload.metadata.name}" is invalid', causes=errors
-            )
+        # No second semantic check of the whole Workload: the conversion checked what it built
+        # (a submitted Workload was checked by `validate`), and of what this route set since,
+        # the queue and the cluster set are known objects (`_check_routing`), the namespace is
+        # the request's, already checked, and priority 0 is valid.
         if not isinstance(source, Workload):
             if f"{ns}/{workload.metadata.name}" in self.state.workloads:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')

@@ -3,8 +3,11 @@ are durable before 201, and bad input answered with a clear 4xx that stores noth
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
+from api.errors import FieldError
+from api.v1alpha1.workload import Workload
 from tests.hub.service.conftest import ALICE, MALLORY, HubUnderTest, fleet_objects, job
 
 API = "/apis/multiq.dev/v1alpha1"
@@ -120,6 +123,42 @@ async def test_an_unknown_queue_is_a_422_and_nothing_is_stored(hub: HubUnderTest
     listing = await hub.hub.store.list("/workloads/")
     assert listing.items == ()
     assert (await hub.hub.store.list("/workloadsources/")).items == ()
+
+
+async def test_a_queue_given_by_parameter_must_exist_and_nothing_is_stored(
+    hub: HubUnderTest,
+) -> None:
+    await hub.apply(*fleet_objects())
+    status, body = await hub.call(
+        "POST",
+        f"{API}/namespaces/vision/submissions",
+        token=ALICE,
+        body=job(),
+        params={"queue": "Not_A_Name"},
+    )
+    assert status == 422
+    assert body["details"]["causes"][0]["field"] == "spec.queueName"
+    assert (await hub.hub.store.list("/workloads/")).items == ()
+    assert (await hub.hub.store.list("/workloadsources/")).items == ()
+
+
+async def test_a_submission_checks_the_workloads_rules_once(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await hub.apply(*fleet_objects())
+    checks = []
+    original = Workload.semantic_errors
+
+    def counted(self: Workload) -> list[FieldError]:
+        checks.append(self.metadata.name)
+        return original(self)
+
+    monkeypatch.setattr(Workload, "semantic_errors", counted)
+    status, wl = await hub.call(
+        "POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=job()
+    )
+    assert status == 201, wl
+    assert checks == [wl["metadata"]["name"]]
 
 
 async def test_a_job_without_a_queue_is_told_how_to_name_one(hub: HubUnderTest) -> None:
