@@ -161,6 +161,22 @@ class QueueTally:
 
 
 @dataclass
+class _ParkedShape:
+    """The workloads of one shape (see `_shape`) that fit nowhere, parked together.
+
+    Placement's answer depends only on the shape and the clusters, so while the room on the
+    clusters has not grown (`epoch`) and the configuration has not moved (`generation`) no
+    member needs looking at; once the room may have grown, one placement of the shape
+    answers for all of them (`Dispatcher._recheck_parked`)."""
+
+    request: PlacementRequest
+    epoch: int
+    generation: int
+    since: datetime
+    keys: set[str] = field(default_factory=set)
+
+
+@dataclass
 class _Assumed:
     """Requests offered to a cluster and not yet reflected in its capacity reports."""
 
@@ -210,19 +226,30 @@ class Dispatcher:
     _routes_generation: int = -1
     # This cycle's placement failures by workload shape (see `_shape`): the workloads after
     # the first of a shape that fits nowhere fit nowhere either, and are not placed again.
-    _failed_shapes: dict[tuple[object, ...], str] = field(default_factory=dict)
+    _failed_shapes: dict[tuple[object, ...], tuple[str, PlacementRequest]] = field(
+        default_factory=dict
+    )
     # Room on the clusters can only have grown since this moved: a capacity report, an
     # offer's room given back, a cluster connecting or leaving.
     _room_epoch: int = 0
-    # key → (workload, room epoch, configuration generation) of a workload whose shape fit
-    # nowhere: it is not placed again until the room, the configuration or it changes.
-    _parked: dict[str, tuple[Workload, int, int]] = field(default_factory=dict)
+    # Workloads whose shape fit nowhere, grouped by shape: key → (the workload as parked,
+    # its shape), and shape → its group. A parked workload is no candidate of a cycle until
+    # it changes, its group is dissolved (room for the shape, a configuration change, or
+    # WAITING_REFRESH_SECONDS passed, for its Waiting message) or it leaves the queue: a
+    # deep queue that fits nowhere costs a cycle one placement per shape, not per workload.
+    _parked: dict[str, tuple[Workload, tuple[object, ...]]] = field(default_factory=dict)
+    _parked_shapes: dict[tuple[object, ...], _ParkedShape] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state.on_indexed.append(self._workload_changed)
 
     def _workload_changed(self, key: str) -> None:
         self._stale.add(key)  # counted again before the next placement or status
+        parked = self._parked.get(key)
+        if parked is not None:
+            entry = self.state.workloads.get(key)
+            if entry is None or entry.workload is not parked[0]:
+                self._unpark(key)
 
     # --- loop -------------------------------------------------------------------------------
 
@@ -262,6 +289,7 @@ class Dispatcher:
         usage = self._fleet_usage()
         self._views = None  # capacity reports and connections may have changed since
         self._failed_shapes = {}
+        self._recheck_parked(now)
         work = [self._dispatch_one(key, entry, usage, now) for key, entry in self._pending()]
         # Decisions were made in order; their writes go out together (one group commit).
         await asyncio.gather(*(w for w in work if w is not None))
@@ -359,6 +387,7 @@ class Dispatcher:
         workloads = self.state.workloads
         pending = self.state.pending
         keys = pending.difference(self.offers)
+        keys.difference_update(self._parked)
         if self._incremental:
             keys |= pending & self._incremental
         waiting = [(key, workloads[key]) for key in keys if key in workloads]
@@ -555,8 +584,62 @@ class Dispatcher:
         for resource, amount in item.requests.items():
             cell[resource] = cell.get(resource, 0) + amount
 
-    def _park(self, key: str, wl: Workload) -> None:
-        self._parked[key] = (wl, self._room_epoch, self.state.config_generation)
+    def _park(
+        self, key: str, wl: Workload, shape: tuple[object, ...], request: PlacementRequest
+    ) -> None:
+        """Park `wl`, whose shape fit nowhere in this cycle, with the others of its shape."""
+        self._unpark(key)
+        group = self._parked_shapes.get(shape)
+        if group is None:
+            group = self._parked_shapes[shape] = _ParkedShape(
+                request=request,
+                epoch=self._room_epoch,
+                generation=self.state.config_generation,
+                since=self.clock(),
+            )
+        group.keys.add(key)
+        self._parked[key] = (wl, shape)
+
+    def _unpark(self, key: str) -> None:
+        parked = self._parked.pop(key, None)
+        if parked is None:
+            return
+        group = self._parked_shapes.get(parked[1])
+        if group is not None:
+            group.keys.discard(key)
+            if not group.keys:
+                del self._parked_shapes[parked[1]]
+
+    def _dissolve(self, shape: tuple[object, ...]) -> None:
+        """Its members are candidates again, from this cycle on."""
+        group = self._parked_shapes.pop(shape)
+        for key in group.keys:
+            self._parked.pop(key, None)
+
+    def _recheck_parked(self, now: datetime) -> None:
+        """Dissolve the groups whose shape may fit now; keep the rest parked as they are.
+
+        Exact because a shape's placement does not depend on which workload has it, and
+        because the memo of this cycle's failures takes in each shape found still not to
+        fit, so a workload of that shape that is a candidate gets the same answer."""
+        generation = self.state.config_generation
+        for shape, group in list(self._parked_shapes.items()):
+            if (
+                group.generation != generation
+                or (now - group.since).total_seconds() >= WAITING_REFRESH_SECONDS
+            ):
+                self._dissolve(shape)  # routes may have moved; or Waiting messages are due
+                continue
+            if group.epoch == self._room_epoch:
+                continue
+            if self._views is None:
+                self._views = self.fleet.views(self._assumed_totals)
+            placement = place(self._views, group.request, now)
+            if placement.offer_to:
+                self._dissolve(shape)
+                continue
+            group.epoch = self._room_epoch
+            self._failed_shapes[shape] = (placement.waiting_reason, group.request)
 
     def _room_may_have_grown(self) -> None:
         self._room_epoch += 1
@@ -578,14 +661,6 @@ class Dispatcher:
         wl = entry.workload
         if self.offers.get(key) and self._offer_modes.get(key) != DispatchMode.INCREMENTAL:
             return None  # offered, waiting for the answer (or the offer timeout)
-        parked = self._parked.get(key)
-        if (
-            parked is not None
-            and parked[0] is wl
-            and parked[1] == self._room_epoch
-            and parked[2] == self.state.config_generation
-        ):
-            return None  # fit nowhere, and nothing that could change that has happened
         route = self._route_of(wl)
         if isinstance(route, str):
             return self._write_waiting(key, "Misconfigured", route, now)
@@ -608,9 +683,9 @@ class Dispatcher:
         has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
         min_requests = workload_requests(wl, minimum=True) if has_min else None
         shape = None if history else _shape(route, requests, min_requests)
-        if shape is not None and (reason := self._failed_shapes.get(shape)) is not None:
-            self._park(key, wl)
-            return self._write_waiting(key, "Waiting", reason, now)
+        if shape is not None and (failed := self._failed_shapes.get(shape)) is not None:
+            self._park(key, wl, shape, failed[1])
+            return self._write_waiting(key, "Waiting", failed[0], now)
         request = PlacementRequest(
             workload=key,
             cluster_queue=route.cluster_queue,
@@ -630,8 +705,8 @@ class Dispatcher:
         placement = place(views, request, now)
         if not placement.offer_to:
             if shape is not None:
-                self._failed_shapes[shape] = placement.waiting_reason
-                self._park(key, wl)
+                self._failed_shapes[shape] = (placement.waiting_reason, request)
+                self._park(key, wl, shape, request)
             if not open_offers:
                 return self._write_waiting(key, "Waiting", placement.waiting_reason, now)
             return None
@@ -655,7 +730,7 @@ class Dispatcher:
         if route.mode == DispatchMode.INCREMENTAL:
             self._incremental.add(key)
         self._waiting_written.pop(key, None)  # it is offered now, not waiting
-        self._parked.pop(key, None)
+        self._unpark(key)
         return self._commit_offer(key, entry, list(placement.offer_to), generation, now)
 
     async def _commit_offer(
@@ -822,7 +897,7 @@ class Dispatcher:
             self._incremental.discard(key)
             self._offer_modes.pop(key, None)
             self._waiting_written.pop(key, None)
-            self._parked.pop(key, None)
+            self._unpark(key)
         if key in self.assumed.get(cluster, {}):
             self.assumed[cluster][key].answered = True
         withdraw: list[str] = []
@@ -918,7 +993,7 @@ class Dispatcher:
         self._queued.pop(key, None)
         self._incremental.discard(key)
         self._waiting_written.pop(key, None)
-        self._parked.pop(key, None)
+        self._unpark(key)
         self._offer_modes.pop(key, None)
         self.state.take_fresh_source(key)
         self._drop_assumed(key)

@@ -257,6 +257,86 @@ async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_work
     await west.close()
 
 
+async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
+    for c in (await workload(hub, key)).get("status", {}).get("conditions", []):
+        if c["type"] == "QuotaReserved" and c["reason"] == "Waiting":
+            return str(c["message"])
+    return None
+
+
+async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_a_visit_each(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    east, west = await two_clusters(hub, "2", "2")
+    dispatcher = hub.hub.dispatcher
+    visited: list[str] = []
+    placed: list[int] = []
+    dispatch_one = type(dispatcher)._dispatch_one
+
+    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
+        visited.append(key)
+        return dispatch_one(self, key, *args)
+
+    def counting_place(*args: Any) -> Any:
+        placed.append(dispatcher.cycles)
+        return place(*args)
+
+    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
+    monkeypatch.setattr("hub.dispatch.place", counting_place)
+    large = [await submit(hub, f"large-{i}", cpu="2") for i in range(6)]  # 4 CPUs each
+    for key in large:
+        await eventually(lambda key=key: waiting_message(hub, key))
+    await asyncio.sleep(0.1)  # the Waiting writes come back; each is looked at once more
+    visited.clear()
+    placed.clear()
+    # Room may have grown (a capacity report), but not enough: each report costs one
+    # placement of the shape, and no parked workload is looked at.
+    for free in ("3", "2", "3"):
+        await east.send(capacity("east", free))
+        cycles = dispatcher.cycles
+
+        async def two_more_cycles(cycles: int = cycles) -> bool:
+            return dispatcher.cycles > cycles + 1
+
+        await eventually(two_more_cycles)
+    assert [key for key in visited if key in large] == []
+    assert 1 <= len(placed) <= 3
+    # Enough room: the shape is placed, and its oldest workload offered.
+    await west.send(capacity("west", "8"))
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == large[0]
+    await east.close()
+    await west.close()
+
+
+async def test_a_parked_deep_queue_is_told_new_reasons_after_the_refresh_interval(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    east, west = await two_clusters(hub, "2", "2")
+    monkeypatch.setattr("hub.dispatch.WAITING_REFRESH_SECONDS", 0.3)
+    large = [await submit(hub, f"large-{i}", cpu="2") for i in range(4)]  # 4 CPUs each
+    before = "no cluster can take it now: 2 InsufficientHeadroom"
+    for key in large:
+        await eventually(lambda key=key: waiting_message(hub, key))
+        assert await waiting_message(hub, key) == before
+    # Both clusters shrink below the shape: a new reason, which every parked workload is told.
+    for agent, name in ((east, "east"), (west, "west")):
+        report = capacity(name, "2")
+        for queue in report.queues:
+            if queue.resource == "cpu":
+                queue.nominal = Quantity.parse("2")
+        await agent.send(report)
+
+    async def all_told() -> bool:
+        messages = [await waiting_message(hub, key) for key in large]
+        return all(m is not None and m != before for m in messages)
+
+    await eventually(all_told)
+    assert await waiting_message(hub, large[-1]) == "too large for every cluster of its cluster set"
+    await east.close()
+    await west.close()
+
+
 def global_queue(fleet_cpu: str) -> dict[str, Any]:
     return {
         "apiVersion": "multiq.dev/v1alpha1",
