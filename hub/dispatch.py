@@ -162,14 +162,18 @@ class QueueTally:
 
 @dataclass
 class _ParkedShape:
-    """The workloads of one shape (see `_shape`) that fit nowhere, parked together.
+    """Workloads held back for one reason that only a known change can lift, parked together.
 
-    Placement's answer depends only on the shape and the clusters, so while the room on the
-    clusters has not grown (`epoch`) and the configuration has not moved (`generation`) no
-    member needs looking at; once the room may have grown, one placement of the shape
-    answers for all of them (`Dispatcher._recheck_parked`)."""
+    Either they fit nowhere (`request`: their shape, see `_shape`): placement's answer
+    depends only on the shape and the clusters, so while the room on the clusters has not
+    grown (`epoch`) no member needs looking at, and once it may have, one placement of the
+    shape answers for all of them. Or they would exceed their global queue's fleet quota
+    (`over_quota`: the queue and its usage when they were held back; they ask alike): that
+    holds until the queue's usage falls. Either way until the configuration moves
+    (`generation`). See `Dispatcher._recheck_parked`."""
 
-    request: PlacementRequest
+    request: PlacementRequest | None
+    over_quota: tuple[str, dict[str, int]] | None
     epoch: int
     generation: int
     since: datetime
@@ -289,7 +293,7 @@ class Dispatcher:
         usage = self._fleet_usage()
         self._views = None  # capacity reports and connections may have changed since
         self._failed_shapes = {}
-        self._recheck_parked(now)
+        self._recheck_parked(now, usage)
         work = [self._dispatch_one(key, entry, usage, now) for key, entry in self._pending()]
         # Decisions were made in order; their writes go out together (one group commit).
         await asyncio.gather(*(w for w in work if w is not None))
@@ -585,14 +589,21 @@ class Dispatcher:
             cell[resource] = cell.get(resource, 0) + amount
 
     def _park(
-        self, key: str, wl: Workload, shape: tuple[object, ...], request: PlacementRequest
+        self,
+        key: str,
+        wl: Workload,
+        shape: tuple[object, ...],
+        request: PlacementRequest | None,
+        over_quota: tuple[str, dict[str, int]] | None = None,
     ) -> None:
-        """Park `wl`, whose shape fit nowhere in this cycle, with the others of its shape."""
+        """Park `wl` with the others of its shape: it fit nowhere in this cycle (`request`),
+        or it would exceed its global queue's fleet quota (`over_quota`)."""
         self._unpark(key)
         group = self._parked_shapes.get(shape)
         if group is None:
             group = self._parked_shapes[shape] = _ParkedShape(
                 request=request,
+                over_quota=over_quota,
                 epoch=self._room_epoch,
                 generation=self.state.config_generation,
                 since=self.clock(),
@@ -616,12 +627,14 @@ class Dispatcher:
         for key in group.keys:
             self._parked.pop(key, None)
 
-    def _recheck_parked(self, now: datetime) -> None:
+    def _recheck_parked(self, now: datetime, usage: dict[str, dict[str, int]]) -> None:
         """Dissolve the groups whose shape may fit now; keep the rest parked as they are.
 
         Exact because a shape's placement does not depend on which workload has it, and
         because the memo of this cycle's failures takes in each shape found still not to
-        fit, so a workload of that shape that is a candidate gets the same answer."""
+        fit, so a workload of that shape that is a candidate gets the same answer. Over a
+        fleet quota, a workload's verdict depends only on its requests and its queue's
+        usage, which within a cycle only grows."""
         generation = self.state.config_generation
         for shape, group in list(self._parked_shapes.items()):
             if (
@@ -630,10 +643,17 @@ class Dispatcher:
             ):
                 self._dissolve(shape)  # routes may have moved; or Waiting messages are due
                 continue
+            if group.over_quota is not None:
+                queue, seen = group.over_quota
+                used = usage.get(queue, {})
+                if any(used.get(resource, 0) < amount for resource, amount in seen.items()):
+                    self._dissolve(shape)  # the queue's usage fell: some may fit now
+                continue
             if group.epoch == self._room_epoch:
                 continue
             if self._views is None:
                 self._views = self.fleet.views(self._assumed_totals)
+            assert group.request is not None
             placement = place(self._views, group.request, now)
             if placement.offer_to:
                 self._dissolve(shape)
@@ -667,6 +687,15 @@ class Dispatcher:
         requests = workload_requests(wl)
         quota_reason = self._fleet_quota_reason(route, requests, usage)
         if quota_reason is not None:
+            assert route.global_queue is not None
+            queue = route.global_queue.name
+            self._park(
+                key,
+                wl,
+                ("over quota", queue, tuple(sorted(requests.items()))),
+                None,
+                over_quota=(queue, dict(usage.get(queue, {}))),
+            )
             return self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
         st = wl.status
         open_offers = self.offers.get(key, {})

@@ -257,11 +257,15 @@ async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_work
     await west.close()
 
 
-async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
+async def waiting_message_of(hub: HubUnderTest, key: str, reason: str) -> str | None:
     for c in (await workload(hub, key)).get("status", {}).get("conditions", []):
-        if c["type"] == "QuotaReserved" and c["reason"] == "Waiting":
+        if c["type"] == "QuotaReserved" and c["reason"] == reason:
             return str(c["message"])
     return None
+
+
+async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
+    return await waiting_message_of(hub, key, "Waiting")
 
 
 async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_a_visit_each(
@@ -403,6 +407,48 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
     assert status == 200, reply
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == fourth
+    await east.close()
+    await west.close()
+
+
+async def test_a_deep_queue_over_its_fleet_quota_is_not_looked_at_until_its_usage_falls(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    east, west = await governed_clusters(hub, west_cpu="8", fleet_cpu="2")
+    dispatcher = hub.hub.dispatcher
+    visited: list[str] = []
+    dispatch_one = type(dispatcher)._dispatch_one
+
+    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
+        visited.append(key)
+        return dispatch_one(self, key, *args)
+
+    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
+    first = await submit(hub, "first")  # 2 CPUs: all of the quota
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == first
+    await west.send(
+        report(first, 1, WorkloadPhase.ADMITTED, admission=Admission(cluster_queue="team-vision"))
+    )
+    held = [await submit(hub, f"held-{i}") for i in range(5)]
+    for key in held:
+        await eventually(lambda key=key: waiting_message_of(hub, key, "FleetQuotaExceeded"))
+    await asyncio.sleep(0.1)  # the Waiting writes come back; each is looked at once more
+    visited.clear()
+    # Cycles run (capacity reports, which do not touch the quota): none of them is looked at.
+    for free in ("7", "8", "7"):
+        await west.send(capacity("west", free))
+        cycles = dispatcher.cycles
+
+        async def two_more_cycles(cycles: int = cycles) -> bool:
+            return dispatcher.cycles > cycles + 1
+
+        await eventually(two_more_cycles)
+    assert [key for key in visited if key in held] == []
+    # The usage falls: the oldest held workload is offered.
+    await west.send(report(first, 1, WorkloadPhase.SUCCEEDED))
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == held[0]
     await east.close()
     await west.close()
 
