@@ -69,6 +69,16 @@ class Quantity:
         self._binary = binary
         self._text: str | None = None  # canonical(), computed once: every dump writes it
 
+    @classmethod
+    def _exact(cls, value: Fraction, binary: bool = False) -> Quantity:
+        """A quantity of a value already a whole number of nano-units (a sum, difference or
+        multiple of quantities, or milli-units): nothing to round, so no division."""
+        q = cls.__new__(cls)
+        q._value = value
+        q._binary = binary
+        q._text = None
+        return q
+
     # construction -------------------------------------------------------------------------
 
     @classmethod
@@ -111,7 +121,7 @@ class Quantity:
 
     @classmethod
     def from_milli(cls, milli: int) -> Quantity:
-        return cls(Fraction(milli, 1000))
+        return cls._exact(Fraction(milli, 1000))
 
     # views --------------------------------------------------------------------------------
 
@@ -119,6 +129,11 @@ class Quantity:
     def value(self) -> Fraction:
         """The exact value in base units (cores, bytes, devices)."""
         return self._value
+
+    @property
+    def is_binary(self) -> bool:
+        """Written in binary units (Ki, Mi, …), which canonical() keeps while it can."""
+        return self._binary
 
     def milli(self) -> int:
         """The value in milli-units, rounded up as Kubernetes' MilliValue does."""
@@ -138,18 +153,18 @@ class Quantity:
     # arithmetic and comparison ----------------------------------------------------------
 
     def __add__(self, other: Quantity) -> Quantity:
-        return Quantity(self._value + other._value, binary=self._binary and other._binary)
+        return Quantity._exact(self._value + other._value, self._binary and other._binary)
 
     def __sub__(self, other: Quantity) -> Quantity:
-        return Quantity(self._value - other._value, binary=self._binary and other._binary)
+        return Quantity._exact(self._value - other._value, self._binary and other._binary)
 
     def __mul__(self, factor: int) -> Quantity:
-        return Quantity(self._value * factor, binary=self._binary)
+        return Quantity._exact(self._value * factor, self._binary)
 
     __rmul__ = __mul__
 
     def __neg__(self) -> Quantity:
-        return Quantity(-self._value, binary=self._binary)
+        return Quantity._exact(-self._value, self._binary)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Quantity):
@@ -186,16 +201,16 @@ class Quantity:
         else uses decimal SI suffixes, down to nano. parse(canonical()) always equals self.
         """
         if self._text is None:
-            self._text = self._spell()
+            self._text = _spelling(self._value, self._binary)
         return self._text
 
-    def _spell(self) -> str:
-        value = self._value
+    @staticmethod
+    def _spell(value: Fraction, binary: bool) -> str:
         if value == 0:
             return "0"
         sign = "-" if value < 0 else ""
         magnitude = abs(value)
-        if self._binary and magnitude.denominator == 1:
+        if binary and magnitude.denominator == 1:
             whole = magnitude.numerator
             for suffix, bfactor in _BINARY_DESCENDING:
                 if whole % bfactor == 0 and whole >= bfactor:
@@ -228,6 +243,13 @@ class Quantity:
                 lambda q: q.canonical(), when_used="always"
             ),
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _spelling(value: Fraction, binary: bool) -> str:
+    """canonical() of a value, spelled once per distinct value: quantities made by arithmetic
+    (usage, headroom, totals) are new objects, but their values repeat."""
+    return Quantity._spell(value, binary)
 
 
 @functools.lru_cache(maxsize=4096)

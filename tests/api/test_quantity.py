@@ -101,3 +101,27 @@ def test_milli_units_never_undercount(text: str) -> None:
     q = Quantity.parse(text)
     assert Fraction(q.milli(), 1000) >= q.value
     assert Fraction(q.milli(), 1000) - q.value < Fraction(1, 1000)
+
+
+@given(quantities, quantities, st.integers(min_value=-50, max_value=50))
+def test_arithmetic_needs_no_rounding_and_spells_as_a_freshly_made_quantity_would(
+    a: str, b: str, factor: int
+) -> None:
+    qa, qb = Quantity.parse(a), Quantity.parse(b)
+    for result, binary in (
+        (qa + qb, qa.is_binary and qb.is_binary),
+        (qa - qb, qa.is_binary and qb.is_binary),
+        (qa * factor, qa.is_binary),
+        (-qa, qa.is_binary),
+    ):
+        fresh = Quantity(result.value, binary=binary)
+        assert result.value == fresh.value
+        assert result.canonical() == fresh.canonical()
+        assert Quantity.parse(result.canonical()) == result
+
+
+@given(st.integers(min_value=-(10**15), max_value=10**15))
+def test_milli_units_make_the_quantity_they_name(milli: int) -> None:
+    q = Quantity.from_milli(milli)
+    assert q.milli() == milli and q == Quantity(Fraction(milli, 1000))
+    assert Quantity.parse(q.canonical()) == q
