@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -125,18 +124,26 @@ def _injections(
     return out
 
 
-def _inject_pod_template(template: JsonObject, labels: Mapping[str, str], inj: _Injection) -> None:
-    meta = template.setdefault("metadata", {})
-    tlabels = meta.setdefault("labels", {})
+def _inject_pod_template(
+    template: JsonObject, labels: Mapping[str, str], inj: _Injection
+) -> JsonObject:
+    """`template` with the workload's labels and the flavor's node selector and tolerations.
+
+    Copy on write: the dicts on the way to what changes are new, everything else is shared
+    with `template` (which nobody changes afterwards), so a Job costs no deep copy."""
+    template = dict(template)
+    meta = template["metadata"] = dict(template.get("metadata") or {})
+    tlabels = meta["labels"] = dict(meta.get("labels") or {})
     for key in _CONTROLLER_LABELS + _DROPPED_LABELS:
         tlabels.pop(key, None)
     tlabels.update(labels)
-    spec = template.setdefault("spec", {})
+    spec = template["spec"] = dict(template.get("spec") or {})
     if inj.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **inj.node_selector}
     if inj.tolerations:
         existing = list(spec.get("tolerations") or [])
         spec["tolerations"] = existing + [t for t in inj.tolerations if t not in existing]
+    return template
 
 
 def _clean_meta(meta: JsonObject, namespace: str, labels: Mapping[str, str]) -> JsonObject:
@@ -151,7 +158,7 @@ def _clean_meta(meta: JsonObject, namespace: str, labels: Mapping[str, str]) -> 
 
 
 def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> JsonObject:
-    spec = copy.deepcopy(spec)
+    spec = dict(spec)  # copy on write, as `_inject_pod_template`
     if not spec.get("manualSelector"):
         spec.pop("selector", None)
     spec["suspend"] = False
@@ -163,7 +170,7 @@ def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> J
         spec["parallelism"] = inj.count
         if spec.get("completions") == before and spec.get("completionMode") != "Indexed":
             spec["completions"] = inj.count
-    _inject_pod_template(spec.setdefault("template", {}), labels, inj)
+    spec["template"] = _inject_pod_template(spec.get("template") or {}, labels, inj)
     return spec
 
 
@@ -285,9 +292,10 @@ def _jobs_for_pod_sets(
             "completionMode": "Indexed",
             "completions": count,
             "parallelism": count,
-            "template": template,
+            "template": _inject_pod_template(
+                template, labels, _Injection(inj.node_selector, inj.tolerations, None)
+            ),
         }
-        _inject_pod_template(template, labels, _Injection(inj.node_selector, inj.tolerations, None))
         jobs.append(
             {
                 "apiVersion": "batch/v1",

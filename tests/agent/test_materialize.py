@@ -143,6 +143,37 @@ def test_a_jobset_becomes_one_job_per_replicated_job_replica_with_jobset_labels(
     assert worker["spec"]["template"]["spec"]["nodeSelector"] == {"type": "kubesim"}
 
 
+def test_planning_changes_nothing_it_was_given_and_no_two_jobs_share_what_was_made_for_them() -> (
+    None
+):
+    source = jobset_source()
+    for rj in source["spec"]["replicatedJobs"]:
+        pod_template = rj["template"]["spec"]["template"]
+        pod_template["metadata"] = {"labels": {"app": rj["name"]}}
+        pod_template["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+    workload = workload_from_jobset(JobSet.model_validate(copy.deepcopy(source)))
+    workload.metadata.uid = "uid-train"
+    offer = DispatchOffer(workload=workload, generation=4, source=source)
+    source_before = copy.deepcopy(offer.source)
+    workload_before = offer.workload.model_dump()
+    jobs = plan_jobs(
+        offer.workload, 4, offer.source, admission(("leader", 1), ("workers", 4)), FLAVORS
+    )
+    direct = plan_jobs(offer.workload, 4, None, admission(("leader", 1), ("workers", 4)), FLAVORS)
+    assert offer.source == source_before
+    assert offer.workload.model_dump() == workload_before
+    templates = [j["spec"]["template"] for j in jobs + direct]
+    for path in (("metadata", "labels"), ("spec",)):
+        made = [t[path[0]] if len(path) == 1 else t[path[0]][path[1]] for t in templates]
+        assert len({id(m) for m in made}) == len(made)
+    # One Job's labels are its own: the workers' indexes differ.
+    indexes = [
+        j["spec"]["template"]["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index")
+        for j in jobs
+    ]
+    assert indexes == ["0", "0", "1"]
+
+
 def test_a_jobset_cannot_be_partially_admitted() -> None:
     offer = jobset_offer()
     with pytest.raises(MaterializeError, match="all or nothing"):
