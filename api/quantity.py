@@ -137,8 +137,8 @@ class Quantity:
 
     def milli(self) -> int:
         """The value in milli-units, rounded up as Kubernetes' MilliValue does."""
-        scaled = self._value * 1000
-        return -((-scaled.numerator) // scaled.denominator)
+        value = self._value  # (integer arithmetic: no Fraction is made for the product)
+        return -((-value.numerator * 1000) // value.denominator)
 
     def units(self) -> int:
         """The value in whole units, rounded up (Kubernetes' Value)."""
