@@ -168,15 +168,20 @@ class _ParkedShape:
     depends only on the shape and the clusters, so while the room on the clusters has not
     grown (`epoch`) no member needs looking at, and once it may have, one placement of the
     shape answers for all of them. Or they would exceed their global queue's fleet quota
-    (`over_quota`: the queue and its usage when they were held back; they ask alike): that
-    holds until the queue's usage falls. Either way until the configuration moves
-    (`generation`). See `Dispatcher._recheck_parked`."""
+    (`over_quota`: their route and requests, alike for all): one check against the queue's
+    usage answers for all of them. Either way until the configuration moves (`generation`).
+    Members are looked at again only to be told a reason that changed (`latest` against
+    `told`), at most once per WAITING_REFRESH_SECONDS. See `Dispatcher._recheck_parked`."""
 
     request: PlacementRequest | None
-    over_quota: tuple[str, dict[str, int]] | None
+    over_quota: tuple[Route, Mapping[str, int]] | None
     epoch: int
     generation: int
     since: datetime
+    latest: str
+    """The reason as last found."""
+    told: str | None
+    """The Waiting message every member was last written with; None when they differ."""
     keys: set[str] = field(default_factory=set)
 
 
@@ -593,12 +598,17 @@ class Dispatcher:
         key: str,
         wl: Workload,
         shape: tuple[object, ...],
-        request: PlacementRequest | None,
-        over_quota: tuple[str, dict[str, int]] | None = None,
+        reason: str,
+        now: datetime,
+        request: PlacementRequest | None = None,
+        over_quota: tuple[Route, Mapping[str, int]] | None = None,
     ) -> None:
         """Park `wl` with the others of its shape: it fit nowhere in this cycle (`request`),
-        or it would exceed its global queue's fleet quota (`over_quota`)."""
+        or it would exceed its global queue's fleet quota (`over_quota`). Called after its
+        Waiting condition was decided on, so the group knows what its members were told."""
         self._unpark(key)
+        written = self._waiting_written.get(key)
+        told = written[1] if written is not None else None
         group = self._parked_shapes.get(shape)
         if group is None:
             group = self._parked_shapes[shape] = _ParkedShape(
@@ -606,8 +616,14 @@ class Dispatcher:
                 over_quota=over_quota,
                 epoch=self._room_epoch,
                 generation=self.state.config_generation,
-                since=self.clock(),
+                since=now,
+                latest=reason,
+                told=told,
             )
+        else:
+            group.latest = reason
+            if group.told != told:
+                group.told = None
         group.keys.add(key)
         self._parked[key] = (wl, shape)
 
@@ -628,38 +644,42 @@ class Dispatcher:
             self._parked.pop(key, None)
 
     def _recheck_parked(self, now: datetime, usage: dict[str, dict[str, int]]) -> None:
-        """Dissolve the groups whose shape may fit now; keep the rest parked as they are.
+        """Dissolve the groups whose shape may fit now, or whose members are due to be told
+        a new reason; keep the rest parked as they are.
 
         Exact because a shape's placement does not depend on which workload has it, and
         because the memo of this cycle's failures takes in each shape found still not to
         fit, so a workload of that shape that is a candidate gets the same answer. Over a
-        fleet quota, a workload's verdict depends only on its requests and its queue's
-        usage, which within a cycle only grows."""
+        fleet quota, a workload's verdict depends only on its route, its requests and its
+        queue's usage, which within a cycle only grows."""
         generation = self.state.config_generation
         for shape, group in list(self._parked_shapes.items()):
-            if (
-                group.generation != generation
-                or (now - group.since).total_seconds() >= WAITING_REFRESH_SECONDS
-            ):
-                self._dissolve(shape)  # routes may have moved; or Waiting messages are due
+            if group.generation != generation:
+                self._dissolve(shape)  # routes may have moved
                 continue
             if group.over_quota is not None:
-                queue, seen = group.over_quota
-                used = usage.get(queue, {})
-                if any(used.get(resource, 0) < amount for resource, amount in seen.items()):
-                    self._dissolve(shape)  # the queue's usage fell: some may fit now
-                continue
-            if group.epoch == self._room_epoch:
-                continue
-            if self._views is None:
-                self._views = self.fleet.views(self._assumed_totals)
-            assert group.request is not None
-            placement = place(self._views, group.request, now)
-            if placement.offer_to:
-                self._dissolve(shape)
-                continue
-            group.epoch = self._room_epoch
-            self._failed_shapes[shape] = (placement.waiting_reason, group.request)
+                route, requests = group.over_quota
+                reason = self._fleet_quota_reason(route, requests, usage)
+                if reason is None:
+                    self._dissolve(shape)  # the queue's usage fell: one may fit now
+                    continue
+                group.latest = reason
+            elif group.epoch != self._room_epoch:
+                if self._views is None:
+                    self._views = self.fleet.views(self._assumed_totals)
+                assert group.request is not None
+                placement = place(self._views, group.request, now)
+                if placement.offer_to:
+                    self._dissolve(shape)
+                    continue
+                group.epoch = self._room_epoch
+                group.latest = placement.waiting_reason
+                self._failed_shapes[shape] = (placement.waiting_reason, group.request)
+            if (
+                group.told != group.latest
+                and (now - group.since).total_seconds() >= WAITING_REFRESH_SECONDS
+            ):
+                self._dissolve(shape)  # to be told the new reason
 
     def _room_may_have_grown(self) -> None:
         self._room_epoch += 1
@@ -688,15 +708,16 @@ class Dispatcher:
         quota_reason = self._fleet_quota_reason(route, requests, usage)
         if quota_reason is not None:
             assert route.global_queue is not None
-            queue = route.global_queue.name
+            write = self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
             self._park(
                 key,
                 wl,
-                ("over quota", queue, tuple(sorted(requests.items()))),
-                None,
-                over_quota=(queue, dict(usage.get(queue, {}))),
+                ("over quota", route.global_queue.name, tuple(sorted(requests.items()))),
+                quota_reason,
+                now,
+                over_quota=(route, requests),
             )
-            return self._write_waiting(key, "FleetQuotaExceeded", quota_reason, now)
+            return write
         st = wl.status
         open_offers = self.offers.get(key, {})
         history = [Offer(ClusterName(c), when) for c, when in open_offers.items()] + [
@@ -713,8 +734,9 @@ class Dispatcher:
         min_requests = workload_requests(wl, minimum=True) if has_min else None
         shape = None if history else _shape(route, requests, min_requests)
         if shape is not None and (failed := self._failed_shapes.get(shape)) is not None:
-            self._park(key, wl, shape, failed[1])
-            return self._write_waiting(key, "Waiting", failed[0], now)
+            write = self._write_waiting(key, "Waiting", failed[0], now)
+            self._park(key, wl, shape, failed[0], now, request=failed[1])
+            return write
         request = PlacementRequest(
             workload=key,
             cluster_queue=route.cluster_queue,
@@ -733,12 +755,12 @@ class Dispatcher:
         views = self._views
         placement = place(views, request, now)
         if not placement.offer_to:
+            reason = placement.waiting_reason
+            write = None if open_offers else self._write_waiting(key, "Waiting", reason, now)
             if shape is not None:
-                self._failed_shapes[shape] = (placement.waiting_reason, request)
-                self._park(key, wl, shape, request)
-            if not open_offers:
-                return self._write_waiting(key, "Waiting", placement.waiting_reason, now)
-            return None
+                self._failed_shapes[shape] = (reason, request)
+                self._park(key, wl, shape, reason, now, request=request)
+            return write
         generation = (st.dispatch_generation or 0) if st else 0
         if not open_offers:
             generation += 1  # a new round of offers fences off replies to older rounds
