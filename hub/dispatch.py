@@ -560,10 +560,12 @@ class Dispatcher:
         for resource, quota in sorted(gq.spec.fleet_quota.items()):
             need = requests.get(resource, 0)
             if need and used.get(resource, 0) + need > quota.milli():
-                have = Quantity.from_milli(used.get(resource, 0)).canonical()
+                # No usage figure here: it moves with every workload the queue starts or
+                # ends, and a deep queue would be rewritten for it (the GlobalQueue's status
+                # shows it, `qctl get queues -o wide`).
                 return (
                     f"fleet quota of GlobalQueue {gq.name} for {resource} is "
-                    f"{quota.canonical()}, {have} in use, the workload needs "
+                    f"{quota.canonical()} and too little of it is free: the workload needs "
                     f"{Quantity.from_milli(need).canonical()}"
                 )
         return None

@@ -395,7 +395,8 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
 
     third = await submit(hub, "third")
     assert await eventually(lambda: waiting(third)) == (
-        "fleet quota of GlobalQueue vision for cpu is 4, 4 in use, the workload needs 2"
+        "fleet quota of GlobalQueue vision for cpu is 4 and too little of it is free: "
+        "the workload needs 2"
     )
     # The first finishes: its share of the fleet quota is free again.
     await west.send(report(first, 1, WorkloadPhase.SUCCEEDED))
@@ -404,7 +405,8 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
 
     fourth = await submit(hub, "fourth")
     assert await eventually(lambda: waiting(fourth)) == (
-        "fleet quota of GlobalQueue vision for cpu is 4, 4 in use, the workload needs 2"
+        "fleet quota of GlobalQueue vision for cpu is 4 and too little of it is free: "
+        "the workload needs 2"
     )
     # The quota grows: the usage is counted under the new configuration.
     _, gq = await hub.call("GET", f"{API}/globalqueues/vision")
