@@ -241,11 +241,12 @@ class Dispatcher:
     # Room on the clusters can only have grown since this moved: a capacity report, an
     # offer's room given back, a cluster connecting or leaving.
     _room_epoch: int = 0
-    # Workloads whose shape fit nowhere, grouped by shape: key → (the workload as parked,
-    # its shape), and shape → its group. A parked workload is no candidate of a cycle until
-    # it changes, its group is dissolved (room for the shape, a configuration change, or
-    # WAITING_REFRESH_SECONDS passed, for its Waiting message) or it leaves the queue: a
-    # deep queue that fits nowhere costs a cycle one placement per shape, not per workload.
+    # Workloads that fit nowhere or would exceed their fleet quota, grouped by shape (see
+    # `_ParkedShape`): key → (the workload as parked, its shape), and shape → its group. A
+    # parked workload is no candidate of a cycle until it changes, leaves the queue, or its
+    # group is dissolved (it may fit now, the configuration moved, or its members are due a
+    # new Waiting message): a deep queue held back costs a cycle one check per shape, not
+    # one per workload.
     _parked: dict[str, tuple[Workload, tuple[object, ...]]] = field(default_factory=dict)
     _parked_shapes: dict[tuple[object, ...], _ParkedShape] = field(default_factory=dict)
 
