@@ -5,11 +5,14 @@ One cycle, as numbered steps of named helpers:
 1. `_expire_offers`     offers unanswered for `offer_timeout` fail (the cluster is skipped);
 2. `_handle_lost`       workloads on a cluster lost for longer than its loss timeout are
                         requeued at the hub (never earlier: the cluster may still run them);
-3. `_pending`           workloads waiting at the hub, by priority then age (FIFO);
-4. `_route`             each one's cluster queue, global queue and cluster set;
-5. `_fleet_quota`       the global queue's fleet-wide quota must hold it;
-6. `place`              pure placement over the clusters' capacity (hub.placement);
-7. `_offer`             the offer is made durable (status), then sent over the session.
+3. `_recheck_parked`    workloads held back alike (fit nowhere, or over their fleet quota)
+                        are parked by shape: one check per shape says whether its workloads
+                        may go now, so a deep queue held back costs a cycle next to nothing;
+4. `_pending`           the other workloads waiting at the hub, by priority then age (FIFO);
+5. `_route`             each one's cluster queue, global queue and cluster set;
+6. `_fleet_quota`       the global queue's fleet-wide quota must hold it;
+7. `place`              pure placement over the clusters' capacity (hub.placement);
+8. `_offer`             the offer is made durable (status), then sent over the session.
 
 Everything that changes a workload goes through `hub.transitions` and a compare-and-swap
 write, so a cycle that lost a race simply decides again next time.
