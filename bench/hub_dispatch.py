@@ -16,7 +16,8 @@ Phases as in `bench.federation_dispatch`: a burst of submissions from 32 concurr
 paced run (submit→admitted p50/p99 as seen on the hub's watch). Each phase reports the hub's
 CPU milliseconds per workload. `--absent N` registers N more member clusters whose agents
 never connect, as when a cluster is down; `--fleet-quota CPU` puts a fleet quota on the
-default GlobalQueue; `--backlog N` first submits N workloads that fit on no cluster, so every
+default GlobalQueue; `--backlog N` first submits N workloads that fit on no cluster (200,000
+CPUs each, so with a `--fleet-quota` below that the quota holds them back instead), so every
 dispatch cycle has a deep queue to consider. Prints one JSON object.
 """
 
