@@ -268,6 +268,35 @@ async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
     return await waiting_message_of(hub, key, "Waiting")
 
 
+def count_visits(dispatcher: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys of the workloads the dispatcher looks at, cycle after cycle."""
+    visited: list[str] = []
+    dispatch_one = type(dispatcher)._dispatch_one
+
+    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
+        visited.append(key)
+        return dispatch_one(self, key, *args)
+
+    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
+    return visited
+
+
+async def report_capacities(
+    hub: HubUnderTest, agent: ScriptedAgent, cluster: str, free_cpus: list[str]
+) -> None:
+    """Send each capacity report, and let two dispatch cycles run after each."""
+    dispatcher = hub.hub.dispatcher
+    for free in free_cpus:
+        await agent.send(capacity(cluster, free))
+        cycles = dispatcher.cycles
+
+        async def two_more_cycles(cycles: int = cycles) -> bool:
+            return dispatcher.cycles > cycles + 1
+
+        await eventually(two_more_cycles)
+        await asyncio.sleep(0.1)
+
+
 async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_a_visit_each(
     hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,19 +304,13 @@ async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_
     # Refreshing Waiting messages is no reason to look at them while their reason holds.
     monkeypatch.setattr("hub.dispatch.WAITING_REFRESH_SECONDS", 0.2)
     dispatcher = hub.hub.dispatcher
-    visited: list[str] = []
+    visited = count_visits(dispatcher, monkeypatch)
     placed: list[int] = []
-    dispatch_one = type(dispatcher)._dispatch_one
-
-    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
-        visited.append(key)
-        return dispatch_one(self, key, *args)
 
     def counting_place(*args: Any) -> Any:
         placed.append(dispatcher.cycles)
         return place(*args)
 
-    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
     monkeypatch.setattr("hub.dispatch.place", counting_place)
     large = [await submit(hub, f"large-{i}", cpu="2") for i in range(6)]  # 4 CPUs each
     for key in large:
@@ -297,15 +320,7 @@ async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_
     placed.clear()
     # Room may have grown (a capacity report), but not enough: each report costs one
     # placement of the shape, and no parked workload is looked at.
-    for free in ("3", "2", "3"):
-        await east.send(capacity("east", free))
-        cycles = dispatcher.cycles
-
-        async def two_more_cycles(cycles: int = cycles) -> bool:
-            return dispatcher.cycles > cycles + 1
-
-        await eventually(two_more_cycles)
-        await asyncio.sleep(0.1)
+    await report_capacities(hub, east, "east", ["3", "2", "3"])
     assert [key for key in visited if key in large] == []
     assert 1 <= len(placed) <= 3
     assert await waiting_message(hub, large[-1]) == (
@@ -423,15 +438,7 @@ async def test_a_deep_queue_over_its_fleet_quota_is_not_looked_at_until_its_usag
     hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     east, west = await governed_clusters(hub, west_cpu="8", fleet_cpu="2")
-    dispatcher = hub.hub.dispatcher
-    visited: list[str] = []
-    dispatch_one = type(dispatcher)._dispatch_one
-
-    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
-        visited.append(key)
-        return dispatch_one(self, key, *args)
-
-    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
+    visited = count_visits(hub.hub.dispatcher, monkeypatch)
     first = await submit(hub, "first")  # 2 CPUs: all of the quota
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == first
@@ -444,14 +451,7 @@ async def test_a_deep_queue_over_its_fleet_quota_is_not_looked_at_until_its_usag
     await asyncio.sleep(0.1)  # the Waiting writes come back; each is looked at once more
     visited.clear()
     # Cycles run (capacity reports, which do not touch the quota): none of them is looked at.
-    for free in ("7", "8", "7"):
-        await west.send(capacity("west", free))
-        cycles = dispatcher.cycles
-
-        async def two_more_cycles(cycles: int = cycles) -> bool:
-            return dispatcher.cycles > cycles + 1
-
-        await eventually(two_more_cycles)
+    await report_capacities(hub, west, "west", ["7", "8", "7"])
     assert [key for key in visited if key in held] == []
     # The usage falls: the oldest held workload is offered.
     await west.send(report(first, 1, WorkloadPhase.SUCCEEDED))
