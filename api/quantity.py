@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-__all__ = ["Quantity", "QuantityError", "parse_quantity"]
+__all__ = ["Quantity", "QuantityError", "parse_quantity", "resource_amount"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -261,3 +261,13 @@ def _parse_text(text: str) -> Quantity:
 
 def parse_quantity(text: str | int | float) -> Quantity:
     return Quantity.parse(text)
+
+
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage"})
+
+
+def resource_amount(resource: str, milli: int) -> Quantity:
+    """`milli` milli-units of `resource` as people write them: amounts of bytes (memory,
+    ephemeral-storage, hugepages-*) in binary units such as 4Gi, the rest in decimal."""
+    binary = resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+    return Quantity._exact(Fraction(milli, 1000), binary)

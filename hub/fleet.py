@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from api.quantity import Quantity
+from api.quantity import Quantity, resource_amount
 from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.messages import CapacityReport, HeldWorkload
 from hub.auth import TokenAuthority, token_from_ref
@@ -202,9 +202,9 @@ def _capacity_status(report: CapacityReport) -> dict[str, Any]:
         resources.append(
             {
                 "name": name,
-                "allocatable": Quantity.from_milli(alloc).canonical(),
-                "used": Quantity.from_milli(max(0, alloc - free)).canonical(),
-                "headroom": Quantity.from_milli(free).canonical(),
+                "allocatable": resource_amount(name, alloc).canonical(),
+                "used": resource_amount(name, max(0, alloc - free)).canonical(),
+                "headroom": resource_amount(name, free).canonical(),
             }
         )
     return {

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from fractions import Fraction
 from typing import Any
 
 from api.meta import Object
-from api.quantity import Quantity
+from api.quantity import resource_amount
 from api.v1alpha1.federation import ClusterSet, GlobalQueue
 from hub.dispatch import Dispatcher, QueueTally
 from hub.errors import HubError
@@ -98,17 +97,8 @@ def _queue_status(tally: QueueTally | None) -> dict[str, Any]:
         "dispatchedWorkloads": tally.dispatched,
         "runningWorkloads": tally.running,
         "fleetUsage": {
-            resource: _spelled(resource, amount)
+            resource: resource_amount(resource, amount).canonical()
             for resource, amount in sorted(tally.usage.items())
             if amount
         },
     }
-
-
-def _spelled(resource: str, milli: int) -> str:
-    """An amount as people write it: bytes with binary suffixes (4Gi), the rest decimal."""
-    binary = resource in _BYTES or resource.startswith("hugepages-")
-    return Quantity(Fraction(milli, 1000), binary=binary).canonical()
-
-
-_BYTES = frozenset({"memory", "ephemeral-storage"})

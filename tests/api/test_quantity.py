@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.quantity import Quantity, QuantityError
+from api.quantity import Quantity, QuantityError, resource_amount
 
 SUFFIXES = ["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u"]
 
@@ -125,3 +125,13 @@ def test_milli_units_make_the_quantity_they_name(milli: int) -> None:
     q = Quantity.from_milli(milli)
     assert q.milli() == milli and q == Quantity(Fraction(milli, 1000))
     assert Quantity.parse(q.canonical()) == q
+
+
+def test_amounts_of_bytes_are_written_in_binary_units_and_the_rest_in_decimal() -> None:
+    gib = 2**30 * 1000
+    assert resource_amount("memory", 4 * gib).canonical() == "4Gi"
+    assert resource_amount("ephemeral-storage", 10 * gib).canonical() == "10Gi"
+    assert resource_amount("hugepages-2Mi", 2 * 2**20 * 1000).canonical() == "2Mi"
+    assert resource_amount("cpu", 4_000_000).canonical() == "4k"
+    assert resource_amount("cpu", 1500).canonical() == "1500m"
+    assert resource_amount("memory", 1500).canonical() == "1500m"  # not whole bytes

@@ -21,6 +21,7 @@ from api.v1alpha1.messages import (
     LogData,
     LogLine,
     LogOpen,
+    NodeSummary,
     OfferRejected,
     QueueCapacity,
     RejectReason,
@@ -161,6 +162,33 @@ async def test_the_cluster_with_the_most_headroom_gets_the_offer_and_binds_on_ad
         )
 
     await eventually(finished)
+    await east.close()
+    await west.close()
+
+
+async def test_a_clusters_status_shows_its_capacity_with_bytes_in_binary_units(
+    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    east, west = await two_clusters(hub)
+    monkeypatch.setattr("hub.sessions.CAPACITY_STATUS_EVERY_SECONDS", 0)
+    report = capacity("east", "2")
+    report.nodes = NodeSummary(
+        total=4,
+        ready=4,
+        allocatable={"cpu": Quantity.parse("32"), "memory": Quantity.parse("128Gi")},
+        free={"cpu": Quantity.parse("30"), "memory": Quantity.parse("120Gi")},
+    )
+    await east.send(report)
+
+    async def resources() -> list[dict[str, str]] | None:
+        _, member = await hub.call("GET", f"{API}/memberclusters/east")
+        found = member.get("status", {}).get("capacity", {}).get("resources")
+        return found if found and found[0]["allocatable"] == "32" else None
+
+    assert await eventually(resources) == [
+        {"name": "cpu", "allocatable": "32", "used": "2", "headroom": "30"},
+        {"name": "memory", "allocatable": "128Gi", "used": "8Gi", "headroom": "120Gi"},
+    ]
     await east.close()
     await west.close()
 
