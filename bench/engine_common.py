@@ -56,6 +56,11 @@ class WorkloadClass:
     priority: int
     cpu: int  # whole CPUs
 
+    def created_at(self, i: int) -> float:
+        """When the class's i-th workload (from 0) is created: Kueue's generator waits one
+        interval before each creation."""
+        return round((i + 1) * self.interval, 6)
+
 
 BASELINE = (
     WorkloadClass("small", 350, 0.1, 0.2, 50, 1),
@@ -124,8 +129,7 @@ def arrivals(shape: Shape, cqs: dict[ClusterQueueName, ClusterQueue]) -> list[Ar
     for name in cqs:
         for k in shape.classes:
             for i in range(k.count):
-                # Kueue's generator waits one interval before each creation.
-                at = round((i + 1) * k.interval, 6)
+                at = k.created_at(i)
                 wl = Workload(
                     id=WorkloadId(f"{name}-{k.name}-{i}"),
                     namespace=Namespace("default"),

@@ -152,8 +152,7 @@ def schedule(scale: float) -> list[tuple[float, str, str, WorkloadClass]]:
             queue = f"cq-{cohort}-{q}"
             for cls in BASELINE:
                 for i in range(max(1, int(cls.count * scale))):
-                    # Kueue's generator waits one interval before each creation.
-                    at = (i + 1) * cls.interval
+                    at = cls.created_at(i)
                     arrivals.append((at, f"{queue}-{cls.name}-{i}", queue, cls))
     arrivals.sort(key=lambda a: a[0])
     return arrivals
