@@ -77,6 +77,17 @@ async def workload(hub: HubUnderTest, key: str) -> dict[str, Any]:
     return body  # type: ignore[no-any-return]
 
 
+async def waiting_message_of(hub: HubUnderTest, key: str, reason: str) -> str | None:
+    for c in (await workload(hub, key)).get("status", {}).get("conditions", []):
+        if c["type"] == "QuotaReserved" and c["reason"] == reason:
+            return str(c["message"])
+    return None
+
+
+async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
+    return await waiting_message_of(hub, key, "Waiting")
+
+
 async def eventually(check: Any, within: float = 5.0) -> Any:
     async with asyncio.timeout(within):
         while True:
@@ -218,15 +229,7 @@ async def test_a_rejected_offer_goes_to_the_next_cluster(hub: HubUnderTest) -> N
 async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTest) -> None:
     east, west = await two_clusters(hub, "1", "1")
     key = await submit(hub, cpu="2")
-
-    async def waiting() -> str | None:
-        wl = await workload(hub, key)
-        for c in wl.get("status", {}).get("conditions", []):
-            if c["type"] == "QuotaReserved" and c["reason"] == "Waiting":
-                return str(c["message"])
-        return None
-
-    message = await eventually(waiting)
+    message = await eventually(lambda: waiting_message(hub, key))
     assert message == "no cluster can take it now: 2 InsufficientHeadroom"
     await east.send(capacity("east", "8"))
     offer = await east.expect(DispatchOffer)
@@ -283,17 +286,6 @@ async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_work
     assert offer.workload.key() in large
     await east.close()
     await west.close()
-
-
-async def waiting_message_of(hub: HubUnderTest, key: str, reason: str) -> str | None:
-    for c in (await workload(hub, key)).get("status", {}).get("conditions", []):
-        if c["type"] == "QuotaReserved" and c["reason"] == reason:
-            return str(c["message"])
-    return None
-
-
-async def waiting_message(hub: HubUnderTest, key: str) -> str | None:
-    return await waiting_message_of(hub, key, "Waiting")
 
 
 def count_visits(dispatcher: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -429,15 +421,8 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
             report(key, 1, WorkloadPhase.ADMITTED, admission=Admission(cluster_queue="team-vision"))
         )
 
-    async def waiting(key: str) -> str | None:
-        wl = await workload(hub, key)
-        for c in wl.get("status", {}).get("conditions", []):
-            if c["type"] == "QuotaReserved" and c["reason"] == "FleetQuotaExceeded":
-                return str(c["message"])
-        return None
-
     third = await submit(hub, "third")
-    assert await eventually(lambda: waiting(third)) == (
+    assert await eventually(lambda: waiting_message_of(hub, third, "FleetQuotaExceeded")) == (
         "fleet quota of GlobalQueue vision for cpu is 4 and too little of it is free: "
         "the workload needs 2"
     )
@@ -447,7 +432,7 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
     assert offer.workload.key() == third
 
     fourth = await submit(hub, "fourth")
-    assert await eventually(lambda: waiting(fourth)) == (
+    assert await eventually(lambda: waiting_message_of(hub, fourth, "FleetQuotaExceeded")) == (
         "fleet quota of GlobalQueue vision for cpu is 4 and too little of it is free: "
         "the workload needs 2"
     )
