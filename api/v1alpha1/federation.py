@@ -66,14 +66,21 @@ class TokenReference(StrictModel):
 
 
 class Fencing(StrictModel):
-    """How the hub keeps a workload from running in two clusters after losing one.
+    """How the hub keeps a workload from running in two clusters after losing one (the rules
+    and their reasons: docs/exactly-once.md).
 
-    With fencing on, an agent that loses the hub for `lossTimeoutSeconds` stops (fences) the
-    workloads it runs, and the hub re-dispatches them only after that same timeout.
+    With fencing on, the agent holds a lease of `leaseSeconds`, renewed over its session; an
+    agent that cannot renew stops its workloads, and its Jobs carry deadlines that stop them
+    even if the agent is frozen. The hub re-dispatches a lost cluster's work only after
+    `lossTimeoutSeconds` and once the lease has been expired for `graceSeconds`; so
+    `lossTimeoutSeconds` must be at least `leaseSeconds + graceSeconds`. With fencing off
+    the hub never re-dispatches a lost cluster's bound work by itself.
     """
 
     enabled: bool = True
     loss_timeout_seconds: int = 900
+    lease_seconds: int = 60
+    grace_seconds: int = 30
 
 
 class MemberClusterSpec(StrictModel):
@@ -143,16 +150,35 @@ class MemberCluster(Object):
             errors.append(
                 FieldError.invalid(rpath.child("file"), ref.file, "must be an absolute path")
             )
-        timeout = self.spec.fencing.loss_timeout_seconds
-        if timeout < 1:
+        errors += _fencing_errors(self.spec.fencing, Path("spec", "fencing"))
+        return errors
+
+
+def _fencing_errors(fencing: Fencing, path: Path) -> list[FieldError]:
+    errors = []
+    for name, value, least in (
+        ("lossTimeoutSeconds", fencing.loss_timeout_seconds, 1),
+        ("leaseSeconds", fencing.lease_seconds, 3),
+        ("graceSeconds", fencing.grace_seconds, 1),
+    ):
+        if value < least:
             errors.append(
                 FieldError.invalid(
-                    Path("spec", "fencing", "lossTimeoutSeconds"),
-                    timeout,
-                    "must be greater than or equal to 1",
+                    path.child(name), value, f"must be greater than or equal to {least}"
                 )
             )
-        return errors
+    if not errors and fencing.loss_timeout_seconds < fencing.lease_seconds + fencing.grace_seconds:
+        errors.append(
+            FieldError.invalid(
+                path.child("lossTimeoutSeconds"),
+                fencing.loss_timeout_seconds,
+                f"must be at least leaseSeconds + graceSeconds "
+                f"({fencing.lease_seconds} + {fencing.grace_seconds}): the hub may re-dispatch "
+                "a lost cluster's work only once its agent's lease has run out and it has had "
+                "the grace to stop it",
+            )
+        )
+    return errors
 
 
 # --- ClusterSet -----------------------------------------------------------------------------

@@ -7,12 +7,16 @@ redelivered message is recognised by its `seq` and dropped. `traceContext` carri
 trace headers so a workload keeps one trace from submit to finish. The payload is a
 discriminated union on its `type`, which equals the envelope's.
 
-    agent → hub: Hello, CapacityReport, WorkloadStatus, LogData, OfferRejected, Ack
-    hub → agent: ConfigSync, DispatchOffer, Withdraw, Cancel, LogOpen, LogClose, Ack
+    agent → hub: Hello, CapacityReport, WorkloadStatus, LogData, OfferRejected, LeaseRenew, Ack
+    hub → agent: ConfigSync, DispatchOffer, Bind, Withdraw, Cancel, LeaseGrant, LogOpen,
+                 LogClose, Ack
 
 Dispatch is fenced by generation: the hub offers a workload with a dispatch generation; every
-later message about it (status, rejection, withdraw, cancel) names that generation, and a side
-ignores messages about an older generation than the one it holds.
+later message about it (status, rejection, bind, withdraw, cancel) names that generation, and
+a side ignores messages about an older generation than the one it holds. Reserve, bind and
+the lease are described in docs/exactly-once.md: an offer is either bound (run it when it
+fits) or a reservation request (hold quota, create nothing, report Reserved, wait for Bind);
+the agent renews a lease over the session and stops its work when it cannot.
 
 Called by: the hub's session endpoint and the agent's hub client (both sides encode/decode
 with `Envelope.to_json` / `Envelope.from_json`), tests.
@@ -49,6 +53,7 @@ __all__ = [
     "LOG_MESSAGES",
     "PROTOCOL_VERSION",
     "Ack",
+    "Bind",
     "Cancel",
     "CapacityReport",
     "ConfigSync",
@@ -58,6 +63,8 @@ __all__ = [
     "HeldWorkload",
     "Hello",
     "InventorySummary",
+    "LeaseGrant",
+    "LeaseRenew",
     "LogClose",
     "LogData",
     "LogLine",
@@ -77,8 +84,9 @@ __all__ = [
     "message_field_errors",
 ]
 
-PROTOCOL_VERSION = 1
-SUPPORTED_PROTOCOL_VERSIONS = frozenset({1})
+PROTOCOL_VERSION = 2
+SUPPORTED_PROTOCOL_VERSIONS = frozenset({2})
+"""Version 2 added reserve-then-bind and leases; a version-1 peer would run reservations."""
 
 WorkloadKey = Annotated[
     str,
@@ -96,9 +104,12 @@ class MessageType(enum.StrEnum):
     WORKLOAD_STATUS = "WorkloadStatus"
     LOG_DATA = "LogData"
     OFFER_REJECTED = "OfferRejected"
+    LEASE_RENEW = "LeaseRenew"
     ACK = "Ack"
     CONFIG_SYNC = "ConfigSync"
     DISPATCH_OFFER = "DispatchOffer"
+    BIND = "Bind"
+    LEASE_GRANT = "LeaseGrant"
     WITHDRAW = "Withdraw"
     CANCEL = "Cancel"
     LOG_OPEN = "LogOpen"
@@ -112,6 +123,7 @@ AGENT_TO_HUB = frozenset(
         MessageType.WORKLOAD_STATUS,
         MessageType.LOG_DATA,
         MessageType.OFFER_REJECTED,
+        MessageType.LEASE_RENEW,
         MessageType.ACK,
     }
 )
@@ -119,10 +131,12 @@ HUB_TO_AGENT = frozenset(
     {
         MessageType.CONFIG_SYNC,
         MessageType.DISPATCH_OFFER,
+        MessageType.BIND,
         MessageType.WITHDRAW,
         MessageType.CANCEL,
         MessageType.LOG_OPEN,
         MessageType.LOG_CLOSE,
+        MessageType.LEASE_GRANT,
         MessageType.ACK,
     }
 )
@@ -134,12 +148,13 @@ class WorkloadPhase(enum.StrEnum):
     """Where a dispatched workload is on its cluster, as the agent sees it."""
 
     PENDING = "Pending"  # offered, waiting for local quota
-    ADMITTED = "Admitted"  # quota reserved, objects created
+    RESERVED = "Reserved"  # a reservation request admitted: quota held, nothing created
+    ADMITTED = "Admitted"  # bound and admitted: quota reserved, objects created
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     EVICTED = "Evicted"  # preempted or timed out locally; the hub decides what next
-    WITHDRAWN = "Withdrawn"  # stopped at the hub's request (fenced)
+    WITHDRAWN = "Withdrawn"  # stopped at the hub's request, or a reservation released
 
 
 class RejectReason(enum.StrEnum):
@@ -267,6 +282,13 @@ class OfferRejected(StrictModel):
     message: str = ""
 
 
+class LeaseRenew(StrictModel):
+    """The agent asks to keep its lease; it counts the lease from when it sent this."""
+
+    type: Literal["LeaseRenew"] = "LeaseRenew"
+    id: Annotated[int, Field(ge=1)]
+
+
 class Ack(StrictModel):
     """A bare acknowledgement: the envelope's `ack` says up to which `seq`."""
 
@@ -304,14 +326,41 @@ class ConfigSync(StrictModel):
 
 
 class DispatchOffer(StrictModel):
-    """Admit and run this workload. `source` is the object the user submitted (a batch/v1 Job
-    or a JobSet, wire form) that the agent creates on admission; None when the user submitted
-    a Workload directly, in which case the agent runs one Indexed Job per pod set."""
+    """Admit this workload. `bound`: the hub bound it to this cluster already, so admitting
+    means creating its objects; otherwise a reservation request: admitting means holding its
+    quota, creating nothing, reporting Reserved and waiting for `Bind` — for at most
+    `reservationTimeoutSeconds`, after which the agent releases it itself (Withdrawn,
+    ReservationExpired). `source` is the object the user submitted (a batch/v1 Job or a
+    JobSet, wire form) that the agent creates; None when the user submitted a Workload
+    directly, in which case the agent runs one Indexed Job per pod set."""
 
     type: Literal["DispatchOffer"] = "DispatchOffer"
     workload: Workload
     generation: Generation
     source: dict[str, Any] | None = None
+    bound: bool = True
+    reservation_timeout_seconds: Annotated[int, Field(ge=1)] = 30
+
+
+class Bind(StrictModel):
+    """The hub bound this workload's generation to this cluster: materialise its
+    reservation. For a workload the agent does not hold, it answers Withdrawn."""
+
+    type: Literal["Bind"] = "Bind"
+    workload: WorkloadKey
+    generation: Generation
+
+
+class LeaseGrant(StrictModel):
+    """The answer to `LeaseRenew(id)`: the agent may run bound work until `leaseSeconds`
+    after it sent that renewal. `enabled` False: fencing is off for this cluster (no
+    self-fencing, no Job deadlines); the hub then never re-dispatches its bound work alone."""
+
+    type: Literal["LeaseGrant"] = "LeaseGrant"
+    id: Annotated[int, Field(ge=1)]
+    lease_seconds: Annotated[int, Field(ge=1)]
+    grace_seconds: Annotated[int, Field(ge=1)]
+    enabled: bool = True
 
 
 class Withdraw(StrictModel):
@@ -359,9 +408,12 @@ Payload = Annotated[
     | WorkloadStatusReport
     | LogData
     | OfferRejected
+    | LeaseRenew
     | Ack
     | ConfigSync
     | DispatchOffer
+    | Bind
+    | LeaseGrant
     | Withdraw
     | Cancel
     | LogOpen

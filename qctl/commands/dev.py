@@ -326,7 +326,7 @@ class DevFederation:
                 "metadata": {"name": name, "labels": {"multiq.dev/dev": "true"}},
                 "spec": {
                     "tokenRef": {"secretName": f"agent-token-{name}"},
-                    "fencing": {"lossTimeoutSeconds": 60},
+                    "fencing": {"lossTimeoutSeconds": 60, "leaseSeconds": 30, "graceSeconds": 15},
                 },
             }
             for name in self.names

@@ -44,6 +44,34 @@ def test_a_member_cluster_loss_timeout_is_positive() -> None:
     ]
 
 
+def test_a_member_cluster_loss_timeout_covers_the_lease_and_its_grace() -> None:
+    body = obj(
+        "MemberCluster",
+        "east",
+        {
+            "tokenRef": {"secretName": "t"},
+            "fencing": {"lossTimeoutSeconds": 60, "leaseSeconds": 50, "graceSeconds": 20},
+        },
+    )
+    (error,) = errors_of(body)
+    assert error.startswith(
+        "spec.fencing.lossTimeoutSeconds: Invalid value: 60: must be at least leaseSeconds + "
+        "graceSeconds (50 + 20)"
+    )
+
+
+def test_a_member_cluster_lease_is_long_enough_to_renew() -> None:
+    body = obj(
+        "MemberCluster",
+        "east",
+        {"tokenRef": {"secretName": "t"}, "fencing": {"leaseSeconds": 2, "graceSeconds": 0}},
+    )
+    assert errors_of(body) == [
+        "spec.fencing.leaseSeconds: Invalid value: 2: must be greater than or equal to 3",
+        "spec.fencing.graceSeconds: Invalid value: 0: must be greater than or equal to 1",
+    ]
+
+
 def test_a_cluster_set_is_a_list_or_a_selector_but_not_both() -> None:
     both = obj("ClusterSet", "gpu", {"clusters": ["east"], "clusterSelector": {}})
     assert errors_of(both) == [

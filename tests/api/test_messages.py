@@ -16,6 +16,7 @@ from api.v1alpha1.messages import (
     AGENT_TO_HUB,
     HUB_TO_AGENT,
     Ack,
+    Bind,
     Cancel,
     CapacityReport,
     ConfigSync,
@@ -25,6 +26,8 @@ from api.v1alpha1.messages import (
     HeldWorkload,
     Hello,
     InventorySummary,
+    LeaseGrant,
+    LeaseRenew,
     LogClose,
     LogData,
     LogLine,
@@ -141,6 +144,11 @@ EXAMPLES: list[Payload] = [
         cluster_queues=[ClusterQueue.model_validate({"metadata": {"name": "team-vision"}})],
     ),
     DispatchOffer(workload=workload(), generation=4),
+    DispatchOffer(workload=workload(), generation=5, bound=False, reservation_timeout_seconds=20),
+    Bind(workload="vision/job-sweep", generation=5),
+    WorkloadStatusReport(workload="vision/job-sweep", generation=5, phase=WorkloadPhase.RESERVED),
+    LeaseRenew(id=7),
+    LeaseGrant(id=7, lease_seconds=60, grace_seconds=30),
     Withdraw(workload="vision/job-sweep", generation=4, reason="ClusterLost"),
     Cancel(workload="vision/job-sweep", generation=4, reason="UserCancelled", message="by alice"),
     LogOpen(stream_id="s1", workload="vision/job-sweep", follow=True, tail_lines=100, pod="p"),
@@ -148,7 +156,7 @@ EXAMPLES: list[Payload] = [
 ]
 
 
-@pytest.mark.parametrize("payload", EXAMPLES, ids=lambda p: p.type)
+@pytest.mark.parametrize("payload", EXAMPLES, ids=lambda p: f"{p.type}")
 def test_every_message_round_trips_through_json(payload: Payload) -> None:
     envelope = Envelope.wrap(
         payload, seq=42, ack=41, trace_context=TraceContext(traceparent="00-abc-def-01")
@@ -173,7 +181,7 @@ def test_every_message_type_has_a_direction() -> None:
 
 
 def test_the_payload_takes_its_type_from_the_envelope() -> None:
-    text = '{"protocolVersion": 1, "type": "LogClose", "seq": 3, "payload": {"streamId": "s"}}'
+    text = '{"protocolVersion": 2, "type": "LogClose", "seq": 3, "payload": {"streamId": "s"}}'
     envelope = Envelope.from_json(text)
     assert isinstance(envelope.payload, LogClose)
 
@@ -185,8 +193,8 @@ def test_envelope_and_payload_types_must_agree() -> None:
 
 
 def test_an_unsupported_protocol_version_is_refused() -> None:
-    text = '{"protocolVersion": 2, "type": "Ack", "seq": 1, "ack": 0, "payload": {}}'
-    with pytest.raises(ValidationError, match="unsupported protocol version 2"):
+    text = '{"protocolVersion": 1, "type": "Ack", "seq": 1, "ack": 0, "payload": {}}'
+    with pytest.raises(ValidationError, match="unsupported protocol version 1"):
         Envelope.from_json(text)
 
 
@@ -315,3 +323,18 @@ def test_cluster_names_in_agent_messages_are_dns_names() -> None:
     envelope = Envelope.wrap(Hello(cluster="GPU East", agent_version="0.1.0"), seq=1)
     (error,) = envelope.semantic_errors()
     assert str(error).startswith('payload.cluster: Invalid value: "GPU East": a lowercase RFC 1123')
+
+
+def test_an_offer_is_bound_unless_it_says_it_asks_for_a_reservation() -> None:
+    offer = DispatchOffer.model_validate({"workload": workload().to_wire(), "generation": 1})
+    assert offer.bound
+    request = DispatchOffer.model_validate(
+        {"workload": workload().to_wire(), "generation": 1, "bound": False}
+    )
+    assert not request.bound
+    assert request.reservation_timeout_seconds == 30
+
+
+def test_a_lease_grant_names_positive_durations() -> None:
+    with pytest.raises(ValidationError, match="leaseSeconds"):
+        LeaseGrant.model_validate({"id": 1, "leaseSeconds": 0, "graceSeconds": 1})

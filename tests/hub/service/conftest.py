@@ -151,7 +151,7 @@ def fleet_objects() -> list[dict[str, Any]]:
                 "metadata": {"name": name, "labels": {"region": name}},
                 "spec": {
                     "tokenRef": {"secretName": f"agent-token-{name}"},
-                    "fencing": {"lossTimeoutSeconds": 2},
+                    "fencing": {"lossTimeoutSeconds": 4, "leaseSeconds": 3, "graceSeconds": 1},
                 },
             }
             for name in AGENT_TOKENS
