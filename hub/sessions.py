@@ -26,6 +26,8 @@ from aiohttp import web
 from api.v1alpha1.messages import (
     CapacityReport,
     Hello,
+    LeaseGrant,
+    LeaseRenew,
     LogData,
     OfferRejected,
     WorkloadStatusReport,
@@ -133,6 +135,8 @@ class SessionRoutes:
                     await reports.run(
                         payload.workload, self.dispatcher.on_rejected(state.name, payload)
                     )
+                elif isinstance(payload, LeaseRenew):
+                    self._grant(state, lane, payload)
                 elif isinstance(payload, Hello):
                     await self._on_hello(state, lane, payload)
         finally:
@@ -147,6 +151,22 @@ class SessionRoutes:
                 self._background(self.fleet.write_status(state))
             self._background(lane.close())
         return ws
+
+    def _grant(self, state: ClusterState, lane: Lane, renew: LeaseRenew) -> None:
+        """Renew the agent's lease from now (docs/exactly-once.md): the hub counts from when
+        it received the renewal, the agent from when it sent it, so the agent's deadline is
+        never later than the hub's. A cluster that left the fleet gets no lease."""
+        if self.fleet.get(state.name) is not state or state.control is not lane:
+            return
+        state.renew_lease(self.clock())
+        grant = LeaseGrant(
+            id=renew.id,
+            lease_seconds=int(state.lease_seconds),
+            grace_seconds=int(state.grace_seconds),
+            enabled=state.fencing,
+        )
+        with contextlib.suppress(LaneClosedError):
+            lane.send(grant)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

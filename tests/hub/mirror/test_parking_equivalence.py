@@ -27,10 +27,11 @@ from api.v1alpha1.messages import (
 )
 from api.v1alpha1.workload import Admission
 from hub.auth import TokenAuthority
-from hub.dispatch import Dispatcher
+from hub.dispatch import WAITING_REFRESH_SECONDS, Dispatcher
 from hub.fleet import ClusterState, Fleet
 from hub.lanes import Lane
 from hub.objects import ObjectRepository
+from hub.placement.cycle import CycleSettings
 from hub.state import HubState
 from hub.store.sqlite import SqliteStore
 from tests.hub.mirror.test_fleet_usage import _config, _workload_of
@@ -96,12 +97,10 @@ async def open_world(path: Path, *, parking: bool, fleet_cpu: str) -> World:
     fleet.clusters = {
         name: ClusterState(name, control=cast(Lane, lane)) for name, lane in lanes.items()
     }
-    dispatcher = Dispatcher(state, fleet, clock=lambda: NOW)
-    if not parking:
-        # Every workload is looked at in every cycle (the memo of a cycle's failed shapes,
-        # which parking builds on, stays).
-        dispatcher._park = lambda *args, **kwargs: None  # type: ignore[method-assign]
-        dispatcher._recheck_parked = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    # Without parking every workload is looked at in every cycle (the memo of a cycle's
+    # failed shapes, which parking builds on, stays).
+    settings = CycleSettings(waiting_refresh_seconds=WAITING_REFRESH_SECONDS, parking=parking)
+    dispatcher = Dispatcher(state, fleet, clock=lambda: NOW, settings=settings)
     return World(store, state, dispatcher, lanes, task)
 
 
@@ -225,7 +224,7 @@ async def test_parking_offers_what_looking_at_every_workload_every_cycle_offers(
                 offered_in_all += 1
         # The run exercised what it is about: offers were made, and workloads were parked.
         assert offered_in_all >= 10
-        assert parked.dispatcher._parked_shapes
+        assert parked.dispatcher.book.groups
     finally:
         for world in worlds:
             await world.close()
