@@ -18,9 +18,10 @@ from aiohttp import web
 from api.kinds import ALL_KINDS
 from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.workload import Workload
+from hub.answers import AgentAnswers
 from hub.auth import TokenAuthority, load_users_file
 from hub.config_push import ConfigPusher
-from hub.dispatch import SOURCE_PREFIX, Dispatcher
+from hub.dispatch import Dispatcher
 from hub.fleet import Fleet
 from hub.http.logs import LogRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
@@ -32,7 +33,7 @@ from hub.openapi import openapi_document
 from hub.queue_status import QueueStatusWriter
 from hub.sessions import SessionRoutes
 from hub.settings import HubSettings
-from hub.state import HubState
+from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
 from hub.store.etcd import EtcdStore
@@ -56,6 +57,7 @@ class Hub:
     authority: TokenAuthority
     fleet: Fleet
     dispatcher: Dispatcher
+    answers: AgentAnswers
     config: ConfigPusher
     logs: LogHub
 
@@ -101,7 +103,7 @@ def _wire_listeners(hub: Hub) -> None:
     def workload_changed(key: str, old: Workload | None, new: Workload | None) -> None:
         hub.dispatcher.wake()
         if new is None and old is not None:
-            hub.dispatcher.on_workload_deleted(key, old)
+            hub.answers.on_workload_deleted(key, old)
             asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
 
     state.on_config.append(config_changed)
@@ -135,6 +137,7 @@ async def build_app(settings: HubSettings, *, store: Store | None = None) -> web
         authority,
         fleet,
         dispatcher,
+        AgentAnswers(dispatcher),
         ConfigPusher(state, fleet),
         LogHub(fleet, tail_lines=settings.log_tail_lines),
     )
@@ -198,5 +201,5 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
     app.router.add_get("/openapi.json", openapi)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
-    SessionRoutes(hub.fleet, hub.dispatcher, hub.config, hub.logs).add_to(app)
+    SessionRoutes(hub.fleet, hub.answers, hub.config, hub.logs).add_to(app)
     ResourceRoutes(hub.repo, kinds).add_to(app)

@@ -33,14 +33,8 @@ from api.v1alpha1.federation import ClusterSet, Fencing, GlobalQueue, MemberClus
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
-    CapacityReport,
     DispatchOffer,
-    HeldWorkload,
-    Hello,
-    OfferRejected,
     Withdraw,
-    WorkloadPhase,
-    WorkloadStatusReport,
 )
 from api.v1alpha1.queues import LocalQueue
 from api.v1alpha1.workload import Workload
@@ -56,19 +50,17 @@ from hub.placement.cycle import (
     OfferDecision,
     dispatch,
 )
-from hub.placement.reconcile import reconcile
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
 from hub.placement.tally import QueueTally, Tallies
-from hub.state import HubState
+from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.writes import WorkloadWriter
 
-__all__ = ["SOURCE_PREFIX", "Dispatcher"]
+__all__ = ["Dispatcher"]
 
 log = logging.getLogger(__name__)
 
-SOURCE_PREFIX = "/workloadsources/"
 COALESCE_SECONDS = 0.01
 WAITING_REFRESH_SECONDS = 10.0
 _DEFAULT_FENCING = Fencing()
@@ -212,9 +204,9 @@ class Dispatcher:
     async def _apply(self, plan: DispatchPlan, now: datetime) -> None:
         book = self.book
         for expiry in plan.expired:
-            self._close_offer(expiry.key, expiry.cluster)
+            self.book.close_offer(expiry.key, expiry.cluster)
         for gone in plan.let_go:
-            self._close_offer(gone.key, gone.cluster)
+            self.book.close_offer(gone.key, gone.cluster)
         for shape in plan.dissolved:
             book.dissolve(shape)
         for wait in plan.waits:
@@ -270,7 +262,7 @@ class Dispatcher:
         written = await self.writer.update(key, withdrawing)
         if written is not None and written.status is not None:
             generation = written.status.dispatch_generation or 1
-            self._send(
+            self.send(
                 cluster,
                 Withdraw(
                     workload=key, generation=generation, reason="OfferTimedOut", message=message
@@ -316,15 +308,16 @@ class Dispatcher:
                 transitions.mark_offered, clusters=clusters, generation=offer.generation, now=now
             )
         written = await self.writer.update_cached(key, entry, change) if entry else None
-        if written is None:
+        if written is None:  # lost a race (or deleted): decided again next cycle
             for cluster in clusters:
-                self._close_offer(key, cluster)
+                self.book.close_offer(key, cluster)
+                self.book.give_back_room(key, cluster)
             return
-        source = await self._source(written)
+        source = await self.source(written)
         for cluster in clusters:
-            self._send(cluster, self._offer_message(written, offer.generation, offer.bound, source))
+            self.send(cluster, self.offer_message(written, offer.generation, offer.bound, source))
 
-    def _offer_message(
+    def offer_message(
         self, wl: Workload, generation: int, bound: bool, source: dict[str, Any] | None
     ) -> DispatchOffer:
         return DispatchOffer(
@@ -335,7 +328,7 @@ class Dispatcher:
             reservation_timeout_seconds=self.reservation_timeout_seconds,
         )
 
-    async def _source(self, wl: Workload) -> dict[str, Any] | None:
+    async def source(self, wl: Workload) -> dict[str, Any] | None:
         fresh = self.state.take_fresh_source(f"{wl.metadata.namespace}/{wl.metadata.name}")
         if fresh is not None:
             return fresh
@@ -346,22 +339,6 @@ class Dispatcher:
             return None
 
     # --- the book -------------------------------------------------------------------------
-
-    def _close_offer(self, key: str, cluster: str) -> None:
-        """The offer to `cluster` is answered or void."""
-        record = self.book.get(key)
-        if cluster in record.offers or cluster in record.queued:
-            offers = {c: t for c, t in record.offers.items() if c != cluster}
-            self.book.put(key, replace(record, offers=offers, queued=record.queued - {cluster}))
-
-    def _unassume(self, key: str, cluster: str | None = None) -> None:
-        """Give back the room booked on `cluster` (every cluster when None)."""
-        record = self.book.get(key)
-        if record.assumed and (cluster is None or cluster in record.assumed):
-            kept = (
-                {} if cluster is None else {c: a for c, a in record.assumed.items() if c != cluster}
-            )
-            self.book.put(key, replace(record, assumed=kept))
 
     def _workload_changed(self, key: str) -> None:
         self.tallies.stale(key)  # counted again before the next placement or status
@@ -398,7 +375,7 @@ class Dispatcher:
 
     # --- agents ---------------------------------------------------------------------------
 
-    def _send(self, cluster: str, payload: Cancel | Withdraw | DispatchOffer | Bind) -> None:
+    def send(self, cluster: str, payload: Cancel | Withdraw | DispatchOffer | Bind) -> None:
         state = self.fleet.get(cluster)
         if state is None or state.control is None:
             return
@@ -414,154 +391,3 @@ class Dispatcher:
                     state.lease_seconds,
                 )
                 state.control.close_soon()
-
-    async def on_status(self, cluster: str, report: WorkloadStatusReport) -> None:
-        key = report.workload
-        now = self.clock()
-        outcome = transitions.ReportOutcome(False)
-
-        def change(wl: Workload) -> Workload:
-            nonlocal outcome
-            wl, outcome = transitions.apply_report(wl, cluster, report, now)
-            return wl
-
-        entry = self.state.workloads.get(key)
-        record = self.book.get(key)
-        if report.phase is WorkloadPhase.PENDING and cluster in record.offers:
-            # Answered, and queued there: the offer stays open (no timeout, no re-offer)
-            # until the cluster reserves, admits, rejects or loses it; it holds no room.
-            self.book.put(key, replace(record, queued=record.queued | {cluster}))
-            self._unassume(key, cluster)
-        elif cluster in record.assumed:
-            self.book.put(
-                key,
-                replace(
-                    record,
-                    assumed={
-                        **record.assumed,
-                        cluster: replace(record.assumed[cluster], answered=True),
-                    },
-                ),
-            )
-        written = await self.writer.change(key, change) if entry is not None else None
-        if report.phase is not WorkloadPhase.PENDING:
-            # Closed once the answer is written, not before: until then the mirror still
-            # shows the workload unbound, and a cycle in between would offer it again.
-            self._close_offer(key, cluster)
-        if written is None and key not in self.state.workloads:
-            # The user deleted it meanwhile: the cluster must let it go.
-            self._send(
-                cluster,
-                Cancel(workload=key, generation=report.generation, reason="WorkloadDeleted"),
-            )
-            return
-        if not outcome.accepted:
-            log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
-        self._tell(key, report.generation, outcome)
-        self.wake()
-
-    def _tell(self, key: str, generation: int, outcome: transitions.ReportOutcome) -> None:
-        if outcome.bind is not None:
-            self._send(outcome.bind, Bind(workload=key, generation=generation))
-        for other, reason, message in outcome.withdraw:
-            self._close_offer(key, other)
-            self._unassume(key, other)
-            self._send(
-                other, Withdraw(workload=key, generation=generation, reason=reason, message=message)
-            )
-
-    async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
-        key = message.workload
-        now = self.clock()
-        self._unassume(key, cluster)
-        change = partial(
-            transitions.apply_rejection,
-            cluster=cluster,
-            generation=message.generation,
-            reason=f"Rejected:{message.reason.value}",
-            message=message.message,
-            now=now,
-        )
-        try:
-            if key in self.state.workloads:
-                await self.writer.change(key, change)
-        finally:
-            self._close_offer(key, cluster)  # after the write, as in on_status
-        self.wake()
-
-    def on_capacity(self, cluster: str, report: CapacityReport) -> None:
-        self.book.room_grew()
-        for key in [
-            k
-            for k, r in self.book.records.items()
-            if cluster in r.assumed and r.assumed[cluster].answered
-        ]:
-            self._unassume(key, cluster)
-        self.wake()
-
-    def on_disconnect(self, cluster: str) -> None:
-        self.book.room_grew()  # (not room, but what the waiting are told changes)
-        for key in [k for k, r in self.book.records.items() if cluster in r.assumed]:
-            self._unassume(key, cluster)
-        self.wake()
-
-    def on_workload_deleted(self, key: str, last: Workload) -> None:
-        """A user deleted a workload: every cluster holding or offered it must drop it."""
-        self.book.drop(key)
-        self.state.take_fresh_source(key)
-        st = last.status
-        if st is None:
-            return
-        for cluster in {c for c in [st.cluster_name, *st.nominated_cluster_names] if c}:
-            self._send(
-                cluster,
-                Cancel(
-                    workload=key,
-                    generation=st.dispatch_generation or 1,
-                    reason="WorkloadDeleted",
-                    message="deleted by the user",
-                ),
-            )
-
-    async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
-        """After (re)connect: stop what the hub no longer wants there, re-send what it does."""
-        self.book.room_grew()
-        ours = sorted(self.state.by_cluster.get(cluster, ()))
-        keys = {h.workload for h in hello.workloads} | set(ours)
-        workloads = {k: e.workload for k in keys if (e := self.state.workloads.get(k)) is not None}
-        plan = reconcile(cluster, hello.workloads, workloads, ours)
-        for item in plan.cancel:
-            self._send(
-                cluster,
-                Cancel(
-                    workload=item.workload, generation=item.generation, reason="WorkloadDeleted"
-                ),
-            )
-        for item in plan.withdraw:
-            self._send(
-                cluster,
-                Withdraw(
-                    workload=item.workload,
-                    generation=item.generation,
-                    reason="NotDispatchedHere",
-                    message="the hub dispatched it elsewhere",
-                ),
-            )
-        for item in plan.bind:
-            self._send(cluster, Bind(workload=item.workload, generation=item.generation))
-        for item in plan.catch_up:
-            await self.on_status(cluster, _as_report(item))
-        now = self.clock()
-        for key, bound in plan.resend:
-            wl = workloads[key]
-            generation = (wl.status.dispatch_generation if wl.status else None) or 1
-            record = self.book.get(key)
-            self.book.put(key, replace(record, offers={**record.offers, cluster: now}, bound=bound))
-            self._send(cluster, self._offer_message(wl, generation, bound, await self._source(wl)))
-        self.wake()
-
-
-def _as_report(held: HeldWorkload) -> WorkloadStatusReport:
-    return WorkloadStatusReport(
-        workload=held.workload, generation=held.generation, phase=held.phase
-    )

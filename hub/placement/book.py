@@ -116,6 +116,8 @@ class DispatchBook:
     """Keys with open offers of an Incremental round: looked at every cycle anyway."""
     room: dict[str, dict[RoomCell, dict[str, int]]] = field(default_factory=dict)
     """Per cluster and (cluster queue, flavor): the sum of the booked room."""
+    booking: dict[str, set[str]] = field(default_factory=dict)
+    """Per cluster: the keys whose offers book room there."""
     groups: dict[Shape, ParkedGroup] = field(default_factory=dict)
     members: dict[Shape, set[str]] = field(default_factory=dict)
     parked: set[str] = field(default_factory=set)
@@ -143,7 +145,7 @@ class DispatchBook:
         else:
             self.incremental.discard(key)
         if old.assumed != record.assumed:
-            self._rebook(old.assumed, record.assumed)
+            self._rebook(key, old.assumed, record.assumed)
         if old.parked != record.parked:
             if old.parked is not None:
                 self._leave_group(key, old.parked)
@@ -162,6 +164,45 @@ class DispatchBook:
 
     def room_grew(self) -> None:
         self.room_epoch += 1
+
+    # --- offers -------------------------------------------------------------------------
+
+    def close_offer(self, key: str, cluster: str) -> None:
+        """The offer to `cluster` is answered or void."""
+        record = self.get(key)
+        if cluster in record.offers or cluster in record.queued:
+            offers = {c: t for c, t in record.offers.items() if c != cluster}
+            self.put(key, replace(record, offers=offers, queued=record.queued - {cluster}))
+
+    def mark_queued(self, key: str, cluster: str) -> None:
+        """The cluster answered Pending: the offer stays open (no timeout, no re-offer) until
+        it reserves, admits, rejects or loses it; it books no room meanwhile."""
+        record = self.get(key)
+        assumed = {c: a for c, a in record.assumed.items() if c != cluster}
+        self.put(key, replace(record, queued=record.queued | {cluster}, assumed=assumed))
+
+    def mark_answered(self, key: str, cluster: str) -> None:
+        """The cluster answered: its next capacity report shows the room the offer took."""
+        record = self.get(key)
+        item = record.assumed.get(cluster)
+        if item is not None and not item.answered:
+            assumed = {**record.assumed, cluster: replace(item, answered=True)}
+            self.put(key, replace(record, assumed=assumed))
+
+    def give_back_room(self, key: str, cluster: str | None = None) -> None:
+        """Give back the room booked on `cluster` (every cluster when None)."""
+        record = self.get(key)
+        if record.assumed and (cluster is None or cluster in record.assumed):
+            kept = {c: a for c, a in record.assumed.items() if cluster is not None and c != cluster}
+            self.put(key, replace(record, assumed=kept))
+
+    def keys_booking(self, cluster: str, *, answered_only: bool = False) -> list[str]:
+        """The workloads whose offers book room on `cluster`."""
+        return [
+            key
+            for key in sorted(self.booking.get(cluster, ()))
+            if self.records[key].assumed[cluster].answered or not answered_only
+        ]
 
     # --- parking ------------------------------------------------------------------------
 
@@ -184,14 +225,21 @@ class DispatchBook:
 
     # --- booked room --------------------------------------------------------------------
 
-    def _rebook(self, old: Mapping[str, Assumed], new: Mapping[str, Assumed]) -> None:
+    def _rebook(self, key: str, old: Mapping[str, Assumed], new: Mapping[str, Assumed]) -> None:
         for cluster, item in old.items():
             if not _same_room(new.get(cluster), item):
                 self._book(cluster, item, -1)
                 self.room_grew()
+            if cluster not in new:
+                keys = self.booking.get(cluster)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self.booking[cluster]
         for cluster, item in new.items():
             if not _same_room(old.get(cluster), item):
                 self._book(cluster, item, 1)
+            self.booking.setdefault(cluster, set()).add(key)
 
     def _book(self, cluster: str, item: Assumed, sign: int) -> None:
         cell = self.room.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})

@@ -19,6 +19,7 @@ from api.v1alpha1.messages import (
 )
 from api.v1alpha1.workload import Admission
 from hub import transitions
+from hub.answers import AgentAnswers
 from hub.dispatch import Dispatcher
 from hub.placement.cycle import candidate_keys
 from hub.store.base import Revision, StoredObject
@@ -83,7 +84,7 @@ async def test_a_reservation_being_written_keeps_the_workload_from_being_offered
         admission=Admission(cluster_queue="q"),
     )
     placeable = await _while_written(
-        store, dispatcher, lambda: dispatcher.on_status("east", reserved)
+        store, dispatcher, lambda: AgentAnswers(dispatcher).on_status("east", reserved)
     )
     assert placeable == []
     assert KEY not in dispatcher.book.offered  # answered: closed once written
@@ -99,7 +100,7 @@ async def test_a_rejection_being_written_keeps_the_workload_back_until_it_is_wri
         workload=KEY, generation=1, reason=RejectReason.INADMISSIBLE, message="no GPUs here"
     )
     placeable = await _while_written(
-        store, dispatcher, lambda: dispatcher.on_rejected("east", rejected)
+        store, dispatcher, lambda: AgentAnswers(dispatcher).on_rejected("east", rejected)
     )
     assert placeable == []
     # Written, the offer is closed and the workload may go elsewhere.
