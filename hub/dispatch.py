@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -41,7 +40,7 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
-from hub.placement.book import DispatchBook, WaitingNote
+from hub.placement.book import DispatchBook
 from hub.placement.cycle import (
     ClusterFacts,
     CycleSettings,
@@ -49,6 +48,7 @@ from hub.placement.cycle import (
     HubSnapshot,
     OfferDecision,
     dispatch,
+    record_plan,
 )
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
@@ -202,35 +202,7 @@ class Dispatcher:
     # --- applying a plan --------------------------------------------------------------------
 
     async def _apply(self, plan: DispatchPlan, now: datetime) -> None:
-        book = self.book
-        for expiry in plan.expired:
-            self.book.close_offer(expiry.key, expiry.cluster)
-        for gone in plan.let_go:
-            self.book.close_offer(gone.key, gone.cluster)
-        for shape in plan.dissolved:
-            book.dissolve(shape)
-        for wait in plan.waits:
-            book.update(wait.key, waiting=WaitingNote(wait.reason, wait.message, now))
-        book.groups.update(plan.groups)
-        for park in plan.parks:
-            book.update(park.key, parked=park.shape, parked_as=park.workload)
-        for offer in plan.offers:
-            record = book.get(offer.key)
-            offers = {**record.offers, **{str(c): now for c in offer.clusters}}
-            assumed = {**record.assumed, **offer.booked}
-            book.put(
-                offer.key,
-                replace(
-                    record,
-                    offers=offers,
-                    assumed=assumed,
-                    mode=offer.mode,
-                    bound=offer.bound,
-                    waiting=None,
-                    parked=None,
-                    parked_as=None,
-                ),
-            )
+        record_plan(self.book, plan, now)
         # Decisions were made in order; their writes go out together (one group commit).
         work = [self._expire(e.key, e.cluster, e.bound, now) for e in plan.expired]
         work += [self._let_go(g.key, g.cluster, g.bound, g.message, now) for g in plan.let_go]

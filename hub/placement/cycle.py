@@ -63,6 +63,7 @@ __all__ = [
     "dispatch",
     "fleet_quota_reason",
     "let_go_time",
+    "record_plan",
     "waiting_due",
 ]
 
@@ -568,6 +569,39 @@ def _minus(
             flavors.append(cell)
         queues[name] = QueueView(name, tuple(flavors), queue.pending_workloads)
     return replace(view, queues=queues)
+
+
+def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:
+    """Keep the offer book in step with a plan about to be applied: offers that ended or
+    were let go are closed, parked groups formed or dissolved, Waiting messages noted, new
+    offers opened with the room they book. The shell calls it before its writes, so a
+    write that loses its race closes its offer again (hub.dispatch)."""
+    for expiry in plan.expired:
+        book.close_offer(expiry.key, expiry.cluster)
+    for gone in plan.let_go:
+        book.close_offer(gone.key, gone.cluster)
+    for shape in plan.dissolved:
+        book.dissolve(shape)
+    for wait in plan.waits:
+        book.update(wait.key, waiting=WaitingNote(wait.reason, wait.message, now))
+    book.groups.update(plan.groups)
+    for park in plan.parks:
+        book.update(park.key, parked=park.shape, parked_as=park.workload)
+    for offer in plan.offers:
+        record = book.get(offer.key)
+        book.put(
+            offer.key,
+            replace(
+                record,
+                offers={**record.offers, **{str(c): now for c in offer.clusters}},
+                assumed={**record.assumed, **offer.booked},
+                mode=offer.mode,
+                bound=offer.bound,
+                waiting=None,
+                parked=None,
+                parked_as=None,
+            ),
+        )
 
 
 def waiting_due(
