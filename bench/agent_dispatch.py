@@ -7,7 +7,10 @@ An in-process hub peer (the component tests' `FakeHub`) sends `--offers` small J
 as a burst, or at `--rate` offers/s — into one cluster queue with room for all of them; the
 figures are the offer
 rate, offer→Admitted latency (p50/p99, from the hub's send to the report's arrival), the
-admission throughput and the time until every workload is reported Succeeded. Prints JSON.
+admission throughput, the time until every workload is reported Succeeded, and the CPU this
+process spent per workload meanwhile (the agent and the hub peer; kubesim too unless
+`--separate` runs it in its own process — use `--separate` to compare the agent's cost).
+Prints JSON.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ async def bench(
                     seen = len(hub.envelopes)
 
                 start = time.perf_counter()
+                cpu_start = time.process_time()
                 for i in range(offers):
                     if rate is not None:
                         delay = start + i / rate - time.perf_counter()
@@ -122,6 +126,7 @@ async def bench(
                     await asyncio.sleep(0.02)
                 collect()
                 total = time.perf_counter() - start
+                cpu = time.process_time() - cpu_start
                 latencies = [admitted[k] - sent[k] for k in admitted if k in sent]
                 await runner.stop()
     finally:
@@ -140,6 +145,7 @@ async def bench(
         "admit_latency_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
         "admitted_per_s": round(len(admitted) / last_admit, 1),
         "all_succeeded_s": round(total, 2),
+        "process_cpu_ms_per_workload": round(cpu * 1000 / offers, 2),
     }
 
 
