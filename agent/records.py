@@ -263,8 +263,16 @@ def condition_reason(text: str) -> str:
     return cleaned if cleaned[0].isalpha() else "R" + cleaned
 
 
-def _report(record: Record, phase: WorkloadPhase, now: float, **fields: Any) -> Report:
-    status = record.workload.status
+def _report(
+    record: Record,
+    phase: WorkloadPhase,
+    now: float,
+    *,
+    workload: Workload | None = None,
+    **fields: Any,
+) -> Report:
+    """A report of `record` (with `workload` in place of its own, when given)."""
+    status = (workload or record.workload).status
     return Report(
         WorkloadStatusReport.model_validate(
             {
@@ -495,15 +503,16 @@ def on_engine_admit(record: Record, admission: Admission, now: float) -> Step:
             preempting=False,
         )
         return Step(admitted, (Materialize(),))
+    report = _report(record, WorkloadPhase.RESERVED, now, workload=workload)
     reserved = replace(
         record,
         workload=workload,
         phase=WorkloadPhase.RESERVED,
         reserved_at=now,
         preempting=False,
+        last_report=report.payload,
     )
-    report = _report(reserved, WorkloadPhase.RESERVED, now)
-    return Step(replace(reserved, last_report=report.payload), (report,))
+    return Step(reserved, (report,))
 
 
 def on_pending(record: Record, reason: PendingReason, now: float, cadence: Cadence) -> Step:
@@ -541,9 +550,9 @@ def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
 def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> Step:
     """Its Jobs exist: saved, reported Admitted, and looked at in the next status pass (they
     may have shown up before their names were known)."""
-    made = replace(record, job_names=job_names, look_again_at=now)
-    report = _report(made, WorkloadPhase.ADMITTED, now)
-    return Step(replace(made, last_report=report.payload), (Persist(), report))
+    report = _report(record, WorkloadPhase.ADMITTED, now)
+    made = replace(record, job_names=job_names, look_again_at=now, last_report=report.payload)
+    return Step(made, (Persist(), report))
 
 
 def on_materialize_failed(record: Record, message: str) -> Step:
@@ -604,24 +613,30 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if not observable(record):
         return Step(record)
     obs = seen.observation
-    if seen.jobs_exist:
-        if not record.jobs_seen:
-            record = replace(record, jobs_seen=True)
-    elif record.jobs_seen or seen.relisted:
+    seen_now = record.jobs_seen or seen.jobs_exist
+    if not seen.jobs_exist and (record.jobs_seen or seen.relisted):
         obs = Observation(
             WorkloadPhase.FAILED, obs.pods, obs.exits, "its Jobs were deleted outside MultiQ"
         )
+    kept = record if seen_now is record.jobs_seen else replace(record, jobs_seen=seen_now)
     if obs.phase is WorkloadPhase.ADMITTED and record.phase is not WorkloadPhase.ADMITTED:
-        return Step(record)  # the mirror lags behind: never go backwards
+        return Step(kept)  # the mirror lags behind: never go backwards
     if obs.fenced:
         return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now)
     if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
         since = record.settling_since if record.settling_since is not None else now
         if now - since < cadence.settle:
-            return Step(replace(record, settling_since=since, look_again_at=since + cadence.settle))
+            return Step(
+                replace(
+                    record,
+                    jobs_seen=seen_now,
+                    settling_since=since,
+                    look_again_at=since + cadence.settle,
+                )
+            )
     last = record.last_report
     if not report_changed(last, obs):
-        return Step(record)
+        return Step(kept)
     phase_changed = obs.phase is not record.phase
     debounced = not phase_changed or (
         obs.phase is WorkloadPhase.RUNNING and record.phase is WorkloadPhase.ADMITTED
@@ -629,7 +644,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if debounced and last is not None and last.observed_at is not None:
         due = last.observed_at.timestamp() + cadence.status_interval
         if now < due:
-            return Step(replace(record, look_again_at=due))
+            return Step(replace(record, jobs_seen=seen_now, look_again_at=due))
     conditions = []
     workload = record.workload
     finished_at = record.finished_at
@@ -645,20 +660,29 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
         )
         status = workload.status or WorkloadStatus()
         # A new status object: the snapshot cache keys on its identity.
-        workload = workload.model_copy(
-            update={
-                "status": status.model_copy(
-                    update={"conditions": [*status.conditions, *conditions]}
-                )
-            }
-        )
+        status = status.model_copy(update={"conditions": [*status.conditions, *conditions]})
+        workload = workload.model_copy(update={"status": status})
         finished_at = now
     extra = {}
     if obs.phase is WorkloadPhase.FAILED and not obs.exits and obs.message:
         extra["pending_message"] = obs.message  # no exit codes to tell why
-    moved = replace(record, phase=obs.phase, workload=workload, finished_at=finished_at)
     report = _report(
-        moved, obs.phase, now, pods=obs.pods, exits=list(obs.exits), conditions=conditions, **extra
+        record,
+        obs.phase,
+        now,
+        workload=workload,
+        pods=obs.pods,
+        exits=list(obs.exits),
+        conditions=conditions,
+        **extra,
+    )
+    moved = replace(
+        record,
+        phase=obs.phase,
+        workload=workload,
+        finished_at=finished_at,
+        jobs_seen=seen_now,
+        last_report=report.payload,
     )
     persist = (Persist(),) if phase_changed and obs.phase in _FINISHED else ()
-    return Step(replace(moved, last_report=report.payload), (report, *persist))
+    return Step(moved, (report, *persist))
