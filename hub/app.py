@@ -53,9 +53,10 @@ __all__ = ["HUB", "VERSION", "Hub", "build_app", "open_store"]
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-# A hub alone on its store leads from its start; it answers requests once it does (or after
-# this long, if beginning its term keeps failing: it goes on trying).
-SOLE_LEADER_STARTUP_SECONDS = 30.0
+# A hub answers requests once its role is known: alone on its store, once it leads; beside
+# others, once it has observed who leads. Or after this long, if that keeps failing (it
+# goes on trying; a follower that knows no leader holds writes a while, then answers 503).
+STARTUP_ROLE_SECONDS = 30.0
 
 
 @dataclass
@@ -156,23 +157,36 @@ async def build_app(
     )
     app[HUB] = hub
 
+    campaigning: list[asyncio.Task[None]] = []
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await routing.start()
         mirror = start_guarded("state", state.run)
         await state.synced.wait()
-        campaigning = start_guarded("election", election.run)
-        if campaign.alone:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SOLE_LEADER_STARTUP_SECONDS):
+        campaigning.append(start_guarded("election", election.run))
+        # Serve once the role means something: the sole hub leads; a replica knows who does.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STARTUP_ROLE_SECONDS):
+                if campaign.alone:
                     while not role.leading:
                         await role.changed()
+                else:
+                    await role.observed_once.wait()
         yield
-        await cancel_all([campaigning])  # ends the term: loops stop, agent sessions close
+        await end_term(app)
         await cancel_all([mirror])
         await routing.close()
         if store is None:
             await fenced.close()
 
+    async def end_term(_: web.Application) -> None:
+        # At shutdown, before aiohttp waits for open connections: ending the term closes the
+        # agents' sessions (they would hold the shutdown up) and gives the leadership up, so
+        # another hub leads at once rather than when the lease expires.
+        await cancel_all(campaigning)
+        campaigning.clear()
+
+    app.on_shutdown.append(end_term)
     app.cleanup_ctx.append(lifecycle)
     _add_routes(app, hub)
     return app

@@ -65,6 +65,8 @@ class Role:
         self.leading = False
         self.leader_url: str | None = None
         """The leader's advertised URL as last observed (this hub's own when it leads)."""
+        self.observed_once = asyncio.Event()
+        """Set once the election has been observed (`leader_url` means something)."""
         self._changed = asyncio.Event()
 
     def lead(self) -> None:
@@ -78,6 +80,7 @@ class Role:
 
     def observed(self, leader_url: str | None) -> None:
         self.leader_url = leader_url
+        self.observed_once.set()
         self._notify()
 
     async def changed(self) -> None:

@@ -123,6 +123,13 @@ class Hubs:
                     return
                 await asyncio.sleep(0.05)
 
+    async def mirrored(self, cluster: str, within: float = 5.0) -> None:
+        """Every running hub's mirror knows the MemberCluster (and so its agent's token)."""
+        async with asyncio.timeout(within):
+            for hub in self.running:
+                while hub.hub.fleet.get(cluster) is None:  # noqa: ASYNC110  (no event for it)
+                    await asyncio.sleep(0.02)
+
     @property
     def running(self) -> list[HubUnderTest]:
         return [h for h in self.started if not h.server.closed]

@@ -126,7 +126,8 @@ async def test_a_follower_forwards_writes_to_the_leader_with_the_callers_credent
 
 async def test_a_submission_through_a_follower_is_dispatched_by_the_leader(hubs: Hubs) -> None:
     leader, follower = await two_hubs(hubs)
-    await follower.apply(*fleet_objects())
+    await leader.apply(*fleet_objects())
+    await hubs.mirrored("west")
     west = await connect_agent(leader, "west")
     await west.expect(ConfigSync)
     await west.send(capacity("west", "6"))
@@ -143,6 +144,7 @@ async def test_a_submission_through_a_follower_is_dispatched_by_the_leader(hubs:
 async def test_a_follower_refuses_agent_sessions_and_names_the_leader(hubs: Hubs) -> None:
     leader, follower = await two_hubs(hubs)
     await leader.apply(*fleet_objects())
+    await hubs.mirrored("east")
     token = AGENT_TOKENS["east"]
 
     status, headers, body = await raw(
@@ -239,6 +241,7 @@ async def test_a_deposed_leader_writes_nothing_then_steps_down_closes_sessions_a
     await hubs.leader()
     new = await hubs.start()
     await old.apply(*fleet_objects())
+    await hubs.mirrored("east")
     east = await connect_agent(old, "east")
     await east.expect(ConfigSync)
 
@@ -274,6 +277,7 @@ async def test_when_the_leader_shuts_down_another_hub_leads_within_the_election_
 ) -> None:
     leader, follower = await two_hubs(hubs)
     await leader.apply(*fleet_objects())
+    await hubs.mirrored("east")
     loop = asyncio.get_running_loop()
 
     await leader.server.close()  # resigns: no need to wait for its lease to expire
