@@ -185,27 +185,36 @@ class LocalEtcdCluster:
         data_dir: Path,
         *,
         size: int = 3,
+        ports: Sequence[tuple[int, int]] | None = None,
         binary: str = "etcd",
         startup_timeout: float = 30.0,
     ) -> LocalEtcdCluster:
-        """Start `size` members (data in `data_dir/m<i>`) and wait until all are healthy."""
+        """Start `size` members (data in `data_dir/m<i>`) and wait until all are healthy.
+        `ports`: each member's (client, peer) port, for a cluster that must come back where
+        it was (its data kept, on the same ports); by default free ones are picked."""
         if size < 1:
             raise ValueError("an etcd cluster has at least one member")
+        if ports is not None and len(ports) != size:
+            raise ValueError(f"{len(ports)} port pairs for {size} members")
         exe = _etcd_binary(binary)
-        for _ in range(3):  # a port picked free can be taken before etcd binds it
-            ports = [(_free_port(), _free_port()) for _ in range(size)]
-            initial = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(ports))
+        # A port picked free can be taken before etcd binds it: try thrice (not with `ports`).
+        for _ in range(1 if ports else 3):
+            chosen = list(ports or [(_free_port(), _free_port()) for _ in range(size)])
+            initial = ",".join(
+                f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(chosen)
+            )
             members = [
                 LocalEtcd._spawn(exe, f"m{i}", data_dir / f"m{i}", client, peer, initial)
-                for i, (client, peer) in enumerate(ports)
+                for i, (client, peer) in enumerate(chosen)
             ]
             cluster = cls(members)
             # Members wait for each other (a quorum) before answering healthy.
             if all(m._wait_healthy(startup_timeout) for m in members):
                 return cluster
             cluster.stop()
-            for i in range(size):
-                shutil.rmtree(data_dir / f"m{i}" / "member-data", ignore_errors=True)
+            if ports is None:  # a failed first start: its data is worth nothing
+                for i in range(size):
+                    shutil.rmtree(data_dir / f"m{i}" / "member-data", ignore_errors=True)
         raise RuntimeError(
             f"the etcd cluster did not become healthy; m0's log ends with:\n"
             f"{_tail(data_dir / 'm0')}"
@@ -246,13 +255,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--members", type=int, default=1)
+    parser.add_argument(
+        "--ports",
+        help="CLIENT:PEER[,CLIENT:PEER…], one pair per member (default: free ports); with the "
+        "same ports and data directory, a stopped etcd comes back as it was",
+    )
     parser.add_argument("--endpoints-file", type=Path, help="where to write host:port[,…]")
     args = parser.parse_args(argv)
+    ports = None
+    if args.ports:
+        pairs = [p.split(":") for p in args.ports.split(",")]
+        ports = [(int(client), int(peer)) for client, peer in pairs]
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        cluster = LocalEtcdCluster.start(args.data_dir, size=args.members)
+        cluster = LocalEtcdCluster.start(args.data_dir, size=args.members, ports=ports)
     except (EtcdNotInstalledError, RuntimeError) as exc:
         print(exc, file=sys.stderr)
         return 1
