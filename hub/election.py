@@ -83,6 +83,12 @@ class Role:
         self.observed_once.set()
         self._notify()
 
+    async def until_leading(self, within: float) -> None:
+        """Return once this hub leads (TimeoutError after `within` seconds)."""
+        async with asyncio.timeout(within):
+            while not self.leading:
+                await self._changed.wait()
+
     async def changed(self) -> None:
         """Return at the next change of role or of the observed leader."""
         await self._changed.wait()

@@ -16,10 +16,11 @@ leads: any live hub serves any request. A request that arrives while no leader i
 meanwhile, it serves the request itself.
 
 Every forwarded request carries `X-MultiQ-Forwarded-By`; a hub that gets one and does not
-lead refuses it rather than forwarding it again, so stale views of who leads cannot make a
-loop. A request is sent again to a newer leader only when the first attempt could not even
-connect (nothing reached the old one); once sent, its outcome is the leader's answer or, if
-the leader died meanwhile, a 503 saying the outcome is unknown.
+lead waits a moment for its own leadership (the sender may have seen the election's outcome
+first) and then serves it or refuses it — it never forwards it again, so stale views of who
+leads cannot make a loop. A request is sent again to a newer leader only when the first
+attempt could not even connect (nothing reached the old one); once sent, its outcome is the
+leader's answer or, if the leader died meanwhile, a 503 saying the outcome is unknown.
 
 Called by: hub.app (installs the middleware after authentication, so only authenticated
 callers are forwarded or told where the leader is).
@@ -132,7 +133,8 @@ class LeaderRouting:
         return _unavailable(f"this hub does not lead; the leader is {leader}", leader)
 
     async def _forward(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        forwarded_by = request.headers.get(FORWARDED_BY_HEADER)
+        if FORWARDED_BY_HEADER in request.headers:
+            return await self._serve_forwarded(request, handler)
         body = await request.read()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.forward_wait_seconds
@@ -147,9 +149,6 @@ class LeaderRouting:
                 )
             if leader is None:
                 return await handler(request)
-            if forwarded_by is not None:
-                # Forwarded to us by a hub that took us for the leader: no second hop.
-                return _unavailable(f"this hub does not lead; the leader is {leader}", leader)
             try:
                 return await self._proxy(request, leader, body)
             except aiohttp.ClientConnectorError as exc:
@@ -159,6 +158,19 @@ class LeaderRouting:
                     async with asyncio.timeout_at(deadline):
                         while self.role.leader_url == leader and not self.role.leading:
                             await self.role.changed()
+
+    async def _serve_forwarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """A request another hub forwarded to us, taking us for the leader. We may be about to
+        lead (views of the election differ by moments): wait for that, then serve it. Never
+        forward it again: stale views must not make a loop."""
+        try:
+            await self.role.until_leading(self.forward_wait_seconds)
+        except TimeoutError:
+            leader = self.role.leader_url if self.role.leader_url != self.role.url else None
+            return _unavailable(
+                "this hub does not lead" + (f"; the leader is {leader}" if leader else ""), leader
+            )
+        return await handler(request)
 
     async def _proxy(self, request: web.Request, leader: str, body: bytes) -> web.StreamResponse:
         assert self._http is not None, "LeaderRouting.start() was not called"

@@ -187,7 +187,9 @@ async def test_a_follower_serves_reads_and_watches_from_the_store(hubs: Hubs) ->
 
 
 async def test_a_request_forwarded_once_is_not_forwarded_again(hubs: Hubs) -> None:
-    leader, follower = await two_hubs(hubs)
+    leader = await hubs.start()
+    await hubs.leader()
+    follower = await hubs.start(forward_wait_seconds=0.5)
 
     status, headers, body = await raw(
         follower,
@@ -199,6 +201,35 @@ async def test_a_request_forwarded_once_is_not_forwarded_again(hubs: Hubs) -> No
     )
     assert status == 503 and headers[LEADER_HEADER] == leader.url, body
     assert (await leader.call("GET", f"{API}/resourceflavors/loop"))[0] == 404
+
+
+async def test_a_request_forwarded_to_a_hub_about_to_lead_is_served_once_it_leads(
+    hubs: Hubs,
+) -> None:
+    # The sender saw the election's outcome before this hub did.
+    blocker_store = await EtcdStore.connect(hubs.etcd.host, hubs.etcd.port, root=hubs.root)
+    blocker = EtcdElection(blocker_store, ELECTION, ttl=30)
+    await blocker.campaign("http://127.0.0.1:9")
+    try:
+        hub = await hubs.start()
+        forwarded = asyncio.create_task(
+            raw(
+                hub,
+                "POST",
+                f"{API}/resourceflavors",
+                token="admin-token",
+                json=flavor("f"),
+                headers={FORWARDED_BY_HEADER: "http://another-hub"},
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert not forwarded.done()
+        await blocker.resign()
+
+        status, _, body = await asyncio.wait_for(forwarded, 10)
+        assert status == 201, body
+    finally:
+        await blocker_store.close()
 
 
 async def test_a_write_during_an_election_waits_and_is_served_by_the_hub_that_wins(
