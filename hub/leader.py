@@ -15,13 +15,15 @@ its predecessor promised agents (leases, offers in flight), so it takes nothing 
 (docs/exactly-once.md, "Hub high availability"). `LeaderTerm.began_at` is that moment.
 
 At a term's start, in order:
+0. a fresh dispatcher, pusher and status writer are built, and the agents' routes pointed
+   at them (between terms the last ones stay reachable, but no longer listen to the mirror);
 1. the fleet forgets every session and capacity report: each cluster is lost since the
    term began, and MemberCluster statuses that still say connected are corrected;
 2. the term is recorded in the store (`TERM_KEY`, a fenced write) and the mirror is brought
    up to that write, so the term starts from everything its predecessor wrote;
 3. the leader-only loops start: dispatch, configuration push, queue statuses.
 At a term's end, in order: the loops stop; every agent session is closed (agents redial and
-find the new leader); fresh dispatcher, pusher and writer are made ready for the next term.
+find the new leader); the term's dispatcher stops listening to the mirror.
 
 Called by: hub.election (start and stop), hub.app (builds it; its routes and listeners reach
 the current dispatcher and pusher through it).
@@ -102,7 +104,10 @@ class LeaderWork:
         self.term: LeaderTerm | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[Callable[[str], None]] = []
+        # Outside a term the last term's parts (or, before any, unused ones) stay reachable
+        # but deaf to the mirror: nothing accumulates in them while this hub follows.
         self.dispatcher, self.config, self.statuses = self._fresh_parts()
+        self._deafen()
         # The agents' routes are registered once; they reach the current term's parts.
         self.sessions = SessionRoutes(fleet, self.dispatcher, self.config, logs)
 
@@ -117,6 +122,9 @@ class LeaderWork:
             raise RuntimeError("a leadership term is already running")
         self.term = term
         log.info("leading from %s (fencing token %d)", term.began_at, term.fencing_token)
+        self.dispatcher, self.config, self.statuses = self._fresh_parts()
+        self.sessions.dispatcher = self.dispatcher
+        self.sessions.config = self.config
         await self._forget_sessions(term)
         await self._record(term)
         self._tasks = [
@@ -139,7 +147,7 @@ class LeaderWork:
         if self.term is not None:
             log.warning("no longer leading; agent sessions closed")
         self.term = None
-        self._retire_parts()
+        self._deafen()
 
     # --- steps ----------------------------------------------------------------------------
 
@@ -196,9 +204,7 @@ class LeaderWork:
         )
         return dispatcher, config, statuses
 
-    def _retire_parts(self) -> None:
+    def _deafen(self) -> None:
         for listener in self._listeners:
             self.state.on_indexed.remove(listener)
-        self.dispatcher, self.config, self.statuses = self._fresh_parts()
-        self.sessions.dispatcher = self.dispatcher
-        self.sessions.config = self.config
+        self._listeners = []
