@@ -72,6 +72,10 @@ _NOT_FORWARDED = frozenset(
 )
 
 
+# Failures that mean nothing of the request reached the leader: safe to send it again.
+_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
 def _needs_leader(request: web.Request) -> bool:
     if request.method not in READ_METHODS:
         return True
@@ -90,7 +94,6 @@ class LeaderRouting:
         self.role = role
         self.forward_wait_seconds = forward_wait_seconds
         self._http: aiohttp.ClientSession | None = None
-        self.forwarded = 0
 
     async def start(self) -> None:
         self._http = aiohttp.ClientSession(
@@ -119,13 +122,9 @@ class LeaderRouting:
 
         return leader_middleware
 
-    async def _leader(self, within: float) -> str | None:
-        """The leader elsewhere; None when this hub leads (TimeoutError: none known)."""
-        return await self.role.leader_elsewhere(within)
-
     async def _refuse_agent(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            leader = await self._leader(AGENT_WAIT_SECONDS)
+            leader = await self.role.leader_elsewhere(AGENT_WAIT_SECONDS)
         except TimeoutError:
             return _unavailable("this hub does not lead and no leader is known yet", None)
         if leader is None:
@@ -140,7 +139,7 @@ class LeaderRouting:
         deadline = loop.time() + self.forward_wait_seconds
         while True:
             try:
-                leader = await self._leader(max(0.0, deadline - loop.time()))
+                leader = await self.role.leader_elsewhere(max(0.0, deadline - loop.time()))
             except TimeoutError:
                 return _unavailable(
                     f"this hub does not lead and no leader answered within "
@@ -151,7 +150,7 @@ class LeaderRouting:
                 return await handler(request)
             try:
                 return await self._proxy(request, leader, body)
-            except aiohttp.ClientConnectorError as exc:
+            except _NOT_SENT as exc:
                 # Nothing reached the leader: safe to send again once a leader is known.
                 log.info("forwarding to %s failed (%s); waiting for the leader", leader, exc)
                 with contextlib.suppress(TimeoutError):
@@ -178,7 +177,6 @@ class LeaderRouting:
         headers[FORWARDED_BY_HEADER] = self.role.url
         if request.remote:
             headers["X-Forwarded-For"] = request.remote
-        self.forwarded += 1
         response: web.StreamResponse | None = None
         try:
             async with self._http.request(
@@ -200,7 +198,7 @@ class LeaderRouting:
                     await response.write(chunk)
                 await response.write_eof()
                 return response
-        except aiohttp.ClientConnectorError:
+        except _NOT_SENT:
             raise
         except (aiohttp.ClientError, TimeoutError) as exc:
             if response is None or not response.prepared:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hub.app import open_store
 from hub.store.base import Revision, Unavailable
 from hub.store.etcd import Endpoint, EtcdElection, EtcdStore, parse_endpoints
 from hub.store.localetcd import LocalEtcdCluster
@@ -211,5 +212,18 @@ async def test_election_keys_are_not_among_the_stores_objects(
         async with store.watch("", since=start) as events, asyncio.timeout(5):
             assert (await anext(events)).key == "/w/a"
         await election.resign()
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("scheme", ["etcd://", "etcd:"])
+async def test_the_hubs_store_flag_names_every_endpoint_in_either_spelling(
+    cluster: LocalEtcdCluster, scheme: str
+) -> None:
+    store = await open_store(f"{scheme}{cluster.endpoints}")
+    try:
+        assert isinstance(store, EtcdStore)
+        assert store._endpoints.endpoints == parse_endpoints(cluster.endpoints)
+        assert (await store.list("/nothing/")).items == ()
     finally:
         await store.close()
