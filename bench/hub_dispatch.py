@@ -42,6 +42,7 @@ from api.v1alpha1.messages import (
     DispatchOffer,
     Envelope,
     Hello,
+    LeaseRenew,
     Payload,
     PodCounts,
     QueueCapacity,
@@ -115,7 +116,12 @@ class PeerAgent:
             reporter.cancel()
 
     async def _report_capacity(self) -> None:
+        """Capacity every second, and a lease renewal with it (the hub cuts off an agent
+        that stops renewing; the dev federation's lease is 30 s)."""
+        renewal = 0
         while True:
+            renewal += 1
+            await self.send(LeaseRenew(id=renewal))
             await asyncio.sleep(1.0)
             await self.send(self.capacity())
 

@@ -25,10 +25,11 @@ from aiohttp import web
 from api.kinds import ALL_KINDS
 from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.workload import Workload
+from hub.answers import AgentAnswers
 from hub.auth import TokenAuthority, load_users_file
 from hub.config_push import ConfigPusher
-from hub.dispatch import SOURCE_PREFIX, Dispatcher
-from hub.election import Campaign, EtcdCampaign, HubElection, Role, SoleCampaign
+from hub.dispatch import Dispatcher
+from hub.election import Campaign, EtcdCampaign, HubElection, SoleCampaign
 from hub.fleet import Fleet
 from hub.http.leader import LeaderRouting
 from hub.http.logs import LogRoutes
@@ -39,8 +40,9 @@ from hub.leader import LeaderWork
 from hub.loghub import LogHub
 from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
+from hub.role import Role
 from hub.settings import HubSettings
-from hub.state import HubState
+from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
 from hub.store.etcd import EtcdStore, parse_endpoints
@@ -78,6 +80,10 @@ class Hub:
     def dispatcher(self) -> Dispatcher:
         """The current (or next) term's dispatcher."""
         return self.leader.dispatcher
+
+    @property
+    def answers(self) -> AgentAnswers:
+        return self.leader.answers
 
     @property
     def config(self) -> ConfigPusher:
@@ -118,7 +124,7 @@ def _wire_listeners(hub: Hub) -> None:
     def workload_changed(key: str, old: Workload | None, new: Workload | None) -> None:
         hub.dispatcher.wake()
         if new is None and old is not None:
-            hub.dispatcher.on_workload_deleted(key, old)
+            hub.answers.on_workload_deleted(key, old)
             if hub.leader.leading:
                 asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
 

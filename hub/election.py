@@ -24,7 +24,7 @@ to come back. Whatever a deposed leader still tries to write before it has notic
 by etcd (the fence), so the step-down's speed is not what safety rests on.
 
 Followers learn the leader's URL by observing the election; the HTTP layer reads it from
-`Role` to forward writes and to point agents at the leader (hub.http.leader).
+`Role` (hub.role) to forward writes and to point agents at the leader (hub.http.leader).
 
 Called by: hub.app (builds and runs it).
 """
@@ -40,11 +40,12 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from hub.leader import LeaderTerm, LeaderWork
+from hub.role import Role
 from hub.store.base import Store, StoreError
 from hub.store.etcd import EtcdElection, EtcdStore
 from hub.store.fencing import LeaderFencedStore
 
-__all__ = ["ELECTION", "Campaign", "EtcdCampaign", "HubElection", "Role", "SoleCampaign", "Won"]
+__all__ = ["ELECTION", "Campaign", "EtcdCampaign", "HubElection", "SoleCampaign", "Won"]
 
 log = logging.getLogger(__name__)
 
@@ -55,58 +56,6 @@ RETRY_SECONDS = 1.0
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-class Role:
-    """This hub's role as the HTTP layer sees it: leading or not, and the leader's URL."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.leading = False
-        self.leader_url: str | None = None
-        """The leader's advertised URL as last observed (this hub's own when it leads)."""
-        self.observed_once = asyncio.Event()
-        """Set once the election has been observed (`leader_url` means something)."""
-        self._changed = asyncio.Event()
-
-    def lead(self) -> None:
-        self.leading = True
-        self.leader_url = self.url
-        self._notify()
-
-    def follow(self) -> None:
-        self.leading = False
-        self._notify()
-
-    def observed(self, leader_url: str | None) -> None:
-        self.leader_url = leader_url
-        self.observed_once.set()
-        self._notify()
-
-    async def until_leading(self, within: float) -> None:
-        """Return once this hub leads (TimeoutError after `within` seconds)."""
-        async with asyncio.timeout(within):
-            while not self.leading:
-                await self._changed.wait()
-
-    async def changed(self) -> None:
-        """Return at the next change of role or of the observed leader."""
-        await self._changed.wait()
-
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def leader_elsewhere(self, within: float) -> str | None:
-        """The URL of the leader when another hub leads; None as soon as this hub leads.
-        Waits up to `within` seconds for either (TimeoutError after that)."""
-        async with asyncio.timeout(within):
-            while True:
-                if self.leading:
-                    return None
-                if self.leader_url and self.leader_url != self.url:
-                    return self.leader_url
-                await self._changed.wait()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@ each reported about its capacity, and which workloads its agent says it holds.
 
 The MemberCluster objects in the store say which clusters exist (and their labels, token,
 cordon and fencing settings); sessions say which are connected. `Fleet` joins the two and
-turns capacity reports into the frozen `ClusterView`s placement reads. Connection changes are
-written to MemberCluster status so `qctl get clusters` shows them.
+turns capacity reports into the frozen `ClusterView`s placement reads, and keeps what the
+fencing rules need (docs/exactly-once.md): since when a cluster is lost, until when its agent
+may believe it holds a lease, and, for a cluster that left the fleet, from when its work may
+run elsewhere. Connection changes are written to MemberCluster status so `qctl get clusters`
+shows them.
 
 Called by: hub.sessions (connect, reports, disconnect), hub.dispatch (views, loss checks),
 hub.app (loading clusters and agent tokens).
@@ -13,9 +16,9 @@ hub.app (loading clusters and agent tokens).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from api.v1alpha1.messages import CapacityReport, HeldWorkload
 from hub.auth import TokenAuthority, token_from_ref
 from hub.lanes import Lane
 from hub.objects import ObjectRepository
+from hub.placement.cycle import ClusterFacts
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
 
 __all__ = ["ClusterState", "Fleet", "capacity_cells"]
@@ -42,6 +46,13 @@ class ClusterState:
     labels: dict[str, str] = field(default_factory=dict)
     cordoned: bool = False
     loss_timeout_seconds: float = 900.0
+    lease_seconds: float = 60.0
+    grace_seconds: float = 30.0
+    fencing: bool = True
+    lease_expires: datetime | None = None
+    """The latest its agent may believe it holds a lease (renewals received + lease)."""
+    renewed_at: datetime | None = None
+    """When its agent last renewed its lease (over this session)."""
     control: Lane | None = None
     logs: Lane | None = None
     connected_at: datetime | None = None
@@ -67,6 +78,38 @@ class ClusterState:
             return 0.0
         return (now - self.lost_since).total_seconds()
 
+    def renew_lease(self, now: datetime) -> None:
+        self.renewed_at = now
+        expires = now + timedelta(seconds=self.lease_seconds)
+        self.lease_expires = max(self.lease_expires or expires, expires)
+
+    def assume_granted(self, now: datetime) -> None:
+        """A hub that starts, or becomes leader, cannot know what its predecessor granted:
+        it assumes a lease renewed this very moment (never earlier than the real one)."""
+        expires = now + timedelta(seconds=self.lease_seconds)
+        self.lease_expires = max(self.lease_expires or expires, expires)
+        if not self.connected:
+            self.lost_since = max(self.lost_since or now, now)
+
+    def lease_overdue(self, now: datetime) -> bool:
+        """Connected, yet its agent has not renewed for a whole lease: it may have fenced
+        itself, or be frozen. The session is treated as lost."""
+        if not self.connected or not self.fencing or self.connected_at is None:
+            return False
+        last = max(self.renewed_at or self.connected_at, self.connected_at)
+        return (now - last).total_seconds() > self.lease_seconds
+
+    def facts(self) -> ClusterFacts:
+        return ClusterFacts(
+            name=self.name,
+            connected=self.connected,
+            lost_since=self.lost_since,
+            loss_timeout_seconds=self.loss_timeout_seconds,
+            lease_expires=self.lease_expires,
+            grace_seconds=self.grace_seconds,
+            fencing=self.fencing,
+        )
+
 
 def _milli(q: Quantity) -> int:
     return q.milli()
@@ -79,23 +122,37 @@ class Fleet:
         authority: TokenAuthority,
         *,
         secrets_dir: Path | None,
+        clock: Callable[[], datetime] = _now,
     ) -> None:
         self.repo = repo
         self.authority = authority
         self.secrets_dir = secrets_dir
+        self.clock = clock
         self.clusters: dict[str, ClusterState] = {}
+        self.departed: dict[str, ClusterFacts] = {}
+        """Clusters that left the fleet, and from when their work may run elsewhere."""
 
     # --- membership -------------------------------------------------------------------------
 
     def load(self, members: list[MemberCluster]) -> None:
         """Apply the MemberCluster objects: new ones appear, removed ones go, tokens refresh."""
         seen = set()
+        now = self.clock()
         for member in members:
             seen.add(member.name)
-            state = self.clusters.setdefault(member.name, ClusterState(member.name))
+            state = self.clusters.get(member.name)
+            fencing = member.spec.fencing
+            if state is None:
+                state = self.clusters[member.name] = ClusterState(member.name)
+                state.lease_seconds = float(fencing.lease_seconds)
+                state.assume_granted(now)
+            self.departed.pop(member.name, None)
             state.labels = dict(member.metadata.labels)
             state.cordoned = member.spec.cordoned
-            state.loss_timeout_seconds = float(member.spec.fencing.loss_timeout_seconds)
+            state.fencing = fencing.enabled
+            state.loss_timeout_seconds = float(fencing.loss_timeout_seconds)
+            state.lease_seconds = float(fencing.lease_seconds)
+            state.grace_seconds = float(fencing.grace_seconds)
             ref = member.spec.token_ref
             token = token_from_ref(ref.secret_name, ref.key, ref.file, self.secrets_dir)
             if token is None:
@@ -103,11 +160,38 @@ class Fleet:
             self.authority.set_agent_token(member.name, token)
         for name in list(self.clusters):
             if name not in seen:
-                self.authority.set_agent_token(name, None)
-                del self.clusters[name]
+                self._depart(self.clusters.pop(name), now)
+
+    def _depart(self, state: ClusterState, now: datetime) -> None:
+        """A cluster left the fleet: no new session, no more lease; its work may run
+        elsewhere once the lease it may hold has run out and it had the grace to stop (at once
+        when fencing was off: deleting the member is then the admin's decision)."""
+        self.authority.set_agent_token(state.name, None)
+        let_go_at = now
+        if state.fencing and state.lease_expires is not None:
+            let_go_at = max(now, state.lease_expires + timedelta(seconds=state.grace_seconds))
+        self.departed[state.name] = ClusterFacts(
+            state.name, connected=False, member=False, let_go_at=let_go_at
+        )
+        for lane in (state.control, state.logs):
+            if lane is not None and not lane.closed:
+                lane.close_soon()
 
     def get(self, name: str) -> ClusterState | None:
         return self.clusters.get(name)
+
+    def took_over(self, now: datetime) -> None:
+        """This hub starts dispatching now (started, or elected leader): see
+        `ClusterState.assume_granted`."""
+        for state in self.clusters.values():
+            state.assume_granted(now)
+
+    def facts(self) -> dict[str, ClusterFacts]:
+        """What the fencing rules need of every cluster, members and departed."""
+        facts = dict(self.departed)
+        for name, state in self.clusters.items():
+            facts[name] = state.facts()
+        return facts
 
     # --- connection state -------------------------------------------------------------------
 

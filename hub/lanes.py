@@ -56,7 +56,7 @@ class Lane:
             self._queue.put_nowait(envelope)
         except asyncio.QueueFull:
             log.warning("lane %s: the agent is not reading; closing the lane", self.name)
-            self._close_soon()
+            self.close_soon()
             raise LaneClosedError(self.name) from None
 
     async def receive(self) -> AsyncIterator[Envelope]:
@@ -88,7 +88,8 @@ class Lane:
         if not self.ws.closed:
             await self.ws.close()
 
-    def _close_soon(self) -> None:
+    def close_soon(self) -> None:
+        """Close from code that cannot await (the close finishes in a task)."""
         self._closed = True
         asyncio.get_running_loop().create_task(self.ws.close())
 

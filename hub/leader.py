@@ -8,17 +8,18 @@ mirror the store and serve reads (hub.http.leader). `LeaderWork.start(term)` and
 only a leader may do belongs here too.
 
 A term starts from nothing it did not read in the store. The objects that remember things
-between events (the dispatcher with its offer book, the configuration pusher, the queue
-status writer) are built afresh for every term, and every cluster starts the term
+between events (the dispatcher with its offer book, the agents' answers, the configuration
+pusher, the queue status writer) are built afresh for every term, and every cluster starts the term
 disconnected and lost since the term began: a newly elected leader knows nothing of what
 its predecessor promised agents (leases, offers in flight), so it takes nothing for granted
 (docs/exactly-once.md, "Hub high availability"). `LeaderTerm.began_at` is that moment.
 
 At a term's start, in order:
-0. a fresh dispatcher, pusher and status writer are built, and the agents' routes pointed
-   at them (between terms the last ones stay reachable, but no longer listen to the mirror);
-1. the fleet forgets every session and capacity report: each cluster is lost since the
-   term began, and MemberCluster statuses that still say connected are corrected;
+0. a fresh dispatcher, answers, pusher and status writer are built, and the agents' routes
+   pointed at them (between terms the last ones stay reachable, but no longer listen to the mirror);
+1. the fleet forgets every session, capacity report and departed cluster: each cluster is
+   lost since the term began and its agent's lease assumed granted then, and MemberCluster
+   statuses that still say connected are corrected;
 2. the term is recorded in the store (`TERM_KEY`, a fenced write) and the mirror is brought
    up to that write, so the term starts from everything its predecessor wrote;
 3. the leader-only loops start: dispatch, configuration push, queue statuses.
@@ -39,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.v1alpha1.federation import MemberCluster
+from hub.answers import AgentAnswers
 from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
 from hub.fleet import Fleet
@@ -106,10 +108,10 @@ class LeaderWork:
         self._listeners: list[Callable[[str], None]] = []
         # Outside a term the last term's parts (or, before any, unused ones) stay reachable
         # but deaf to the mirror: nothing accumulates in them while this hub follows.
-        self.dispatcher, self.config, self.statuses = self._fresh_parts()
+        self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
         self._deafen()
         # The agents' routes are registered once; they reach the current term's parts.
-        self.sessions = SessionRoutes(fleet, self.dispatcher, self.config, logs)
+        self.sessions = SessionRoutes(fleet, self.answers, self.config, logs)
 
     @property
     def leading(self) -> bool:
@@ -122,8 +124,8 @@ class LeaderWork:
             raise RuntimeError("a leadership term is already running")
         self.term = term
         log.info("leading from %s (fencing token %d)", term.began_at, term.fencing_token)
-        self.dispatcher, self.config, self.statuses = self._fresh_parts()
-        self.sessions.dispatcher = self.dispatcher
+        self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
+        self.sessions.answers = self.answers
         self.sessions.config = self.config
         await self._forget_sessions(term)
         await self._record(term)
@@ -152,12 +154,15 @@ class LeaderWork:
     # --- steps ----------------------------------------------------------------------------
 
     async def _forget_sessions(self, term: LeaderTerm) -> None:
-        """Step 1: every cluster starts the term disconnected, lost since it began."""
+        """Step 1: every cluster starts the term disconnected, lost since it began, with the
+        lease its agent may hold assumed granted then (the dispatcher assumes it again when
+        its loop starts: `Fleet.took_over`); clusters that left the fleet under an earlier
+        term are forgotten too, so their work waits as that of a cluster never known."""
         members = [m for m in self.state.objects(MemberCluster) if isinstance(m, MemberCluster)]
         self.fleet.clusters.clear()
+        self.fleet.departed.clear()
         self.fleet.load(members)
-        for cluster in self.fleet.clusters.values():
-            cluster.lost_since = term.began_at
+        self.fleet.took_over(term.began_at)
         for member in members:
             if member.status is not None and member.status.connected:
                 cluster_state = self.fleet.get(member.name)
@@ -183,7 +188,7 @@ class LeaderWork:
 
     # --- the parts remade for every term ---------------------------------------------------
 
-    def _fresh_parts(self) -> tuple[Dispatcher, ConfigPusher, QueueStatusWriter]:
+    def _fresh_parts(self) -> tuple[Dispatcher, AgentAnswers, ConfigPusher, QueueStatusWriter]:
         state, fleet = self.state, self.fleet
         before = list(state.on_indexed)
         dispatcher = Dispatcher(
@@ -194,6 +199,7 @@ class LeaderWork:
         )
         # The dispatcher listens to the mirror; a retired one must stop listening.
         self._listeners = [f for f in state.on_indexed if f not in before]
+        answers = AgentAnswers(dispatcher)
         config = ConfigPusher(state, fleet)
         statuses = QueueStatusWriter(
             state,
@@ -202,7 +208,7 @@ class LeaderWork:
             self.repo,
             interval_seconds=self.settings.queue_status_interval_seconds,
         )
-        return dispatcher, config, statuses
+        return dispatcher, answers, config, statuses
 
     def _deafen(self) -> None:
         for listener in self._listeners:

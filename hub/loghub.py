@@ -50,6 +50,7 @@ class LogRequest:
 @dataclass
 class _Stream:
     cluster: str
+    workload: str
     queue: asyncio.Queue[LogData | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=READER_BUFFER_BATCHES)
     )
@@ -61,18 +62,30 @@ class LogHub:
         self.fleet = fleet
         self.tail_lines = tail_lines
         self._streams: dict[str, _Stream] = {}
+        self.refused = 0
+        """Log batches refused (see `on_data`)."""
         self._tails: dict[str, collections.deque[dict[str, Any]]] = {}
 
     # --- agent side ---------------------------------------------------------------------------
 
     def on_data(self, cluster: str, data: LogData) -> None:
+        """Lines are taken only for a stream this hub opened, from the cluster it opened it
+        on (the workload's cluster), for that workload: a cluster can neither answer for
+        another nor add lines to a workload it does not run."""
+        stream = self._streams.get(data.stream_id)
+        if stream is None or stream.cluster != cluster or stream.workload != data.workload:
+            self.refused += 1
+            log.info(
+                "cluster %s: log lines for %s on stream %s refused: not a stream opened there",
+                cluster,
+                data.workload,
+                data.stream_id,
+            )
+            return
         if data.lines:
             tail = self._tails.setdefault(data.workload, collections.deque(maxlen=self.tail_lines))
             for line in data.lines:
                 tail.append(_record(cluster, data, line.text, line.timestamp))
-        stream = self._streams.get(data.stream_id)
-        if stream is None or stream.cluster != cluster:
-            return
         if stream.queue.full():
             dropped = stream.queue.get_nowait()
             stream.dropped += len(dropped.lines) if dropped else 0
@@ -108,7 +121,7 @@ class LogHub:
         if state is None or state.logs is None or state.logs.closed:
             return
         stream_id = uuid.uuid4().hex
-        stream = _Stream(cluster)
+        stream = _Stream(cluster, request.workload)
         # (pod, container) → still open; the stream may end once all have ended.
         open_streams: dict[tuple[str, str], bool] = {}
         idle = 0.0

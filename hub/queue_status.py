@@ -19,10 +19,11 @@ from typing import Any
 from api.meta import Object
 from api.quantity import resource_amount
 from api.v1alpha1.federation import ClusterSet, GlobalQueue
-from hub.dispatch import Dispatcher, QueueTally
+from hub.dispatch import Dispatcher
 from hub.errors import HubError
 from hub.fleet import Fleet
 from hub.objects import ObjectRepository
+from hub.placement.tally import QueueTally
 from hub.state import HubState
 
 __all__ = ["QueueStatusWriter"]

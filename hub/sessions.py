@@ -8,7 +8,7 @@ answers with the full configuration and then reconciles what the agent holds wit
 hub wants. A newer session for the same cluster replaces an older one. When the control lane
 closes the cluster is lost from that moment (MemberCluster.status.lostSince).
 
-Called by: hub.app (routes). Delegates to hub.dispatch, hub.fleet, hub.loghub.
+Called by: hub.app (routes). Delegates to hub.answers, hub.fleet, hub.loghub.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from aiohttp import web
 from api.v1alpha1.messages import (
     CapacityReport,
     Hello,
+    LeaseGrant,
+    LeaseRenew,
     LogData,
     OfferRejected,
     WorkloadStatusReport,
 )
+from hub.answers import AgentAnswers
 from hub.auth import Principal
 from hub.config_push import ConfigPusher
-from hub.dispatch import Dispatcher
 from hub.errors import BadRequestError, ForbiddenError, NotFoundError
 from hub.fleet import ClusterState, Fleet, capacity_cells
 from hub.http.middleware import PRINCIPAL
@@ -63,7 +65,7 @@ def _now() -> datetime:
 @dataclass
 class SessionRoutes:
     fleet: Fleet
-    dispatcher: Dispatcher
+    answers: AgentAnswers
     config: ConfigPusher
     logs: LogHub
     clock: Callable[[], datetime] = _now
@@ -119,20 +121,20 @@ class SessionRoutes:
                 state.last_seen = now
                 payload = envelope.payload
                 if isinstance(payload, WorkloadStatusReport):
-                    await reports.run(
-                        payload.workload, self.dispatcher.on_status(state.name, payload)
-                    )
+                    await reports.run(payload.workload, self.answers.on_status(state.name, payload))
                 elif isinstance(payload, CapacityReport):
                     state.capacity = payload
                     state.cells = capacity_cells(payload)
-                    self.dispatcher.on_capacity(state.name, payload)
+                    self.answers.on_capacity(state.name, payload)
                     if (now - last_status_write).total_seconds() >= CAPACITY_STATUS_EVERY_SECONDS:
                         last_status_write = now
                         await self.fleet.write_status(state)
                 elif isinstance(payload, OfferRejected):
                     await reports.run(
-                        payload.workload, self.dispatcher.on_rejected(state.name, payload)
+                        payload.workload, self.answers.on_rejected(state.name, payload)
                     )
+                elif isinstance(payload, LeaseRenew):
+                    self._grant(state, lane, payload)
                 elif isinstance(payload, Hello):
                     await self._on_hello(state, lane, payload)
         finally:
@@ -140,13 +142,29 @@ class SessionRoutes:
                 state.control = None
                 state.lost_since = self.clock()
                 log.warning("cluster %s: session closed; the cluster is lost", state.name)
-                self.dispatcher.on_disconnect(state.name)
+                self.answers.on_disconnect(state.name)
                 self.logs.on_disconnect(state.name)
                 # aiohttp cancels a handler whose peer went away: finish the bookkeeping in a
                 # task of its own so the loss is recorded even then.
                 self._background(self.fleet.write_status(state))
             self._background(lane.close())
         return ws
+
+    def _grant(self, state: ClusterState, lane: Lane, renew: LeaseRenew) -> None:
+        """Renew the agent's lease from now (docs/exactly-once.md): the hub counts from when
+        it received the renewal, the agent from when it sent it, so the agent's deadline is
+        never later than the hub's. A cluster that left the fleet gets no lease."""
+        if self.fleet.get(state.name) is not state or state.control is not lane:
+            return
+        state.renew_lease(self.clock())
+        grant = LeaseGrant(
+            id=renew.id,
+            lease_seconds=int(state.lease_seconds),
+            grace_seconds=int(state.grace_seconds),
+            enabled=state.fencing,
+        )
+        with contextlib.suppress(LaneClosedError):
+            lane.send(grant)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -173,7 +191,7 @@ class SessionRoutes:
             lane.send(self.config.build())
         except LaneClosedError:
             return
-        await self.dispatcher.reconcile_hello(state.name, hello)
+        await self.answers.reconcile_hello(state.name, hello)
         await self.fleet.write_status(state)
 
     async def log_lane(self, request: web.Request) -> web.WebSocketResponse:

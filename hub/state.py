@@ -34,7 +34,7 @@ from hub import transitions
 from hub.store import base as store_base
 from hub.store.base import Event, EventType, Revision, Store, StoredObject
 
-__all__ = ["HubState", "WorkloadEntry", "clusters_of"]
+__all__ = ["SOURCE_PREFIX", "HubState", "WorkloadEntry", "clusters_of"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ _KINDS_BY_PLURAL: dict[str, type[Object]] = {
     k.plural(): k for k in ALL_KINDS if k.API_VERSION.startswith("multiq.dev/")
 }
 WORKLOADS = Workload.plural()
+SOURCE_PREFIX = "/workloadsources/"
+"""Where the object a user submitted (a Job, a JobSet) is kept, under `namespace/name`."""
 FRESH_SOURCES_KEPT = 10_000
 
 

@@ -1,10 +1,14 @@
 """How a workload's status at the hub changes, as pure functions on the Workload model.
 
-Every change the hub makes to a workload's status — offered, rejected by a cluster, pending
-on a cluster, admitted and bound, running, finished, evicted and requeued — is one function
-here that takes the workload, the facts and `now`, and returns the new workload. No I/O: the
-dispatch loop and session handlers read, call one of these, and write back with CAS, so the
-rules are tested alone and redelivered reports are harmless (same facts, same result).
+Every change the hub makes to a workload's status — offered (bound, or as a reservation
+request), rejected by a cluster, pending on a cluster, reserved and bound, admitted, running,
+finished, evicted and requeued — is one function here that takes the workload, the facts and
+`now`, and returns the new workload (and, for an agent's report, what to tell the clusters:
+`ReportOutcome`). No I/O: the dispatch shell and the session handlers read, call one of these,
+and write back with CAS, so the rules are tested alone and redelivered reports are harmless
+(same facts, same result). The rules are docs/exactly-once.md's: a cluster's report counts
+only when it holds the workload's reservation request or its binding for the current
+generation; a reservation binds only through the hub's choice; nothing else binds.
 
 They change only `status`, and they replace what they change — a condition, a cluster's
 pending reason, the pod counts — rather than editing it in place; only the status's own
@@ -16,6 +20,7 @@ Called by: hub.dispatch (offers, timeouts, cluster loss), hub.sessions (agent re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from api.meta import Condition, ConditionStatus
@@ -35,14 +40,20 @@ __all__ = [
     "PODS_READY",
     "QUOTA_RESERVED",
     "REQUEUED",
+    "ReportOutcome",
+    "apply_rejection",
     "apply_report",
     "for_change",
+    "is_admitted",
     "is_finished",
+    "mark_bound_offer",
     "mark_cancel_requested",
     "mark_offer_failed",
     "mark_offered",
+    "mark_withdrawing",
     "requeue",
     "set_condition",
+    "unbind",
 ]
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -103,6 +114,11 @@ def is_finished(wl: Workload) -> bool:
     return wl.is_condition_true(FINISHED)
 
 
+def is_admitted(wl: Workload) -> bool:
+    """Admitted on its cluster: its objects exist there (not merely bound or reserved)."""
+    return wl.is_condition_true(ADMITTED)
+
+
 def _set_cluster_reason(
     wl: Workload, cluster: str, reason: str, message: str, now: datetime
 ) -> None:
@@ -125,30 +141,63 @@ def _set_cluster_reason(
 
 
 def mark_offered(wl: Workload, clusters: list[str], generation: int, now: datetime) -> Workload:
-    """Offer to `clusters` under a new dispatch generation (nominated, not yet bound)."""
+    """Ask `clusters` to reserve under `generation` (nominated, not bound)."""
     st = _status(wl)
     st.dispatch_generation = generation
     st.nominated_cluster_names = sorted(set(st.nominated_cluster_names) | set(clusters))
     for cluster in clusters:
-        _set_cluster_reason(wl, cluster, "Offered", "waiting for the agent's answer", now)
+        _set_cluster_reason(wl, cluster, "Offered", "asked to reserve quota", now)
     set_condition(
         wl,
         QUOTA_RESERVED,
         False,
         "Dispatched",
-        f"offered to {', '.join(sorted(clusters))}",
+        f"asked {', '.join(sorted(st.nominated_cluster_names))} to reserve quota",
         now,
     )
+    return wl
+
+
+def mark_bound_offer(wl: Workload, cluster: str, generation: int, now: datetime) -> Workload:
+    """Bind `generation` to `cluster` and offer it there: only that cluster may run it."""
+    st = _status(wl)
+    st.dispatch_generation = generation
+    st.cluster_name = cluster
+    st.nominated_cluster_names = []
+    _set_cluster_reason(wl, cluster, "Offered", "waiting for the agent to admit it", now)
+    set_condition(wl, QUOTA_RESERVED, False, "Dispatched", f"bound to {cluster}", now)
     return wl
 
 
 def mark_offer_failed(
     wl: Workload, cluster: str, reason: str, message: str, now: datetime
 ) -> Workload:
-    """A cluster rejected the offer or did not answer: it is no longer nominated."""
+    """A nominee rejected the reservation request, released it or did not answer: it is no
+    longer nominated."""
     st = _status(wl)
     st.nominated_cluster_names = [c for c in st.nominated_cluster_names if c != cluster]
     _set_cluster_reason(wl, cluster, reason, message, now)
+    return wl
+
+
+def mark_withdrawing(
+    wl: Workload, cluster: str, reason: str, message: str, now: datetime
+) -> Workload:
+    """The hub asked the bound cluster to give an offer back (it did not answer in time);
+    the binding stays until the cluster answers Withdrawn, or is lost."""
+    _set_cluster_reason(wl, cluster, reason, message, now)
+    return wl
+
+
+def unbind(wl: Workload, cluster: str, reason: str, message: str, now: datetime) -> Workload:
+    """The bound cluster gave back a generation it never admitted (rejected, released): the
+    workload waits at the hub again. Not an eviction: nothing of it ran."""
+    st = _status(wl)
+    st.cluster_name = None
+    st.admission = None
+    st.pods = None
+    _set_cluster_reason(wl, cluster, reason, message, now)
+    set_condition(wl, QUOTA_RESERVED, False, reason.replace(":", ""), message, now)
     return wl
 
 
@@ -173,38 +222,114 @@ def requeue(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
     return wl
 
 
+@dataclass(frozen=True, slots=True)
+class ReportOutcome:
+    """What an agent's report did, and what the clusters must be told."""
+
+    accepted: bool
+    bind: str | None = None
+    """Send `Bind` to this cluster (it holds the reservation the hub bound)."""
+    withdraw: tuple[tuple[str, str, str], ...] = ()
+    """(cluster, reason, message): send `Withdraw` of the report's generation."""
+    refusal: str = ""
+    """Why the report was not accepted (logged)."""
+
+
+_LIVE = frozenset(
+    {WorkloadPhase.PENDING, WorkloadPhase.RESERVED, WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING}
+)
+
+
+def _refuse(cluster: str, report: WorkloadStatusReport, why: str, reason: str) -> ReportOutcome:
+    # A sender still holding it must stop; one that already let go needs telling nothing.
+    withdraw = ((cluster, reason, why),) if report.phase in _LIVE else ()
+    return ReportOutcome(False, withdraw=withdraw, refusal=why)
+
+
 def apply_report(
     wl: Workload, cluster: str, report: WorkloadStatusReport, now: datetime
-) -> tuple[Workload, list[str]]:
-    """Apply an agent's status report. Returns the workload and the clusters to withdraw from
-    (the other nominees once one cluster admitted it). Reports for another generation than
-    the workload's current one change nothing."""
+) -> tuple[Workload, ReportOutcome]:
+    """Apply an agent's status report, if the sender may make it (see the module
+    docstring); the outcome says what to send."""
     st = _status(wl)
-    if st.dispatch_generation != report.generation or is_finished(wl):
-        return wl, []
-    if st.cluster_name not in (None, cluster):
-        # Bound elsewhere already: this cluster lost the race; it must stop.
-        return wl, [cluster]
+    if is_finished(wl):
+        return wl, ReportOutcome(False, refusal="the workload is finished")
+    if st.dispatch_generation != report.generation:
+        why = f"generation {report.generation} is not the current {st.dispatch_generation}"
+        return wl, _refuse(cluster, report, why, "StaleGeneration")
+    if st.cluster_name is not None and st.cluster_name != cluster:
+        return wl, _refuse(cluster, report, f"bound to cluster {st.cluster_name}", "BoundElsewhere")
+    if st.cluster_name is None and cluster not in st.nominated_cluster_names:
+        why = f"generation {report.generation} was not offered to cluster {cluster}"
+        return wl, _refuse(cluster, report, why, "NotDispatchedHere")
+    if st.cluster_name is None:
+        return _from_nominee(wl, cluster, report, now)
+    return _from_bound(wl, cluster, report, now)
+
+
+def _from_nominee(
+    wl: Workload, cluster: str, report: WorkloadStatusReport, now: datetime
+) -> tuple[Workload, ReportOutcome]:
+    st = _status(wl)
     phase = report.phase
     if phase is WorkloadPhase.PENDING:
         _set_cluster_reason(
             wl, cluster, report.pending_reason or "Pending", report.pending_message, now
         )
-        return wl, []
-    if phase in (WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN):
-        if st.cluster_name == cluster:
-            reason = "EvictedOnCluster" if phase is WorkloadPhase.EVICTED else "Withdrawn"
-            message = report.pending_message or f"evicted on cluster {cluster}"
-            requeue(wl, reason, message, now)
-        else:
-            mark_offer_failed(wl, cluster, phase.value, report.pending_message, now)
-        return wl, []
-    # Admitted, Running, Succeeded or Failed: the workload is bound to this cluster.
-    withdraw: list[str] = []
-    if st.cluster_name is None:
+        return wl, ReportOutcome(True)
+    if phase is WorkloadPhase.RESERVED:
+        others = [c for c in st.nominated_cluster_names if c != cluster]
         st.cluster_name = cluster
-        withdraw = [c for c in st.nominated_cluster_names if c != cluster]
         st.nominated_cluster_names = []
+        st.cluster_pending_reasons = []
+        if report.admission is not None:
+            st.admission = report.admission
+        cq = report.admission.cluster_queue if report.admission else "its cluster queue"
+        set_condition(
+            wl,
+            QUOTA_RESERVED,
+            True,
+            "QuotaReserved",
+            f"quota reserved in ClusterQueue {cq} on cluster {cluster}, which it is bound to",
+            now,
+        )
+        withdraw = tuple((c, "BoundElsewhere", f"bound to cluster {cluster}") for c in others)
+        return wl, ReportOutcome(True, bind=cluster, withdraw=withdraw)
+    if phase in (WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN):
+        reason = report.pending_reason or phase.value
+        mark_offer_failed(wl, cluster, reason, report.pending_message, now)
+        return wl, ReportOutcome(True)
+    # Admitted, Running or finished without a binding: a reservation must never run.
+    why = f"cluster {cluster} reported {phase.value} for a reservation that was not bound"
+    return wl, ReportOutcome(False, withdraw=((cluster, "NotBound", why),), refusal=why)
+
+
+def _from_bound(
+    wl: Workload, cluster: str, report: WorkloadStatusReport, now: datetime
+) -> tuple[Workload, ReportOutcome]:
+    st = _status(wl)
+    phase = report.phase
+    if phase is WorkloadPhase.PENDING:
+        _set_cluster_reason(
+            wl, cluster, report.pending_reason or "Pending", report.pending_message, now
+        )
+        return wl, ReportOutcome(True)
+    if phase is WorkloadPhase.RESERVED:
+        # Bound already: the Bind was lost with a session, or is on its way. Send it again.
+        if report.admission is not None and st.admission is None:
+            st.admission = report.admission
+        return wl, ReportOutcome(True, bind=cluster)
+    if phase in (WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN):
+        reason = report.pending_reason or phase.value
+        if is_admitted(wl):
+            kind = "EvictedOnCluster" if phase is WorkloadPhase.EVICTED else "Withdrawn"
+            message = report.pending_message or f"evicted on cluster {cluster}"
+            requeue(wl, kind, message, now)
+        else:
+            unbind(wl, cluster, reason, report.pending_message or f"given back by {cluster}", now)
+        return wl, ReportOutcome(True)
+    # Admitted, Running, Succeeded or Failed on the cluster it is bound to.
+    if not is_admitted(wl):
         st.cluster_pending_reasons = []
         cq = report.admission.cluster_queue if report.admission else "its cluster queue"
         set_condition(
@@ -261,4 +386,19 @@ def apply_report(
         set_condition(
             wl, FINISHED, True, "Failed", report.pending_message or detail or "the job failed", now
         )
-    return wl, withdraw
+    return wl, ReportOutcome(True)
+
+
+def apply_rejection(
+    wl: Workload, cluster: str, generation: int, reason: str, message: str, now: datetime
+) -> Workload:
+    """A cluster refused an offer (it can never admit it there): a nominee drops out, a
+    bound offer that was never admitted goes back to the hub. Anything else is stale."""
+    st = _status(wl)
+    if st.dispatch_generation != generation or is_finished(wl):
+        return wl
+    if st.cluster_name == cluster and not is_admitted(wl):
+        return unbind(wl, cluster, reason, message, now)
+    if st.cluster_name is None and cluster in st.nominated_cluster_names:
+        return mark_offer_failed(wl, cluster, reason, message, now)
+    return wl

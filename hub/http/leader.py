@@ -38,8 +38,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from yarl import URL
 
-from hub.election import Role
 from hub.errors import UnavailableError, status_body
+from hub.role import Role
 
 __all__ = ["FORWARDED_BY_HEADER", "LEADER_HEADER", "LeaderRouting"]
 

@@ -22,11 +22,11 @@ from api.v1alpha1.federation import ClusterSet, Tenant
 from api.v1alpha1.queues import LocalQueue, WorkloadPriorityClass
 from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
-from hub.dispatch import CLUSTER_SET_ANNOTATION, SOURCE_PREFIX
 from hub.errors import AlreadyExistsError, BadRequestError, InvalidObjectError
 from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import ObjectRepository
-from hub.state import HubState
+from hub.placement.routing import CLUSTER_SET_ANNOTATION
+from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Revision
 

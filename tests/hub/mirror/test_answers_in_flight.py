@@ -19,7 +19,9 @@ from api.v1alpha1.messages import (
 )
 from api.v1alpha1.workload import Admission
 from hub import transitions
+from hub.answers import AgentAnswers
 from hub.dispatch import Dispatcher
+from hub.placement.cycle import candidate_keys
 from hub.store.base import Revision, StoredObject
 from hub.store.sqlite import SqliteStore
 from tests.hub.mirror.conftest import KEY
@@ -47,9 +49,13 @@ async def offered(dispatcher: tuple[SqliteStore, Dispatcher]) -> tuple[SqliteSto
     """A workload offered to cluster east (generation 1), the offer open at the dispatcher."""
     store, d = dispatcher
     offer = partial(transitions.mark_offered, clusters=["east"], generation=1, now=T0)
-    assert await d._update_cached(KEY, d.state.workloads[KEY], offer) is not None
-    d.offers[KEY] = {"east": T0}
+    assert await d.writer.update_cached(KEY, d.state.workloads[KEY], offer) is not None
+    d.book.update(KEY, offers={"east": T0}, mode="AllAtOnce")
     return store, d
+
+
+def _placeable(dispatcher: Dispatcher) -> list[str]:
+    return candidate_keys(dispatcher.snapshot(), T0)
 
 
 async def _while_written(
@@ -60,29 +66,29 @@ async def _while_written(
     store.update = held.update  # type: ignore[method-assign]
     answering = asyncio.create_task(answer())
     await held.waiting.wait()
-    placeable = [key for key, _ in dispatcher._pending()]
+    placeable = _placeable(dispatcher)
     held.release.set()
     await answering
     store.update = held.original  # type: ignore[method-assign]
     return placeable
 
 
-async def test_an_admission_being_written_keeps_the_workload_from_being_offered_again(
+async def test_a_reservation_being_written_keeps_the_workload_from_being_offered_again(
     offered: tuple[SqliteStore, Dispatcher],
 ) -> None:
     store, dispatcher = offered
-    admitted = WorkloadStatusReport(
+    reserved = WorkloadStatusReport(
         workload=KEY,
         generation=1,
-        phase=WorkloadPhase.ADMITTED,
+        phase=WorkloadPhase.RESERVED,
         admission=Admission(cluster_queue="q"),
     )
     placeable = await _while_written(
-        store, dispatcher, lambda: dispatcher.on_status("east", admitted)
+        store, dispatcher, lambda: AgentAnswers(dispatcher).on_status("east", reserved)
     )
     assert placeable == []
-    assert KEY not in dispatcher.offers  # answered: closed once written
-    assert KEY not in [key for key, _ in dispatcher._pending()]  # bound to east
+    assert KEY not in dispatcher.book.offered  # answered: closed once written
+    assert KEY not in _placeable(dispatcher)  # bound to east
     assert (await store.get(f"/workloads/{KEY}")).value["status"]["clusterName"] == "east"
 
 
@@ -94,10 +100,10 @@ async def test_a_rejection_being_written_keeps_the_workload_back_until_it_is_wri
         workload=KEY, generation=1, reason=RejectReason.INADMISSIBLE, message="no GPUs here"
     )
     placeable = await _while_written(
-        store, dispatcher, lambda: dispatcher.on_rejected("east", rejected)
+        store, dispatcher, lambda: AgentAnswers(dispatcher).on_rejected("east", rejected)
     )
     assert placeable == []
     # Written, the offer is closed and the workload may go elsewhere.
-    assert [key for key, _ in dispatcher._pending()] == [KEY]
+    assert _placeable(dispatcher) == [KEY]
     reasons = (await store.get(f"/workloads/{KEY}")).value["status"]["clusterPendingReasons"]
     assert [(r["cluster"], r["reason"]) for r in reasons] == [("east", "Rejected:Inadmissible")]

@@ -8,9 +8,10 @@ from typing import Any
 
 from api.v1alpha1.federation import GlobalQueue
 from hub.auth import TokenAuthority
-from hub.dispatch import Dispatcher, Route, workload_requests
+from hub.dispatch import Dispatcher
 from hub.fleet import Fleet
 from hub.objects import ObjectRepository
+from hub.placement.routing import Route, workload_requests
 from hub.state import HubState, clusters_of
 from hub.store.sqlite import SqliteStore
 from tests.hub.mirror.test_hub_state import FINISHED, _workload, eventually
@@ -26,7 +27,7 @@ def _usage_summed_over_every_workload(d: Dispatcher) -> dict[str, dict[str, int]
     for entry in d.state.workloads.values():
         if not clusters_of(entry.workload):
             continue
-        route = d.route(entry.workload)
+        route = d.routing().route_of(entry.workload)
         if isinstance(route, Route) and route.global_queue is not None:
             bucket = usage.setdefault(route.global_queue.name, {})
             for resource, amount in workload_requests(entry.workload).items():
@@ -127,7 +128,7 @@ async def test_fleet_usage_kept_as_workloads_change_equals_the_sum_over_every_wo
                 lambda k=key, r=entry.revision: state.workloads[k].revision > r  # type: ignore[misc]
             )
         if step % 3 == 0:
-            assert _nonzero(d._fleet_usage()) == _usage_summed_over_every_workload(d), step
+            assert _nonzero(d.fleet_usage()) == _usage_summed_over_every_workload(d), step
         if step == 60:
             # The global queue now governs the other cluster queue: every route changed.
             gq = state.find(GlobalQueue, "capped")
@@ -138,7 +139,7 @@ async def test_fleet_usage_kept_as_workloads_change_equals_the_sum_over_every_wo
             await eventually(
                 lambda: state.find(GlobalQueue, "capped").spec.cluster_queues == ["cq-other"]  # type: ignore[union-attr]
             )
-    assert _nonzero(d._fleet_usage()) == _usage_summed_over_every_workload(d)
+    assert _nonzero(d.fleet_usage()) == _usage_summed_over_every_workload(d)
 
 
 async def test_a_cycle_counts_only_the_workloads_that_changed_since_the_last(
@@ -150,10 +151,10 @@ async def test_a_cycle_counts_only_the_workloads_that_changed_since_the_last(
         wl = _workload_of(f"w{i}", queue="q", cpu="1", status={"clusterName": "east"})
         await store.create(f"/workloads/team/w{i}", wl)
     await eventually(lambda: len(state.workloads) == 20)
-    assert d._fleet_usage() == {"capped": {"cpu": 20_000}}
+    assert d.fleet_usage() == {"capped": {"cpu": 20_000}}
     state.workloads = counting = CountingWorkloads(state.workloads)
 
-    d._fleet_usage()
+    d.fleet_usage()
     assert counting.looked_at == 0
 
     entry = state.workloads["team/w3"]
@@ -162,5 +163,5 @@ async def test_a_cycle_counts_only_the_workloads_that_changed_since_the_last(
     await store.update("/workloads/team/w3", wire, expected=entry.revision)
     await eventually(lambda: "team/w3" not in state.by_cluster.get("east", set()))
     counting.looked_at = 0  # (the mirror's own lookups as it took the change in)
-    assert d._fleet_usage() == {"capped": {"cpu": 19_000}}
+    assert d.fleet_usage() == {"capped": {"cpu": 19_000}}
     assert counting.looked_at == 1

@@ -26,11 +26,13 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import Admission
+from hub.answers import AgentAnswers
 from hub.auth import TokenAuthority
-from hub.dispatch import Dispatcher
+from hub.dispatch import WAITING_REFRESH_SECONDS, Dispatcher
 from hub.fleet import ClusterState, Fleet
 from hub.lanes import Lane
 from hub.objects import ObjectRepository
+from hub.placement.cycle import CycleSettings
 from hub.state import HubState
 from hub.store.sqlite import SqliteStore
 from tests.hub.mirror.test_fleet_usage import _config, _workload_of
@@ -58,6 +60,7 @@ class World:
     store: SqliteStore
     state: HubState
     dispatcher: Dispatcher
+    answers: AgentAnswers
     lanes: dict[str, RecordingLane]
     task: asyncio.Task[None]
 
@@ -96,20 +99,18 @@ async def open_world(path: Path, *, parking: bool, fleet_cpu: str) -> World:
     fleet.clusters = {
         name: ClusterState(name, control=cast(Lane, lane)) for name, lane in lanes.items()
     }
-    dispatcher = Dispatcher(state, fleet, clock=lambda: NOW)
-    if not parking:
-        # Every workload is looked at in every cycle (the memo of a cycle's failed shapes,
-        # which parking builds on, stays).
-        dispatcher._park = lambda *args, **kwargs: None  # type: ignore[method-assign]
-        dispatcher._recheck_parked = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    return World(store, state, dispatcher, lanes, task)
+    # Without parking every workload is looked at in every cycle (the memo of a cycle's
+    # failed shapes, which parking builds on, stays).
+    settings = CycleSettings(waiting_refresh_seconds=WAITING_REFRESH_SECONDS, parking=parking)
+    dispatcher = Dispatcher(state, fleet, clock=lambda: NOW, settings=settings)
+    return World(store, state, dispatcher, AgentAnswers(dispatcher), lanes, task)
 
 
 def _capacity(world: World, cluster: str, free: dict[str, int]) -> None:
     """A capacity report: `free` milli-CPU per cluster queue, of 8 CPUs each."""
     state = world.dispatcher.fleet.clusters[cluster]
     state.cells = {(cq, "default"): ({"cpu": free[cq]}, {"cpu": 8000}) for cq in QUEUES.values()}
-    world.dispatcher.on_capacity(cluster, CapacityReport(cluster=cluster, observed_at=NOW))
+    world.answers.on_capacity(cluster, CapacityReport(cluster=cluster, observed_at=NOW))
 
 
 async def _grow_fleet_quota(world: World, *, cpu: str) -> None:
@@ -181,7 +182,7 @@ async def test_parking_offers_what_looking_at_every_workload_every_cycle_offers(
                     async def admit(
                         world: World, c: str = cluster, r: WorkloadStatusReport = admitted
                     ) -> None:
-                        await world.dispatcher.on_status(c, r)
+                        await world.answers.on_status(c, r)
 
                     actions.append(admit)
                 else:
@@ -195,7 +196,7 @@ async def test_parking_offers_what_looking_at_every_workload_every_cycle_offers(
                     async def reject(
                         world: World, c: str = cluster, r: OfferRejected = rejected
                     ) -> None:
-                        await world.dispatcher.on_rejected(c, r)
+                        await world.answers.on_rejected(c, r)
 
                     actions.append(reject)
             elif bound:
@@ -208,7 +209,7 @@ async def test_parking_offers_what_looking_at_every_workload_every_cycle_offers(
                 async def finish(
                     world: World, c: str = cluster, r: WorkloadStatusReport = done
                 ) -> None:
-                    await world.dispatcher.on_status(c, r)
+                    await world.answers.on_status(c, r)
 
                 actions.append(finish)
             sent = []
@@ -225,7 +226,7 @@ async def test_parking_offers_what_looking_at_every_workload_every_cycle_offers(
                 offered_in_all += 1
         # The run exercised what it is about: offers were made, and workloads were parked.
         assert offered_in_all >= 10
-        assert parked.dispatcher._parked_shapes
+        assert parked.dispatcher.book.groups
     finally:
         for world in worlds:
             await world.close()

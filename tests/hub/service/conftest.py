@@ -16,7 +16,7 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestServer
 
-from api.v1alpha1.messages import Envelope, Hello, Payload
+from api.v1alpha1.messages import Envelope, Hello, LeaseRenew, Payload
 from hub.app import HUB, Hub, build_app
 from hub.settings import HubSettings
 
@@ -214,6 +214,7 @@ class ScriptedAgent:
     seq: int = 0
     inbox: asyncio.Queue[Envelope] = field(default_factory=asyncio.Queue)
     reader: asyncio.Task[None] | None = None
+    renewer: asyncio.Task[None] | None = None
 
     async def send(self, payload: Payload) -> None:
         self.seq += 1
@@ -227,14 +228,30 @@ class ScriptedAgent:
                 if isinstance(envelope.payload, kind):
                     return envelope.payload
 
+    async def renew_leases(self, every: float = 1.0) -> None:
+        """As a real agent does (docs/exactly-once.md): the hub treats a session whose agent
+        stops renewing as lost."""
+        renewal = 0
+        while not self.ws.closed:
+            renewal += 1
+            await self.send(LeaseRenew(id=renewal))
+            await asyncio.sleep(every)
+
     async def close(self) -> None:
+        if self.renewer:
+            self.renewer.cancel()
         await self.ws.close()
         if self.reader:
             await self.reader
 
 
 async def connect_agent(
-    hub: HubUnderTest, name: str, *, lane: str = "session", hello: Hello | None = None
+    hub: HubUnderTest,
+    name: str,
+    *,
+    lane: str = "session",
+    hello: Hello | None = None,
+    renew: bool = True,
 ) -> ScriptedAgent:
     ws = await hub.session.ws_connect(
         f"{hub.url}/agent/v1/{lane}?cluster={name}",
@@ -250,4 +267,6 @@ async def connect_agent(
     agent.reader = asyncio.create_task(read())
     if lane == "session":
         await agent.send(hello or Hello(cluster=name, agent_version="test-0"))
+        if renew:
+            agent.renewer = asyncio.create_task(agent.renew_leases())
     return agent

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +31,7 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 from api.v1alpha1.workload import Admission
-from hub.placement.core import place
+from hub.dispatch import Dispatcher
 from hub.queue_status import QueueStatusWriter
 from tests.hub.service.conftest import (
     ALICE,
@@ -143,7 +144,7 @@ async def test_configuration_changes_are_pushed_to_connected_agents(hub: HubUnde
     await agent.close()
 
 
-async def test_the_cluster_with_the_most_headroom_gets_the_offer_and_binds_on_admission(
+async def test_the_cluster_with_the_most_headroom_is_bound_and_offered_the_workload(
     hub: HubUnderTest,
 ) -> None:
     east, west = await two_clusters(hub)
@@ -151,16 +152,20 @@ async def test_the_cluster_with_the_most_headroom_gets_the_offer_and_binds_on_ad
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == key and offer.generation == 1
     assert offer.source is not None and offer.source["kind"] == "Job"
+    # BestFit binds before it offers: only west may run generation 1.
+    assert offer.bound
+    assert (await workload(hub, key))["status"]["clusterName"] == "west"
     admission = Admission(cluster_queue="team-vision")
     await west.send(report(key, 1, WorkloadPhase.ADMITTED, admission=admission))
 
-    async def bound() -> dict[str, Any] | None:
+    async def admitted() -> dict[str, Any] | None:
         wl = await workload(hub, key)
-        return wl if wl["status"].get("clusterName") == "west" else None
+        conditions = {c["type"]: c["status"] for c in wl["status"]["conditions"]}
+        return wl if conditions.get("Admitted") == "True" else None
 
-    wl = await eventually(bound)
+    wl = await eventually(admitted)
     conditions = {c["type"]: c for c in wl["status"]["conditions"]}
-    assert conditions["Admitted"]["status"] == "True"
+    assert wl["status"]["clusterName"] == "west"
     assert conditions["Admitted"]["message"] == (
         "admitted on cluster west by ClusterQueue team-vision"
     )
@@ -239,17 +244,14 @@ async def test_a_workload_that_fits_nowhere_waits_with_a_reason(hub: HubUnderTes
 
 
 async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_workload_told_why(
-    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+    hub: HubUnderTest,
 ) -> None:
     east, west = await two_clusters(hub, "2", "2")
     dispatcher = hub.hub.dispatcher
     placed: list[tuple[int, tuple[tuple[str, int], ...]]] = []
-
-    def counting_place(*args: Any) -> Any:
-        placed.append((dispatcher.cycles, tuple(sorted(args[1].requests.items()))))
-        return place(*args)
-
-    monkeypatch.setattr("hub.dispatch.place", counting_place)
+    dispatcher.observers.append(
+        lambda plan: placed.extend((dispatcher.cycles, shape) for shape in plan.placed)
+    )
     large = [await submit(hub, f"large-{i}", cpu="2") for i in range(6)]  # 4 CPUs each
 
     async def told_why() -> bool:
@@ -288,17 +290,15 @@ async def test_a_deep_queue_of_one_shape_is_placed_once_per_cycle_and_every_work
     await west.close()
 
 
-def count_visits(dispatcher: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def count_visits(dispatcher: Dispatcher) -> list[str]:
     """The keys of the workloads the dispatcher looks at, cycle after cycle."""
     visited: list[str] = []
-    dispatch_one = type(dispatcher)._dispatch_one
-
-    def counting_dispatch_one(self: Any, key: str, *args: Any) -> Any:
-        visited.append(key)
-        return dispatch_one(self, key, *args)
-
-    monkeypatch.setattr(type(dispatcher), "_dispatch_one", counting_dispatch_one)
+    dispatcher.observers.append(lambda plan: visited.extend(plan.visited))
     return visited
+
+
+def refresh_waiting_every(dispatcher: Dispatcher, seconds: float) -> None:
+    dispatcher.settings = replace(dispatcher.settings, waiting_refresh_seconds=seconds)
 
 
 async def report_capacities(
@@ -318,20 +318,15 @@ async def report_capacities(
 
 
 async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_a_visit_each(
-    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+    hub: HubUnderTest,
 ) -> None:
     east, west = await two_clusters(hub, "2", "2")
-    # Refreshing Waiting messages is no reason to look at them while their reason holds.
-    monkeypatch.setattr("hub.dispatch.WAITING_REFRESH_SECONDS", 0.2)
     dispatcher = hub.hub.dispatcher
-    visited = count_visits(dispatcher, monkeypatch)
+    # Refreshing Waiting messages is no reason to look at them while their reason holds.
+    refresh_waiting_every(dispatcher, 0.2)
+    visited = count_visits(dispatcher)
     placed: list[int] = []
-
-    def counting_place(*args: Any) -> Any:
-        placed.append(dispatcher.cycles)
-        return place(*args)
-
-    monkeypatch.setattr("hub.dispatch.place", counting_place)
+    dispatcher.observers.append(lambda plan: placed.extend(dispatcher.cycles for _ in plan.placed))
     large = [await submit(hub, f"large-{i}", cpu="2") for i in range(6)]  # 4 CPUs each
     for key in large:
         await eventually(lambda key=key: waiting_message(hub, key))
@@ -355,10 +350,10 @@ async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_
 
 
 async def test_a_parked_deep_queue_is_told_new_reasons_after_the_refresh_interval(
-    hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+    hub: HubUnderTest,
 ) -> None:
     east, west = await two_clusters(hub, "2", "2")
-    monkeypatch.setattr("hub.dispatch.WAITING_REFRESH_SECONDS", 0.3)
+    refresh_waiting_every(hub.hub.dispatcher, 0.3)
     large = [await submit(hub, f"large-{i}", cpu="2") for i in range(4)]  # 4 CPUs each
     before = "no cluster can take it now: 2 InsufficientHeadroom"
     for key in large:
@@ -451,7 +446,7 @@ async def test_a_deep_queue_over_its_fleet_quota_is_not_looked_at_until_its_usag
     hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     east, west = await governed_clusters(hub, west_cpu="8", fleet_cpu="2")
-    visited = count_visits(hub.hub.dispatcher, monkeypatch)
+    visited = count_visits(hub.hub.dispatcher)
     first = await submit(hub, "first")  # 2 CPUs: all of the quota
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == first
@@ -545,16 +540,22 @@ async def test_the_only_cluster_that_can_run_a_workload_gets_it_queued_and_keeps
         return wl if reasons.get("east", {}).get("reason") == "InsufficientQuota" else None
 
     wl = await eventually(queued)
-    assert wl["status"]["nominatedClusterNames"] == ["east"]
+    assert wl["status"]["clusterName"] == "east"  # bound there, queued until quota frees
     # Held there: no new round of offers while east keeps it queued.
     with pytest.raises(TimeoutError):
         await east.expect(DispatchOffer, within=1.0)
     wl = await workload(hub, key)
     assert wl["status"]["dispatchGeneration"] == offer.generation
     await east.send(report(key, offer.generation, WorkloadPhase.ADMITTED))
-    await eventually(lambda: _bound_to(hub, key, "east"))
+    await eventually(lambda: _admitted_on(hub, key, "east"))
     await east.close()
     await west.close()
+
+
+async def _admitted_on(hub: HubUnderTest, key: str, cluster: str) -> bool:
+    st = (await workload(hub, key)).get("status", {})
+    admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in st["conditions"])
+    return bool(st.get("clusterName") == cluster and admitted)
 
 
 async def test_a_lost_cluster_is_skipped_and_keeps_its_workload_until_the_loss_timeout(

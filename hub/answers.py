@@ -1,0 +1,177 @@
+"""The agents' answers: what each report, rejection, capacity report, disconnection and Hello
+of a member cluster does at the hub. The decisions are pure (hub.transitions for a report,
+hub.placement.reconcile for a Hello); this shell writes them with compare-and-swap, keeps the
+offer book in step and tells the clusters what follows — Bind the reservation the hub chose,
+Withdraw what another cluster holds or what the hub no longer wants there, Cancel what the user
+deleted (docs/exactly-once.md).
+
+Called by: hub.sessions (every message of an agent's control lane), hub.app (deletions).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from functools import partial
+
+from api.v1alpha1.messages import (
+    Bind,
+    Cancel,
+    CapacityReport,
+    HeldWorkload,
+    Hello,
+    OfferRejected,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.workload import Workload
+from hub import transitions
+from hub.dispatch import Dispatcher
+from hub.placement.reconcile import reconcile
+
+__all__ = ["AgentAnswers"]
+
+log = logging.getLogger(__name__)
+
+
+class AgentAnswers:
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.state = dispatcher.state
+        self.book = dispatcher.book
+        self.writer = dispatcher.writer
+
+    def _now(self) -> datetime:
+        return self.dispatcher.clock()
+
+    async def on_status(self, cluster: str, report: WorkloadStatusReport) -> None:
+        key = report.workload
+        now = self._now()
+        outcome = transitions.ReportOutcome(False)
+
+        def change(wl: Workload) -> Workload:
+            nonlocal outcome
+            wl, outcome = transitions.apply_report(wl, cluster, report, now)
+            return wl
+
+        if report.phase is WorkloadPhase.PENDING and cluster in self.book.get(key).offers:
+            self.book.mark_queued(key, cluster)
+        else:
+            self.book.mark_answered(key, cluster)
+        written = await self.writer.change(key, change) if key in self.state.workloads else None
+        if report.phase is not WorkloadPhase.PENDING:
+            # Closed once the answer is written, not before: until then the mirror still
+            # shows the workload as it was, and a cycle in between would offer it again.
+            self.book.close_offer(key, cluster)
+        if written is None and key not in self.state.workloads:
+            # The user deleted it meanwhile: the cluster must let it go.
+            self.dispatcher.send(
+                cluster,
+                Cancel(workload=key, generation=report.generation, reason="WorkloadDeleted"),
+            )
+            return
+        if not outcome.accepted:
+            log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
+        self._tell(key, report.generation, outcome)
+        self.dispatcher.wake()
+
+    def _tell(self, key: str, generation: int, outcome: transitions.ReportOutcome) -> None:
+        if outcome.bind is not None:
+            self.dispatcher.send(outcome.bind, Bind(workload=key, generation=generation))
+        for other, reason, message in outcome.withdraw:
+            self.book.close_offer(key, other)
+            self.book.give_back_room(key, other)
+            withdraw = Withdraw(workload=key, generation=generation, reason=reason, message=message)
+            self.dispatcher.send(other, withdraw)
+
+    async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
+        key = message.workload
+        self.book.give_back_room(key, cluster)
+        change = partial(
+            transitions.apply_rejection,
+            cluster=cluster,
+            generation=message.generation,
+            reason=f"Rejected:{message.reason.value}",
+            message=message.message,
+            now=self._now(),
+        )
+        try:
+            if key in self.state.workloads:
+                await self.writer.change(key, change)
+        finally:
+            self.book.close_offer(key, cluster)  # after the write, as in on_status
+        self.dispatcher.wake()
+
+    def on_capacity(self, cluster: str, report: CapacityReport) -> None:
+        self.book.room_grew()
+        for key in self.book.keys_booking(cluster, answered_only=True):
+            self.book.give_back_room(key, cluster)  # the report shows what they took
+        self.dispatcher.wake()
+
+    def on_disconnect(self, cluster: str) -> None:
+        self.book.room_grew()  # (not room, but what the waiting are told changes)
+        for key in self.book.keys_booking(cluster):
+            self.book.give_back_room(key, cluster)
+        self.dispatcher.wake()
+
+    def on_workload_deleted(self, key: str, last: Workload) -> None:
+        """A user deleted a workload: every cluster holding or offered it must drop it."""
+        self.book.drop(key)
+        self.state.take_fresh_source(key)
+        st = last.status
+        if st is None:
+            return
+        for cluster in sorted({c for c in [st.cluster_name, *st.nominated_cluster_names] if c}):
+            cancel = Cancel(
+                workload=key,
+                generation=st.dispatch_generation or 1,
+                reason="WorkloadDeleted",
+                message="deleted by the user",
+            )
+            self.dispatcher.send(cluster, cancel)
+
+    async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
+        """After (re)connect: stop what the hub no longer wants there, re-send what it does."""
+        self.book.room_grew()
+        ours = sorted(self.state.by_cluster.get(cluster, ()))
+        keys = {h.workload for h in hello.workloads} | set(ours)
+        workloads = {k: e.workload for k in keys if (e := self.state.workloads.get(k))}
+        plan = reconcile(cluster, hello.workloads, workloads, ours)
+        send = self.dispatcher.send
+        for item in plan.cancel:
+            send(
+                cluster,
+                Cancel(
+                    workload=item.workload, generation=item.generation, reason="WorkloadDeleted"
+                ),
+            )
+        for item in plan.withdraw:
+            withdraw = Withdraw(
+                workload=item.workload,
+                generation=item.generation,
+                reason="NotDispatchedHere",
+                message="the hub dispatched it elsewhere",
+            )
+            send(cluster, withdraw)
+        for item in plan.bind:
+            send(cluster, Bind(workload=item.workload, generation=item.generation))
+        for item in plan.catch_up:
+            await self.on_status(cluster, _as_report(item))
+        now = self._now()
+        for key, bound in plan.resend:
+            wl = workloads[key]
+            generation = (wl.status.dispatch_generation if wl.status else None) or 1
+            record = self.book.get(key)
+            self.book.update(key, offers={**record.offers, cluster: now}, bound=bound)
+            offer = self.dispatcher.offer_message(
+                wl, generation, bound, await self.dispatcher.source(wl)
+            )
+            send(cluster, offer)
+        self.dispatcher.wake()
+
+
+def _as_report(held: HeldWorkload) -> WorkloadStatusReport:
+    return WorkloadStatusReport(
+        workload=held.workload, generation=held.generation, phase=held.phase
+    )

@@ -1,0 +1,616 @@
+"""PURE dispatch cycle of the hub: `dispatch(snapshot, now) -> DispatchPlan`.
+
+One cycle, as numbered steps of named helpers (Kueue's scheduler and Armada's scheduling
+round are the models), over a `HubSnapshot` the shell (`hub.dispatch`) keeps current:
+
+1. `_expire_offers`   offers unanswered for the offer timeout end: a reservation request
+                      simply fails; a bound offer is withdrawn, its binding kept until the
+                      agent answers (it may be creating the Job);
+2. `_let_go_of_lost`  a disconnected cluster's reservation requests end at once; its bound
+                      work is queued again only once the fencing rules say it has stopped
+                      (docs/exactly-once.md: loss timeout passed and lease expired + grace);
+3. `_recheck_parked`  workloads held back alike (fit nowhere, or over their fleet quota)
+                      are parked by shape: one check per group says whether they may go now,
+                      so a deep queue held back costs a cycle next to nothing;
+4. `_candidates`      the other workloads waiting at the hub, by priority then age (FIFO);
+5. route              each one's cluster queue, global queue and cluster set (routing);
+6. fleet quota        the global queue's fleet-wide quota must hold it;
+7. `place`            pure placement over the clusters' room (hub.placement.core);
+8. offer              BestFit binds to its one cluster before offering (one round trip);
+                      AllAtOnce and Incremental ask several clusters to reserve.
+
+Within a cycle room only shrinks and fleet usage only grows (each offer books its room), so a
+shape that fit nowhere fits nowhere for the rest of the cycle: failures are remembered per
+shape. The plan is data: what to write, what to send, how the offer book changes. Reading the
+snapshot never changes it; no I/O, no clock (`now` is an argument).
+
+Called by: hub.dispatch (every cycle), tests, bench.hub_replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from api.quantity import Quantity
+from api.v1alpha1.workload import Workload
+from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
+from hub.placement.core import headroom_score, place
+from hub.placement.routing import Route, Routing, workload_requests
+from hub.placement.snapshot import (
+    ClusterName,
+    ClusterView,
+    DispatchMode,
+    FlavorHeadroom,
+    Offer,
+    PlacementRequest,
+    QueueView,
+)
+
+__all__ = [
+    "ClusterFacts",
+    "CycleSettings",
+    "DispatchPlan",
+    "Expiry",
+    "HubSnapshot",
+    "LetGo",
+    "OfferDecision",
+    "Park",
+    "Wait",
+    "candidate_keys",
+    "dispatch",
+    "fleet_quota_reason",
+    "let_go_time",
+    "record_plan",
+    "waiting_due",
+]
+
+
+class Candidate(Protocol):
+    """A mirrored workload (hub.state.WorkloadEntry is one)."""
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def order(self) -> tuple[int, float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the fencing rules need to know of one cluster."""
+
+    name: str
+    connected: bool
+    member: bool = True
+    """False: the MemberCluster was deleted (`let_go_at` says when its work may go)."""
+    lost_since: datetime | None = None
+    loss_timeout_seconds: float = 900.0
+    lease_expires: datetime | None = None
+    """The latest its agent may believe it holds a lease (hub clock)."""
+    grace_seconds: float = 30.0
+    fencing: bool = True
+    let_go_at: datetime | None = None
+
+
+def let_go_time(facts: ClusterFacts) -> datetime | None:
+    """From when the bound work of a cluster may run elsewhere; None: not now, not by itself.
+
+    A connected cluster keeps its work. A lost one keeps it for its loss timeout and until its
+    agent's lease has been expired for the grace (by then the agent fenced it and its Jobs'
+    deadlines passed). With fencing off the hub never decides alone."""
+    if not facts.member:
+        return facts.let_go_at
+    if facts.connected or not facts.fencing or facts.lost_since is None:
+        return None
+    at = facts.lost_since + timedelta(seconds=facts.loss_timeout_seconds)
+    if facts.lease_expires is not None:
+        at = max(at, facts.lease_expires + timedelta(seconds=facts.grace_seconds))
+    return at
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSettings:
+    offer_timeout_seconds: float = 30.0
+    waiting_refresh_seconds: float = 10.0
+    """A Waiting message with the same reason is rewritten at most this often."""
+    parking: bool = True
+    """Off only to test that parking changes no decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class HubSnapshot:
+    workloads: Mapping[str, Candidate]
+    pending: Set[str]
+    """Keys of workloads waiting for a cluster (not bound, not finished, active)."""
+    by_cluster: Mapping[str, Set[str]]
+    """Unfinished workloads bound or offered to each cluster."""
+    book: DispatchBook
+    routing: Routing
+    clusters: Mapping[str, ClusterFacts]
+    views: Sequence[ClusterView]
+    """The clusters' room as reported, minus the room booked by open offers."""
+    usage: Mapping[str, Mapping[str, int]]
+    """Per global queue with a fleet quota: what its offered and bound workloads request."""
+    config_generation: int
+    settings: CycleSettings = field(default_factory=CycleSettings)
+    expiry_checked_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    key: str
+    cluster: str
+    bound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LetGo:
+    key: str
+    cluster: str
+    bound: bool
+    """True: queue it again (it was bound there); False: the cluster is no longer nominated."""
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class OfferDecision:
+    key: str
+    workload: Workload
+    clusters: tuple[ClusterName, ...]
+    generation: int
+    bound: bool
+    mode: str
+    booked: Mapping[str, Assumed]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    key: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    key: str
+    workload: Workload
+    shape: Shape
+
+
+@dataclass
+class DispatchPlan:
+    expired: list[Expiry] = field(default_factory=list)
+    let_go: list[LetGo] = field(default_factory=list)
+    dissolved: list[Shape] = field(default_factory=list)
+    groups: dict[Shape, ParkedGroup] = field(default_factory=dict)
+    """Parked groups made or changed this cycle (their whole new value)."""
+    parks: list[Park] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
+    offers: list[OfferDecision] = field(default_factory=list)
+    expiry_checked_at: datetime | None = None
+    placed: list[tuple[tuple[str, int], ...]] = field(default_factory=list)
+    """The requests of every placement made (a deep queue must cost few)."""
+    visited: list[str] = field(default_factory=list)
+    """The candidates looked at (a parked deep queue must cost none)."""
+
+
+def candidate_keys(snapshot: HubSnapshot, now: datetime) -> list[str]:
+    """Step 4 alone: the keys a cycle would look at now, in order."""
+    cycle = _Cycle(snapshot, now, DispatchPlan())
+    return [key for key, _ in cycle.candidates(set())]
+
+
+def dispatch(snapshot: HubSnapshot, now: datetime) -> DispatchPlan:
+    """The whole cycle; see the module docstring. Pure: same snapshot and time, same plan."""
+    plan = DispatchPlan(expiry_checked_at=snapshot.expiry_checked_at)
+    touched: set[str] = set()
+    if _expiry_due(snapshot, now):
+        plan.expiry_checked_at = now
+        _expire_offers(snapshot, now, plan, touched)  # 1
+        _let_go_of_lost(snapshot, now, plan, touched)  # 2
+    cycle = _Cycle(snapshot, now, plan)
+    cycle.recheck_parked()  # 3
+    for key, entry in cycle.candidates(touched):  # 4
+        cycle.dispatch_one(key, entry)  # 5-8
+    return plan
+
+
+# --- steps 1 and 2: offers that time out, clusters that are lost ------------------------------
+
+
+def _expiry_due(snapshot: HubSnapshot, now: datetime) -> bool:
+    # Walking every open offer on every cycle costs more than a burst of submissions is
+    # worth; a tenth of the timeout (at most a second) is precision enough.
+    step = min(1.0, snapshot.settings.offer_timeout_seconds / 10)
+    last = snapshot.expiry_checked_at
+    return last is None or (now - last).total_seconds() >= step
+
+
+def _expire_offers(
+    snapshot: HubSnapshot, now: datetime, plan: DispatchPlan, touched: set[str]
+) -> None:
+    cutoff = now - timedelta(seconds=snapshot.settings.offer_timeout_seconds)
+    records = snapshot.book.records
+    for key in sorted(snapshot.book.offered):
+        record = records[key]
+        for cluster, offered_at in sorted(record.offers.items()):
+            # (a queued offer was answered: the agent holds the workload in its queue)
+            if offered_at > cutoff or cluster in record.queued:
+                continue
+            facts = snapshot.clusters.get(cluster)
+            if facts is not None and not facts.connected:
+                continue  # a lost cluster is handled by the fencing rules
+            plan.expired.append(Expiry(key, cluster, record.bound))
+            touched.add(key)
+
+
+def _let_go_of_lost(
+    snapshot: HubSnapshot, now: datetime, plan: DispatchPlan, touched: set[str]
+) -> None:
+    # Only the clusters that hold unfinished work are looked at, and only their work (the
+    # mirror indexes it by cluster): a cluster down for hours must not make every cycle walk
+    # every workload of the fleet.
+    for cluster in sorted(snapshot.by_cluster):
+        facts = snapshot.clusters.get(cluster)
+        if facts is None or facts.connected:
+            continue
+        at = let_go_time(facts)
+        bound_work_goes = at is not None and now >= at
+        message = (
+            f"cluster {cluster} was lost {int((now - facts.lost_since).total_seconds())}s ago"
+            if facts.member and facts.lost_since is not None
+            else f"cluster {cluster} is no longer a member"
+        )
+        for key in sorted(snapshot.by_cluster[cluster]):
+            entry = snapshot.workloads.get(key)
+            st = entry.workload.status if entry is not None else None
+            if st is None:
+                continue
+            bound_here = st.cluster_name == cluster
+            if bound_here and not bound_work_goes:
+                continue  # it may still be running there
+            plan.let_go.append(LetGo(key, cluster, bound_here, message))
+            touched.add(key)
+
+
+# --- steps 3 to 8 --------------------------------------------------------------------------
+
+
+def _shape(
+    route: Route, requests: Mapping[str, int], min_requests: Mapping[str, int] | None
+) -> Shape | None:
+    """What placement decides on for a workload with no offer history, when that is all it
+    decides on: two workloads of one shape get the same answer from the same clusters, and
+    as a cycle's offers only take room, one that fits nowhere means the next fits nowhere.
+    None where the policy also looks at time or labels (incremental dispatch, affinity)."""
+    if route.mode == DispatchMode.INCREMENTAL or route.required_terms or route.preferred_terms:
+        return None
+    return (
+        route.cluster_queue,
+        route.cluster_set,
+        tuple(sorted(requests.items())),
+        tuple(sorted(min_requests.items())) if min_requests is not None else None,
+    )
+
+
+def fleet_quota_reason(
+    routing: Routing,
+    global_queue: str | None,
+    requests: Mapping[str, int],
+    usage: Mapping[str, Mapping[str, int]],
+) -> str | None:
+    """Why the workload would exceed its global queue's fleet quota, or None."""
+    gq = routing.global_queue(global_queue) if global_queue else None
+    if gq is None or not gq.spec.fleet_quota:
+        return None
+    used = usage.get(gq.name, {})
+    for resource, quota in sorted(gq.spec.fleet_quota.items()):
+        need = requests.get(resource, 0)
+        if need and used.get(resource, 0) + need > quota.milli():
+            # No usage figure here: it moves with every workload the queue starts or ends,
+            # and a deep queue would be rewritten for it (the GlobalQueue's status shows it,
+            # `qctl get queues -o wide`).
+            return (
+                f"fleet quota of GlobalQueue {gq.name} for {resource} is "
+                f"{quota.canonical()} and too little of it is free: the workload needs "
+                f"{Quantity.from_milli(need).canonical()}"
+            )
+    return None
+
+
+class _Cycle:
+    """What one cycle learns as it goes: room its offers booked, fleet usage they add,
+    shapes found to fit nowhere. Reads the snapshot, writes only the plan."""
+
+    def __init__(self, snapshot: HubSnapshot, now: datetime, plan: DispatchPlan) -> None:
+        self.snap = snapshot
+        self.now = now
+        self.plan = plan
+        self.book = snapshot.book
+        self.usage = {name: dict(used) for name, used in snapshot.usage.items()}
+        self.taken: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        self._views: Sequence[ClusterView] | None = snapshot.views
+        self.failed: dict[Shape, tuple[str, PlacementRequest]] = {}
+        self.told: dict[str, str] = {}
+        """Waiting messages this plan writes, by key."""
+        self.dissolved: set[Shape] = set()
+
+    # --- room -------------------------------------------------------------------------
+
+    def views(self) -> Sequence[ClusterView]:
+        if self._views is None:
+            self._views = [_minus(v, self.taken.get(v.name)) for v in self.snap.views]
+        return self._views
+
+    def _book(self, cluster: str, item: Assumed) -> None:
+        cell = self.taken.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
+        for resource, amount in item.requests.items():
+            cell[resource] = cell.get(resource, 0) + amount
+        self._views = None
+
+    # --- step 3: parked groups ---------------------------------------------------------
+
+    def recheck_parked(self) -> None:
+        """Dissolve the groups whose shape may fit now, or whose members are due to be told
+        a new reason; keep the rest parked as they are.
+
+        Exact because a shape's placement does not depend on which workload has it, and
+        because the memo of this cycle's failures takes in each shape found still not to
+        fit, so a workload of that shape that is a candidate gets the same answer. Over a
+        fleet quota, a workload's verdict depends only on its global queue, its requests and
+        the queue's usage, which within a cycle only grows."""
+        snap, now = self.snap, self.now
+        for shape, group in sorted(self.book.groups.items(), key=lambda item: repr(item[0])):
+            if group.generation != snap.config_generation:
+                self._dissolve(shape)  # routes may have moved
+                continue
+            latest = group.latest
+            epoch = group.epoch
+            if group.over_quota is not None:
+                name, requests = group.over_quota
+                reason = fleet_quota_reason(snap.routing, name, requests, self.usage)
+                if reason is None:
+                    self._dissolve(shape)  # the queue's usage fell: one may fit now
+                    continue
+                latest = reason
+            elif group.epoch != self.book.room_epoch:
+                assert group.request is not None
+                self.plan.placed.append(tuple(sorted(group.request.requests.items())))
+                placement = place(self.views(), group.request, now)
+                if placement.offer_to:
+                    self._dissolve(shape)
+                    continue
+                epoch = self.book.room_epoch
+                latest = placement.waiting_reason
+                self.failed[shape] = (latest, group.request)
+            if (
+                group.told != latest
+                and (now - group.since).total_seconds() >= snap.settings.waiting_refresh_seconds
+            ):
+                self._dissolve(shape)  # to be told the new reason
+                continue
+            if latest != group.latest or epoch != group.epoch:
+                self.plan.groups[shape] = replace(group, latest=latest, epoch=epoch)
+
+    def _dissolve(self, shape: Shape) -> None:
+        self.plan.dissolved.append(shape)
+        self.dissolved.add(shape)
+
+    # --- step 4 -----------------------------------------------------------------------
+
+    def candidates(self, touched: Set[str]) -> list[tuple[str, Candidate]]:
+        """Workloads waiting for a cluster and not waiting on an open offer (but those of an
+        Incremental round), not parked, not changed by this plan already; highest priority
+        first, then oldest first. Set operations keep this cheap when thousands are queued
+        on clusters (offered and pending there) or parked."""
+        snap, book = self.snap, self.book
+        keys = set(snap.pending)
+        keys.difference_update(book.offered)
+        keys.difference_update(book.parked)
+        for shape in self.dissolved:
+            keys |= (book.members.get(shape, set()) & snap.pending) - book.offered
+        if book.incremental:
+            keys |= snap.pending & book.incremental
+        keys.difference_update(touched)
+        workloads = snap.workloads
+        waiting = [(key, workloads[key]) for key in keys if key in workloads]
+        waiting.sort(key=lambda item: (item[1].order, item[0]))
+        return waiting
+
+    # --- steps 5 to 8 ------------------------------------------------------------------
+
+    def dispatch_one(self, key: str, entry: Candidate) -> None:
+        snap, now, plan = self.snap, self.now, self.plan
+        plan.visited.append(key)
+        wl = entry.workload
+        record = self.book.get(key)
+        if record.offers and record.mode != DispatchMode.INCREMENTAL:
+            return  # offered, waiting for the answer (or the offer timeout)
+        route = snap.routing.route_of(wl)
+        if isinstance(route, str):
+            self.wait(key, "Misconfigured", route)
+            return
+        requests = workload_requests(wl)
+        gq = route.global_queue.name if route.global_queue is not None else None
+        quota_reason = fleet_quota_reason(snap.routing, gq, requests, self.usage)
+        if quota_reason is not None:
+            self.wait(key, "FleetQuotaExceeded", quota_reason)
+            over: Shape = ("over quota", gq, tuple(sorted(requests.items())))
+            self.park(key, wl, over, quota_reason, over_quota=(str(gq), requests))
+            return
+        st = wl.status
+        history = [Offer(ClusterName(c), when) for c, when in record.offers.items()] + [
+            Offer(
+                ClusterName(r.cluster),
+                r.last_transition_time or now,
+                "timeout" if r.reason == "OfferTimedOut" else "rejected",
+                r.message,
+            )
+            for r in (st.cluster_pending_reasons if st else [])
+            if r.reason.startswith("Rejected") or r.reason == "OfferTimedOut"
+        ]
+        has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
+        min_requests = workload_requests(wl, minimum=True) if has_min else None
+        shape = None if history else _shape(route, requests, min_requests)
+        if shape is not None and (failed := self.failed.get(shape)) is not None:
+            self.wait(key, "Waiting", failed[0])
+            self.park(key, wl, shape, failed[0], request=failed[1])
+            return
+        request = PlacementRequest(
+            workload=key,
+            cluster_queue=route.cluster_queue,
+            requests=requests,
+            cluster_set=route.cluster_set,
+            min_requests=min_requests,
+            required_terms=route.required_terms,
+            preferred_terms=route.preferred_terms,
+            mode=route.mode,
+            step_size=route.step_size,
+            interval_seconds=route.interval_seconds,
+            offers=tuple(history),
+        )
+        views = self.views()
+        plan.placed.append(tuple(sorted(requests.items())))
+        placement = place(views, request, now)
+        if not placement.offer_to:
+            reason = placement.waiting_reason
+            if not record.offers:
+                self.wait(key, "Waiting", reason)
+            if shape is not None:
+                self.failed[shape] = (reason, request)
+                self.park(key, wl, shape, reason, request=request)
+            return
+        generation = (st.dispatch_generation or 0) if st else 0
+        if not record.offers:
+            generation += 1  # a new round of offers fences off replies to older rounds
+        by_name = {v.name: v for v in views}
+        booked: dict[str, Assumed] = {}
+        for cluster in placement.offer_to:
+            fit = headroom_score(by_name[cluster].queues[route.cluster_queue], requests)
+            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests)
+            booked[cluster] = item
+            self._book(cluster, item)
+        if gq is not None and gq in self.usage:
+            bucket = self.usage[gq]
+            for resource, amount in requests.items():
+                bucket[resource] = bucket.get(resource, 0) + amount
+        # BestFit offers one cluster at a time, and binds before it offers: only that
+        # cluster may run the generation, so its agent may create the Job at once.
+        bound = route.mode == DispatchMode.BEST_FIT and len(placement.offer_to) == 1
+        plan.offers.append(
+            OfferDecision(key, wl, tuple(placement.offer_to), generation, bound, route.mode, booked)
+        )
+
+    def wait(self, key: str, reason: str, message: str) -> None:
+        """Write a Waiting condition if there is something new to say. The reason is written
+        when it changes; a changed message (numbers move as capacity does) at most every
+        refresh interval, or a deep queue would rewrite every pending workload on every
+        cycle."""
+        last = self.book.get(key).waiting
+        refresh = self.snap.settings.waiting_refresh_seconds
+        if not waiting_due(last, reason, message, self.now, refresh):
+            return
+        self.plan.waits.append(Wait(key, reason, message))
+        self.told[key] = message
+
+    def park(
+        self,
+        key: str,
+        wl: Workload,
+        shape: Shape,
+        reason: str,
+        *,
+        request: PlacementRequest | None = None,
+        over_quota: tuple[str, Mapping[str, int]] | None = None,
+    ) -> None:
+        """Park `wl` with the others of its shape. Called after its Waiting condition was
+        decided on, so the group knows what its members were told."""
+        if not self.snap.settings.parking:
+            return
+        told = self.told.get(key)
+        if told is None:
+            last = self.book.get(key).waiting
+            told = last.message if last is not None else None
+        group = self.plan.groups.get(shape)
+        if group is None and shape not in self.dissolved:
+            group = self.book.groups.get(shape)
+        if group is None:
+            group = ParkedGroup(
+                request=request,
+                over_quota=over_quota,
+                epoch=self.book.room_epoch,
+                generation=self.snap.config_generation,
+                since=self.now,
+                latest=reason,
+                told=told,
+            )
+        else:
+            group = replace(group, latest=reason, told=group.told if group.told == told else None)
+        self.plan.groups[shape] = group
+        self.plan.parks.append(Park(key, wl, shape))
+
+
+def _minus(
+    view: ClusterView, taken: Mapping[tuple[str, str], Mapping[str, int]] | None
+) -> ClusterView:
+    if not taken:
+        return view
+    queues = {}
+    for name, queue in view.queues.items():
+        flavors = []
+        for cell in queue.flavors:
+            used = taken.get((name, cell.flavor))
+            if used:
+                free = {r: v - used.get(r, 0) for r, v in cell.headroom.items()}
+                cell = FlavorHeadroom(cell.flavor, free, cell.capacity)  # noqa: PLW2901
+            flavors.append(cell)
+        queues[name] = QueueView(name, tuple(flavors), queue.pending_workloads)
+    return replace(view, queues=queues)
+
+
+def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:
+    """Keep the offer book in step with a plan about to be applied: offers that ended or
+    were let go are closed, parked groups formed or dissolved, Waiting messages noted, new
+    offers opened with the room they book. The shell calls it before its writes, so a
+    write that loses its race closes its offer again (hub.dispatch)."""
+    for expiry in plan.expired:
+        book.close_offer(expiry.key, expiry.cluster)
+    for gone in plan.let_go:
+        book.close_offer(gone.key, gone.cluster)
+    for shape in plan.dissolved:
+        book.dissolve(shape)
+    for wait in plan.waits:
+        book.update(wait.key, waiting=WaitingNote(wait.reason, wait.message, now))
+    book.groups.update(plan.groups)
+    for park in plan.parks:
+        book.update(park.key, parked=park.shape, parked_as=park.workload)
+    for offer in plan.offers:
+        record = book.get(offer.key)
+        book.put(
+            offer.key,
+            replace(
+                record,
+                offers={**record.offers, **{str(c): now for c in offer.clusters}},
+                assumed={**record.assumed, **offer.booked},
+                mode=offer.mode,
+                bound=offer.bound,
+                waiting=None,
+                parked=None,
+                parked_as=None,
+            ),
+        )
+
+
+def waiting_due(
+    last: WaitingNote | None, reason: str, message: str, now: datetime, refresh_seconds: float
+) -> bool:
+    """Whether a Waiting condition must be written: a new reason at once, a new message for
+    the same reason at most every `refresh_seconds`, the same one never."""
+    if last is None or last.reason != reason:
+        return True
+    if last.message == message:
+        return False
+    return (now - last.at).total_seconds() >= refresh_seconds

@@ -1,0 +1,180 @@
+"""PURE routing: which cluster queue, global queue, cluster set and dispatch policy a
+workload goes by, from the hub's configuration objects; and what a workload requests.
+
+A route depends on the workload's namespace, local queue and the cluster set it asks for
+(annotation), and on the configuration — nothing else. So `Routing` answers once per
+(namespace, queue, cluster set) and is rebuilt when the configuration moves (the shell keeps
+one per configuration generation). No I/O, no clock.
+
+Called by: hub.placement.cycle (every candidate), hub.dispatch (queue tallies),
+hub.queue_status (cluster set members), tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from api.k8s.core import LabelSelectorRequirement
+from api.k8s.pod import add_resources
+from api.quantity import Quantity
+from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
+from api.v1alpha1.queues import LocalQueue
+from api.v1alpha1.workload import Workload
+from hub.placement.snapshot import ClusterName, DispatchMode, PreferredTerm
+
+__all__ = ["CLUSTER_SET_ANNOTATION", "Route", "Routing", "workload_requests"]
+
+CLUSTER_SET_ANNOTATION = "multiq.dev/cluster-set"
+ROUTES_KEPT = 10_000
+"""At most this many queues' routes are remembered; past it the memo starts over."""
+
+
+def _requests_of(wl: Workload, minimum: bool) -> dict[str, int]:
+    total: dict[str, Quantity] = {}
+    for ps in wl.spec.pod_sets:
+        count = ps.min_count if minimum and ps.min_count is not None else ps.count
+        add_resources(total, ps.total_requests(count))
+    return {name: q.milli() for name, q in total.items()}
+
+
+_REQUESTS_MEMO: dict[tuple[str, bool], dict[str, int]] = {}
+
+
+def workload_requests(wl: Workload, *, minimum: bool = False) -> dict[str, int]:
+    """Total requests of all pod sets in milli-units (at minCount when `minimum`).
+
+    Pod sets are immutable, so the answer is remembered per workload uid."""
+    uid = wl.metadata.uid
+    if uid is None:
+        return _requests_of(wl, minimum)
+    found = _REQUESTS_MEMO.get((uid, minimum))
+    if found is None:
+        if len(_REQUESTS_MEMO) > 100_000:
+            _REQUESTS_MEMO.clear()
+        found = _REQUESTS_MEMO[(uid, minimum)] = _requests_of(wl, minimum)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    cluster_queue: str
+    cluster_set: frozenset[ClusterName]
+    global_queue: GlobalQueue | None
+    mode: str = DispatchMode.BEST_FIT
+    step_size: int = 1
+    interval_seconds: int = 300
+    required_terms: tuple[tuple[LabelSelectorRequirement, ...], ...] = ()
+    preferred_terms: tuple[PreferredTerm, ...] = ()
+
+
+@dataclass
+class Routing:
+    """Routes under one configuration. Build a new one when the configuration moves."""
+
+    local_queues: Mapping[str, LocalQueue]
+    """By `namespace/name`."""
+    global_queues: tuple[GlobalQueue, ...]
+    tenants: tuple[Tenant, ...]
+    cluster_sets: Mapping[str, ClusterSet]
+    members: Mapping[str, MemberCluster]
+    _memo: dict[tuple[str, str, str | None], Route | str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        local_queues: Iterable[LocalQueue],
+        global_queues: Iterable[GlobalQueue],
+        tenants: Iterable[Tenant],
+        cluster_sets: Iterable[ClusterSet],
+        members: Iterable[MemberCluster],
+    ) -> Routing:
+        return cls(
+            local_queues={f"{q.metadata.namespace}/{q.name}": q for q in local_queues},
+            global_queues=tuple(sorted(global_queues, key=lambda g: g.name)),
+            tenants=tuple(tenants),
+            cluster_sets={s.name: s for s in cluster_sets},
+            members={m.name: m for m in members},
+        )
+
+    def global_queue(self, name: str) -> GlobalQueue | None:
+        return next((gq for gq in self.global_queues if gq.name == name), None)
+
+    def capped_queues(self) -> list[GlobalQueue]:
+        """The global queues with a fleet quota."""
+        return [gq for gq in self.global_queues if gq.spec.fleet_quota]
+
+    def route_of(self, wl: Workload) -> Route | str:
+        """Where a workload may go, or why it cannot go anywhere (remembered per queue)."""
+        meta = wl.metadata
+        inputs = (
+            meta.namespace or "default",
+            wl.spec.queue_name,
+            meta.annotations.get(CLUSTER_SET_ANNOTATION),
+        )
+        route = self._memo.get(inputs)
+        if route is None:
+            if len(self._memo) > ROUTES_KEPT:
+                self._memo.clear()
+            route = self._memo[inputs] = self._route(*inputs)
+        return route
+
+    def _route(self, namespace: str, queue: str, asked_set: str | None) -> Route | str:
+        lq = self.local_queues.get(f"{namespace}/{queue}")
+        if lq is None:
+            return f"LocalQueue {namespace}/{queue} does not exist at the hub"
+        cq = lq.spec.cluster_queue
+        tenants = {t.name for t in self.tenants if namespace in t.spec.namespaces}
+        gq: GlobalQueue | None = None
+        for candidate in self.global_queues:
+            spec = candidate.spec
+            if spec.cluster_queues and cq not in spec.cluster_queues:
+                continue
+            if spec.tenants and not tenants & set(spec.tenants):
+                continue
+            gq = candidate
+            break
+        members = self.cluster_set_members(asked_set or (gq.spec.cluster_set if gq else None))
+        if isinstance(members, str):
+            return members
+        if gq is None:
+            return Route(cq, members, None)
+        policy = gq.spec.dispatch_policy
+        inc = policy.incremental
+        affinity = gq.spec.cluster_affinity
+        return Route(
+            cq,
+            members,
+            gq,
+            mode=policy.type,
+            step_size=inc.step_size if inc else 1,
+            interval_seconds=inc.interval_seconds if inc else 300,
+            required_terms=tuple(tuple(t.match_expressions) for t in affinity.required)
+            if affinity
+            else (),
+            preferred_terms=tuple(
+                PreferredTerm(p.weight, tuple(p.preference.match_expressions))
+                for p in affinity.preferred
+            )
+            if affinity
+            else (),
+        )
+
+    def cluster_set_members(self, name: str | None) -> frozenset[ClusterName] | str:
+        """The clusters of a cluster set (None: the set `default`, else every member)."""
+        if name is None:
+            if "default" not in self.cluster_sets:
+                return frozenset(ClusterName(n) for n in self.members)
+            name = "default"
+        cs = self.cluster_sets.get(name)
+        if cs is None:
+            return f"ClusterSet {name!r} does not exist"
+        if cs.spec.clusters is not None:
+            return frozenset(ClusterName(n) for n in cs.spec.clusters)
+        selector = cs.spec.cluster_selector
+        return frozenset(
+            ClusterName(n)
+            for n, m in self.members.items()
+            if selector is not None and selector.matches(dict(m.metadata.labels))
+        )

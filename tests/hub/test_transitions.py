@@ -1,0 +1,179 @@
+"""What an agent's report does to a workload at the hub (docs/exactly-once.md): a report
+counts only from the cluster holding the workload's reservation request or its binding for
+the current generation; the first reservation binds and the other nominees are withdrawn; a
+reservation never runs; a bound offer that was never admitted goes back without an eviction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
+from api.v1alpha1.workload import Admission, Workload
+from hub import transitions
+from hub.transitions import ReportOutcome, apply_rejection, apply_report
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+KEY = "team/train"
+
+
+def _workload(**status: Any) -> Workload:
+    return Workload.model_validate(
+        {
+            "metadata": {"name": "train", "namespace": "team"},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                    }
+                ],
+            },
+            "status": status or None,
+        }
+    )
+
+
+def offered_to(*clusters: str, generation: int = 2) -> Workload:
+    wl = _workload()
+    return transitions.mark_offered(wl, list(clusters), generation, NOW)
+
+
+def bound_to(cluster: str, *, generation: int = 2, admitted: bool = False) -> Workload:
+    wl = transitions.mark_bound_offer(_workload(), cluster, generation, NOW)
+    if admitted:
+        wl, _ = apply_report(wl, cluster, report(WorkloadPhase.ADMITTED, generation), NOW)
+    return wl
+
+
+def report(phase: WorkloadPhase, generation: int = 2, **kw: Any) -> WorkloadStatusReport:
+    return WorkloadStatusReport(workload=KEY, generation=generation, phase=phase, **kw)
+
+
+def withdrawn_clusters(outcome: ReportOutcome) -> list[tuple[str, str]]:
+    return [(cluster, reason) for cluster, reason, _ in outcome.withdraw]
+
+
+def test_the_first_reservation_binds_and_the_other_nominees_are_withdrawn() -> None:
+    wl = offered_to("east", "west", "north")
+    admission = Admission(cluster_queue="cq")
+    wl, outcome = apply_report(wl, "west", report(WorkloadPhase.RESERVED, admission=admission), NOW)
+    assert outcome.accepted and outcome.bind == "west"
+    assert withdrawn_clusters(outcome) == [("east", "BoundElsewhere"), ("north", "BoundElsewhere")]
+    assert wl.status is not None
+    assert wl.status.cluster_name == "west" and wl.status.nominated_cluster_names == []
+    assert wl.status.admission == admission
+    assert wl.is_condition_true("QuotaReserved") and not transitions.is_admitted(wl)
+
+
+def test_a_reservation_that_lost_the_race_is_refused_and_withdrawn() -> None:
+    wl, _ = apply_report(offered_to("east", "west"), "west", report(WorkloadPhase.RESERVED), NOW)
+    again, outcome = apply_report(
+        transitions.for_change(wl), "east", report(WorkloadPhase.RESERVED), NOW
+    )
+    assert not outcome.accepted and outcome.bind is None
+    assert withdrawn_clusters(outcome) == [("east", "BoundElsewhere")]
+    assert again.status == wl.status
+
+
+@pytest.mark.parametrize(
+    "phase", [WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED]
+)
+def test_a_nominee_that_runs_a_reservation_it_was_not_bound_is_refused(
+    phase: WorkloadPhase,
+) -> None:
+    wl = offered_to("east", "west")
+    after, outcome = apply_report(transitions.for_change(wl), "east", report(phase), NOW)
+    assert not outcome.accepted
+    assert withdrawn_clusters(outcome) == [("east", "NotBound")]
+    assert after.status is not None and after.status.cluster_name is None
+    assert not after.is_condition_true("Finished")
+
+
+@pytest.mark.parametrize(
+    ("phase", "told_to_withdraw"),
+    [
+        (WorkloadPhase.RUNNING, True),
+        (WorkloadPhase.RESERVED, True),
+        (WorkloadPhase.SUCCEEDED, False),
+        (WorkloadPhase.WITHDRAWN, False),
+    ],
+)
+def test_a_cluster_never_offered_the_workload_changes_nothing(
+    phase: WorkloadPhase, told_to_withdraw: bool
+) -> None:
+    wl = bound_to("east", admitted=True)
+    after, outcome = apply_report(transitions.for_change(wl), "rogue", report(phase), NOW)
+    assert not outcome.accepted
+    assert after.status == wl.status
+    assert withdrawn_clusters(outcome) == (
+        [("rogue", "BoundElsewhere")] if told_to_withdraw else []
+    )
+
+
+def test_a_report_of_another_generation_changes_nothing() -> None:
+    wl = bound_to("east", generation=3, admitted=True)
+    after, outcome = apply_report(
+        transitions.for_change(wl), "east", report(WorkloadPhase.FAILED, generation=2), NOW
+    )
+    assert not outcome.accepted and "generation 2" in outcome.refusal
+    assert after.status == wl.status
+
+
+def test_the_bound_cluster_admits_runs_and_finishes_the_workload() -> None:
+    wl = bound_to("east")
+    wl, outcome = apply_report(wl, "east", report(WorkloadPhase.ADMITTED), NOW)
+    assert outcome.accepted and transitions.is_admitted(wl)
+    wl, _ = apply_report(wl, "east", report(WorkloadPhase.SUCCEEDED), NOW)
+    assert wl.is_condition_true("Finished")
+    late, outcome = apply_report(
+        transitions.for_change(wl), "east", report(WorkloadPhase.RUNNING), NOW
+    )
+    assert not outcome.accepted and late.status == wl.status
+
+
+def test_a_bound_offer_given_back_before_admission_waits_at_the_hub_without_an_eviction() -> None:
+    wl = bound_to("east")
+    wl, outcome = apply_report(
+        wl,
+        "east",
+        report(WorkloadPhase.WITHDRAWN, pending_reason="OfferTimedOut", pending_message="late"),
+        NOW,
+    )
+    assert outcome.accepted
+    assert wl.status is not None and wl.status.cluster_name is None
+    assert not wl.is_condition_true("Evicted") and wl.status.requeue_state is None
+    reasons = {r.cluster: r.reason for r in wl.status.cluster_pending_reasons}
+    assert reasons == {"east": "OfferTimedOut"}  # placement skips east for a while
+
+
+def test_an_admitted_workload_evicted_on_its_cluster_is_requeued() -> None:
+    wl = bound_to("east", admitted=True)
+    wl, outcome = apply_report(wl, "east", report(WorkloadPhase.EVICTED), NOW)
+    assert outcome.accepted
+    assert wl.status is not None and wl.status.cluster_name is None
+    assert wl.is_condition_true("Evicted") and wl.status.requeue_state is not None
+
+
+def test_a_bound_reservation_reported_again_is_sent_its_bind_again() -> None:
+    wl, _ = apply_report(offered_to("east"), "east", report(WorkloadPhase.RESERVED), NOW)
+    again, outcome = apply_report(
+        transitions.for_change(wl), "east", report(WorkloadPhase.RESERVED), NOW
+    )
+    assert outcome.accepted and outcome.bind == "east" and outcome.withdraw == ()
+    assert again.status == wl.status
+
+
+def test_a_rejected_bound_offer_goes_back_to_the_hub_and_a_rejected_nominee_drops_out() -> None:
+    bound = apply_rejection(bound_to("east"), "east", 2, "Rejected:Inadmissible", "no GPU", NOW)
+    assert bound.status is not None and bound.status.cluster_name is None
+    nominee = apply_rejection(offered_to("east", "west"), "east", 2, "Rejected:X", "", NOW)
+    assert nominee.status is not None and nominee.status.nominated_cluster_names == ["west"]
+    stale = bound_to("east", generation=3)
+    assert apply_rejection(transitions.for_change(stale), "east", 2, "R", "", NOW).status == (
+        stale.status
+    )
