@@ -105,7 +105,7 @@ class LeaderWork:
         self.clock = clock
         self.term: LeaderTerm | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[tuple[list[Any], Any]] = []  # (listener list, listener)
         # Outside a term the last term's parts (or, before any, unused ones) stay reachable
         # but deaf to the mirror: nothing accumulates in them while this hub follows.
         self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
@@ -190,15 +190,14 @@ class LeaderWork:
 
     def _fresh_parts(self) -> tuple[Dispatcher, AgentAnswers, ConfigPusher, QueueStatusWriter]:
         state, fleet = self.state, self.fleet
-        before = list(state.on_indexed)
+        lists: list[list[Any]] = [state.on_indexed, state.on_workload, state.on_config]
+        before = [list(listeners) for listeners in lists]
         dispatcher = Dispatcher(
             state,
             fleet,
             offer_timeout_seconds=self.settings.offer_timeout_seconds,
             interval_seconds=self.settings.dispatch_interval_seconds,
         )
-        # The dispatcher listens to the mirror; a retired one must stop listening.
-        self._listeners = [f for f in state.on_indexed if f not in before]
         answers = AgentAnswers(dispatcher)
         config = ConfigPusher(state, fleet)
         statuses = QueueStatusWriter(
@@ -208,9 +207,16 @@ class LeaderWork:
             self.repo,
             interval_seconds=self.settings.queue_status_interval_seconds,
         )
+        # Parts that listen to the mirror (the dispatcher does) must stop when retired.
+        self._listeners = [
+            (listeners, f)
+            for listeners, old in zip(lists, before, strict=True)
+            for f in listeners
+            if f not in old
+        ]
         return dispatcher, answers, config, statuses
 
     def _deafen(self) -> None:
-        for listener in self._listeners:
-            self.state.on_indexed.remove(listener)
+        for listeners, listener in self._listeners:
+            listeners.remove(listener)
         self._listeners = []

@@ -319,3 +319,44 @@ async def test_when_the_leader_shuts_down_another_hub_leads_within_the_election_
     east = await connect_agent(follower, "east")
     await east.expect(ConfigSync)
     await east.close()
+
+
+async def test_a_hub_that_leads_again_begins_its_new_term_afresh_and_dispatches(
+    hubs: Hubs,
+) -> None:
+    campaigns: list[UnawareCampaign] = []
+
+    def unaware(store: EtcdStore, url: str) -> UnawareCampaign:
+        campaigns.append(UnawareCampaign(store, url))
+        return campaigns[-1]
+
+    hub = await hubs.start(campaign=unaware)
+    await hubs.leader()
+    other = await hubs.start()
+    state = hub.hub.state
+    listening_while_leading = len(state.on_indexed)
+    first_dispatcher = hub.hub.dispatcher
+
+    await campaigns[0].revoke()
+    await hubs.until_role(other, "leader")
+    campaigns[0].tell_ended()
+    await hubs.until_role(hub, "follower")
+    assert len(state.on_indexed) == listening_while_leading - 1  # the old term's parts are deaf
+
+    await other.server.close()  # gives its leadership up: the first hub leads again
+    await hubs.until_role(hub, "leader")
+    assert hub.hub.dispatcher is not first_dispatcher
+    assert len(state.on_indexed) == listening_while_leading
+    assert hub.hub.election.terms == 2
+
+    await hub.apply(*fleet_objects())
+    await hubs.mirrored("west")
+    west = await connect_agent(hub, "west")
+    await west.expect(ConfigSync)
+    await west.send(capacity("west", "6"))
+    status, wl = await hub.call(
+        "POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=job("again")
+    )
+    assert status == 201, wl
+    assert (await west.expect(DispatchOffer)).workload.key() == "vision/job-again"
+    await west.close()
