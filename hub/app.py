@@ -123,10 +123,11 @@ def _wire_listeners(hub: Hub) -> None:
 
     def workload_changed(key: str, old: Workload | None, new: Workload | None) -> None:
         hub.dispatcher.wake()
-        if new is None and old is not None:
+        # Only the leader acts on a deletion; a later leader learns of it from the store (and
+        # from the agents' Hellos, which list what they hold).
+        if new is None and old is not None and hub.leader.leading:
             hub.answers.on_workload_deleted(key, old)
-            if hub.leader.leading:
-                asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
+            asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
 
     state.on_config.append(config_changed)
     state.on_workload.append(workload_changed)
