@@ -137,8 +137,9 @@ class AdmissionShell:
         self.config = self.store.load_config()
         now = self.clock()
         for stored in self.store.load_all(Record.from_json):
-            # A finished one is kept for its TTL from now (when it finished is not stored).
-            record = dataclasses.replace(stored, finished_at=now) if stored.finished else stored
+            # A settled one (finished, given back) is kept for its TTL from now (when it
+            # settled is not stored).
+            record = dataclasses.replace(stored, finished_at=now) if stored.settled else stored
             self._set(record.key, record)
         log.info(
             "restored config revision %s and %d held workloads",

@@ -142,7 +142,7 @@ class Agent:
 
     def _workload_done(self, key: str) -> bool:
         held = self.admission.held.get(key)
-        return held is None or held.finished
+        return held is None or held.settled
 
     def _on_cluster_change(self, _resource: Resource) -> None:
         self.admission.wake()

@@ -30,7 +30,7 @@ class Put:
     arrived: bool = False
     """A workload newly held (it may be admitted)."""
     freed: bool = False
-    """Quota was released: the workload was forgotten, or it finished."""
+    """Quota was released: the workload was forgotten, finished, or given back."""
 
 
 def owner(key: str) -> tuple[str, str]:
@@ -68,7 +68,7 @@ class Book:
         when = wakeup(record, self.cadence)
         if when is not None and (old is None or wakeup(old, self.cadence) != when):
             heapq.heappush(self._timers, (when, key))
-        finished = old is not None and record.finished and not old.finished
+        finished = old is not None and record.settled and not old.settled
         return Put(arrived=old is None, freed=finished)
 
     def persist(self, key: str, *, with_offer: bool) -> None:

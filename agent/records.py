@@ -14,7 +14,12 @@ I/O. The phases a record goes through (docs/exactly-once.md):
     Pending ──engine admits, bound──────────────► Admitted ─► Running ─► Succeeded / Failed
        │                                             ▲
        └──engine admits, not bound──► Reserved ──Bind┘      (any of them: evicted, withdrawn,
-                                         └─ no Bind in time: released    fenced → forgotten)
+                                         └─ no Bind in time: released    fenced → given back)
+
+A generation given back (Evicted, Withdrawn) is kept as a settled record, as a finished one
+is, for the finished TTL: listed in Hello with that phase, its report sent again if the hub
+offers or binds that generation again — never run again. The hub may re-offer it before the
+report reached it (a reconnect, a restarted hub), and running it then would run it twice.
 
 Called by: agent.admission (the shell that feeds the facts in and applies the effects);
 agent.snapshots reads the records; tests/agent/test_records.py drives every transition.
@@ -81,6 +86,7 @@ NOT_HELD = "NotHeld"
 """Why a Bind for a workload (generation) this agent does not hold is answered Withdrawn."""
 
 _FINISHED = frozenset({WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED})
+_GIVEN_BACK = frozenset({WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN})
 _MATERIALISED = frozenset({WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, *_FINISHED})
 _NEVER_HERE = frozenset({PendingCode.LOCAL_QUEUE_NOT_FOUND, PendingCode.CLUSTER_QUEUE_NOT_FOUND})
 _REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
@@ -139,6 +145,11 @@ class Record:
     @property
     def finished(self) -> bool:
         return self.phase in _FINISHED
+
+    @property
+    def settled(self) -> bool:
+        """Finished, or given back: it holds no quota and runs nothing here any more."""
+        return self.phase in _FINISHED or self.phase in _GIVEN_BACK
 
     # persistence -----------------------------------------------------------------------------
 
@@ -318,6 +329,21 @@ def _reject(key: str, generation: int, reason: RejectReason, message: str) -> Re
     )
 
 
+def _settle_given_back(record: Record, report: Report, now: float) -> Record:
+    """What is kept of a generation given back (see the module docstring)."""
+    return replace(
+        record,
+        phase=report.payload.phase,
+        job_names=(),
+        preempting=False,
+        reserved_at=None,
+        settling_since=None,
+        look_again_at=None,
+        last_report=report.payload,
+        finished_at=now,
+    )
+
+
 def _resend(record: Record) -> Step:
     """A redelivered message: say again where the workload is."""
     last = record.last_report
@@ -397,10 +423,12 @@ def on_offer(record: Record | None, offer: DispatchOffer, now: float) -> Step:
                 record, (_reject(key, offer.generation, RejectReason.STALE_GENERATION, message),)
             )
         if record.generation == offer.generation:
+            if record.settled:
+                return _resend(record)  # given back or finished: never run again
             if offer.bound and not record.bound:
                 return on_bind(record, Bind(workload=key, generation=offer.generation), now)
             return _resend(record)
-        stop = _stop(record) or (StopJobs(),)
+        stop = () if record.settled and not record.finished else (_stop(record) or (StopJobs(),))
     # The offer was decoded for this agent alone (nothing else holds it): no deep copy.
     workload = offer.workload.model_copy()
     workload.status = None
@@ -439,7 +467,7 @@ def on_bind(record: Record | None, bind: Bind, now: float) -> Step:
                 ),
             ),
         )
-    if record.bound:
+    if record.bound or record.settled:
         return _resend(record)
     if record.phase is WorkloadPhase.RESERVED:
         bound = replace(record, bound=True, phase=WorkloadPhase.ADMITTED, reserved_at=None)
@@ -449,27 +477,27 @@ def on_bind(record: Record | None, bind: Bind, now: float) -> Step:
 
 def on_withdraw(record: Record | None, message: Withdraw | Cancel, now: float) -> Step:
     """The hub takes the workload back (Withdraw) or the user cancelled it (Cancel): stop its
-    Jobs, forget it, report Withdrawn. A message about an older generation is ignored. Jobs
-    of a workload not held are deleted too (the agent may have lost track of them)."""
+    Jobs, report Withdrawn, keep the generation as given back (a repeated Withdraw repeats
+    its report). A message about an older generation is ignored. Jobs of a workload not
+    held are deleted too (the agent may have lost track of them)."""
     if record is not None and record.generation > message.generation:
         return Step(record)
-    stop = (StopJobs(),) if record is None else _stop(record)
     text = message.message or f"{message.type} by the hub"
     reason = message.reason or message.type
-    return Step(
-        None,
-        (
-            *stop,
-            _given_back(
-                message.workload, message.generation, WorkloadPhase.WITHDRAWN, reason, text, now
-            ),
-        ),
+    report = _given_back(
+        message.workload, message.generation, WorkloadPhase.WITHDRAWN, reason, text, now
     )
+    if record is None:
+        return Step(None, (StopJobs(), report))
+    if record.phase in _GIVEN_BACK and record.generation == message.generation:
+        return Step(record, (Report(record.last_report),) if record.last_report else ())
+    kept = _settle_given_back(record, report, now)
+    return Step(kept, (*_stop(record), report, Persist()))
 
 
 def on_fence(record: Record, message: str, now: float) -> Step:
-    """The lease ran out: everything not finished is stopped and given back (ClusterLost)."""
-    if record.finished:
+    """The lease ran out: everything not settled is stopped and given back (ClusterLost)."""
+    if record.settled:
         return Step(record)
     return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now)
 
@@ -538,10 +566,11 @@ def on_pending(record: Record, reason: PendingReason, now: float, cadence: Caden
 
 
 def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
-    """Preempted, evicted by the engine, or fenced: stop its Jobs, forget it, report Evicted
-    (a reservation too — the hub then queues it again)."""
+    """Preempted, evicted by the engine, or fenced: stop its Jobs, report Evicted (a
+    reservation too — the hub then queues it again), keep the generation as given back."""
     report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
-    return Step(None, (*_stop(record), report))
+    kept = _settle_given_back(record, report, now)
+    return Step(kept, (*_stop(record), report, Persist()))
 
 
 # materialisation -------------------------------------------------------------------------------
@@ -578,19 +607,15 @@ def on_timer(record: Record, now: float, cadence: Cadence) -> Step:
             f"not bound within {record.offer.reservation_timeout_seconds}s of reserving: "
             "the reservation is released"
         )
-        return Step(
-            None,
-            (
-                _given_back(
-                    record.key,
-                    record.generation,
-                    WorkloadPhase.WITHDRAWN,
-                    RESERVATION_EXPIRED,
-                    message,
-                    now,
-                ),
-            ),
+        report = _given_back(
+            record.key,
+            record.generation,
+            WorkloadPhase.WITHDRAWN,
+            RESERVATION_EXPIRED,
+            message,
+            now,
         )
+        return Step(_settle_given_back(record, report, now), (report, Persist()))
     if record.look_again_at is not None and record.look_again_at <= now:
         return Step(replace(record, look_again_at=None))
     return Step(record)

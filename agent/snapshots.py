@@ -99,7 +99,7 @@ class SnapshotCache:
 
     def _refresh(self, key: str, item: Record | None) -> None:
         cached = self._workloads.get(key)
-        if item is None or item.finished:
+        if item is None or item.settled:
             if cached is not None:
                 self._engine.pop(cached.engine.id, None)
                 if item is None:

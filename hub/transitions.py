@@ -392,12 +392,17 @@ def _from_bound(
 def apply_rejection(
     wl: Workload, cluster: str, generation: int, reason: str, message: str, now: datetime
 ) -> Workload:
-    """A cluster refused an offer (it can never admit it there): a nominee drops out, a
-    bound offer that was never admitted goes back to the hub. Anything else is stale."""
+    """A cluster refused an offer (it can never admit it there, or will not run that
+    generation again): a nominee drops out, a bound offer goes back to the hub (as an eviction
+    once it had been admitted). Anything else is stale."""
     st = _status(wl)
     if st.dispatch_generation != generation or is_finished(wl):
         return wl
-    if st.cluster_name == cluster and not is_admitted(wl):
+    if st.cluster_name == cluster:
+        if is_admitted(wl):
+            # A re-sent offer the cluster will not run again (it gave it back): whatever ran
+            # there stopped, so it is queued again.
+            return requeue(wl, "EvictedOnCluster", message or reason, now)
         return unbind(wl, cluster, reason, message, now)
     if st.cluster_name is None and cluster in st.nominated_cluster_names:
         return mark_offer_failed(wl, cluster, reason, message, now)

@@ -4,7 +4,7 @@ there, as a list of things to tell it (docs/exactly-once.md, "Reconnect").
 - held, and the hub no longer knows the workload: Cancel;
 - held at the current generation where it is bound or nominated: keep; a Reserved one that is
   bound is sent `Bind` again (the first was lost with the session); a phase the hub has not
-  heard yet (admitted, finished, reserved as a nominee) is applied as a report;
+  heard yet (admitted, finished, reserved as a nominee, given back) is applied as a report;
 - held otherwise (another generation, bound elsewhere, never offered here) and still live:
   Withdraw — the agent deletes its objects, it never resumes them;
 - bound or nominated here and not held: the offer is sent again.
@@ -90,4 +90,9 @@ def _news(wl: Workload, item: HeldWorkload, bound_here: bool) -> bool:
         return not _finished(wl)
     if phase in (WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING):
         return bound_here and not wl.is_condition_true("Admitted")
+    if phase in (WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN):
+        # Given back (fenced, preempted, released): its report may have been lost with the
+        # session, and the hub still counts on the cluster. Re-sending the offer instead
+        # would only hear this again: an agent never runs a generation it gave back.
+        return True
     return phase is WorkloadPhase.RESERVED  # a nominee's reservation: binds it

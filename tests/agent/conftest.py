@@ -20,6 +20,7 @@ from aiohttp import WSMsgType, web
 from agent.app import Agent
 from agent.k8s.client import KubeClient, open_client
 from agent.lease import LeaseTerms
+from agent.records import Record
 from agent.settings import AgentSettings, Timings
 from api.k8s.batch import Job
 from api.v1alpha1.conversions import workload_from_job
@@ -455,3 +456,15 @@ async def agents(kube: KubeClient, hub: FakeHub, tmp_path: Path) -> AsyncIterato
         yield runner
     finally:
         await runner.stop()
+
+
+def holds_running(agent: Agent) -> dict[str, Record]:
+    """The held workloads that are not settled (finished, or a generation given back): what
+    the agent still runs or may still run. A given-back generation stays held, settled, for
+    the finished TTL, so the hub re-offering it can never make it run again."""
+    return {k: r for k, r in agent.admission.held.items() if not r.settled}
+
+
+def given_back(agent: Agent, key: str) -> bool:
+    record = agent.admission.held.get(key)
+    return record is not None and record.phase in (WorkloadPhase.EVICTED, WorkloadPhase.WITHDRAWN)

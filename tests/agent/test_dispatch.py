@@ -105,7 +105,7 @@ async def test_an_offer_no_flavor_can_ever_hold_is_rejected_as_inadmissible(
     rejected = await hub.wait_for(lambda p: isinstance(p, OfferRejected))
     assert rejected.reason is RejectReason.INADMISSIBLE
     assert "exceeds" in rejected.message
-    assert not agent.admission.held
+    assert not agent.admission.held  # rejected: forgotten, not given back
 
 
 async def test_a_failing_job_is_reported_failed_with_its_exit_code_and_reason(

@@ -18,7 +18,7 @@ import pytest
 from agent.deadlines import USER_DEADLINE_ANNOTATION
 from agent.k8s.client import KubeClient, Resource
 from agent.lease import LeaseTerms
-from api.v1alpha1.messages import Hello, LeaseRenew, Withdraw, WorkloadPhase
+from api.v1alpha1.messages import HeldWorkload, Hello, LeaseRenew, Withdraw, WorkloadPhase
 from kubesim.testing import RunningSimulator
 from tests.agent.conftest import (
     CLUSTER,
@@ -26,6 +26,8 @@ from tests.agent.conftest import (
     AgentRunner,
     FakeHub,
     eventually,
+    given_back,
+    holds_running,
     job_source,
     offer_for,
     status,
@@ -76,7 +78,7 @@ async def test_an_agent_whose_lease_runs_out_deletes_its_jobs_and_reports_them_e
     assert evicted.pending_reason == "ClusterLost"
     assert "lease" in evicted.pending_message
     assert await job_or_none(kube, "stopped") is None
-    assert not agent.admission.held
+    assert not holds_running(agent) and given_back(agent, "team-a/job-stopped")
 
     # No lease, no work: a new offer waits until the hub grants one again.
     await hub.offer(offer_for(job_source("later", script="true")))
@@ -97,13 +99,16 @@ async def test_an_agent_cut_off_from_the_hub_fences_and_says_so_when_it_reconnec
 
     hub.refuse = True
     await hub.drop()
-    await eventually(lambda: not agent.admission.held, within=10)
+    await eventually(lambda: not holds_running(agent), within=10)
     assert await job_or_none(kube, "cut-off") is None
 
     hub.envelopes.clear()
     hub.refuse = False
     hello = await hub.wait_for(lambda p: isinstance(p, Hello))
-    assert hello.workloads == []
+    # Hello says it was given back too: a hub that re-offered it would only hear so again.
+    assert hello.workloads == [
+        HeldWorkload(workload="team-a/job-cut-off", generation=1, phase=WorkloadPhase.EVICTED)
+    ]
     evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "cut-off"))
     assert evicted.conditions[0].reason == "ClusterLost"
 
@@ -263,7 +268,7 @@ async def test_a_workload_withdrawn_on_reconnect_loses_its_jobs_and_is_never_res
     gone = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "moved"))
     assert gone.pending_reason == "NotDispatchedHere"
     await eventually(lambda: _no_job(kube, "moved"))
-    assert not agent.admission.held
+    assert not holds_running(agent) and given_back(agent, "team-a/job-moved")
     await asyncio.sleep(1.0)  # a pass or two later: nothing made it again
     assert await job_or_none(kube, "moved") is None
     after = hub.payloads[hub.payloads.index(gone) + 1 :]

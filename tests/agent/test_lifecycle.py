@@ -21,6 +21,8 @@ from tests.agent.conftest import (
     FakeHub,
     config,
     eventually,
+    given_back,
+    holds_running,
     job_source,
     offer_for,
     status,
@@ -48,7 +50,7 @@ async def test_a_withdrawn_workload_is_stopped_and_reported_withdrawn(
     assert gone.generation == 1 and gone.conditions[0].reason == "Rebalance"
     assert (gone.pending_reason, gone.pending_message) == ("Rebalance", "Withdraw by the hub")
     await eventually(lambda: _no_jobs(kube))
-    assert key not in agent.admission.held
+    assert given_back(agent, key) and not holds_running(agent)
 
 
 async def _no_jobs(kube: KubeClient) -> bool:

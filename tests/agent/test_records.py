@@ -113,6 +113,14 @@ def phase_of(step: Step) -> WorkloadPhase | None:
     return None if step.record is None else step.record.phase
 
 
+def assert_given_back(step: Step, phase: WorkloadPhase) -> None:
+    """The generation is kept as given back: settled, nothing made, its report kept."""
+    record = step.record
+    assert record is not None and record.settled and record.phase is phase
+    assert record.job_names == () and record.finished_at == NOW
+    assert record.last_report is not None and record.last_report.phase is phase
+
+
 # hub messages ----------------------------------------------------------------------------------
 
 
@@ -250,13 +258,17 @@ def test_a_bind(
         pytest.param(
             held(P.RUNNING),
             Withdraw(workload=KEY, generation=1, reason="BoundElsewhere"),
-            [("StopJobs", ("w",)), ("Report", P.WITHDRAWN, "BoundElsewhere", 1)],
+            [
+                ("StopJobs", ("w",)),
+                ("Report", P.WITHDRAWN, "BoundElsewhere", 1),
+                ("Persist", False),
+            ],
             id="a running workload withdrawn loses its Jobs",
         ),
         pytest.param(
             held(P.RESERVED, bound=False),
             Withdraw(workload=KEY, generation=1, reason="BoundElsewhere"),
-            [("Report", P.WITHDRAWN, "BoundElsewhere", 1)],
+            [("Report", P.WITHDRAWN, "BoundElsewhere", 1), ("Persist", False)],
             id="a withdrawn reservation is released with no call to the cluster",
         ),
         pytest.param(
@@ -268,16 +280,19 @@ def test_a_bind(
         pytest.param(
             held(P.ADMITTED, materialised=True),
             Cancel(workload=KEY, generation=1, reason="UserDelete"),
-            [("StopJobs", ("w",)), ("Report", P.WITHDRAWN, "UserDelete", 1)],
+            [("StopJobs", ("w",)), ("Report", P.WITHDRAWN, "UserDelete", 1), ("Persist", False)],
             id="a cancelled workload loses its Jobs",
         ),
     ],
 )
-def test_a_withdraw_or_cancel_forgets_the_workload(
+def test_a_withdraw_or_cancel_stops_the_workload_and_keeps_its_generation_as_given_back(
     before: Record | None, message: Withdraw | Cancel, expected: list[Any]
 ) -> None:
     step = on_withdraw(before, message, NOW)
-    assert step.record is None
+    if before is None:
+        assert step.record is None
+    else:
+        assert_given_back(step, P.WITHDRAWN)
     assert effects(step) == expected
 
 
@@ -289,7 +304,7 @@ def test_a_withdraw_of_an_older_generation_is_ignored() -> None:
 
 def test_a_withdrawn_report_says_who_asked_when_the_hub_gives_no_message() -> None:
     step = on_withdraw(held(P.RUNNING), Cancel(workload=KEY, generation=1, reason=""), NOW)
-    [_, sent] = step.effects
+    [_, sent, _] = step.effects
     assert isinstance(sent, Report)
     assert (sent.payload.pending_reason, sent.payload.pending_message) == (
         "Cancel",
@@ -303,22 +318,24 @@ def test_a_withdrawn_report_says_who_asked_when_the_hub_gives_no_message() -> No
     [
         pytest.param(
             held(P.RUNNING),
-            [("StopJobs", ("w",)), ("Report", P.EVICTED, "ClusterLost", 1)],
+            [("StopJobs", ("w",)), ("Report", P.EVICTED, "ClusterLost", 1), ("Persist", False)],
             id="a running workload is stopped and given back",
         ),
         pytest.param(
             held(P.RESERVED, bound=False),
-            [("Report", P.EVICTED, "ClusterLost", 1)],
+            [("Report", P.EVICTED, "ClusterLost", 1), ("Persist", False)],
             id="a reservation is dropped",
         ),
         pytest.param(
-            held(P.PENDING), [("Report", P.EVICTED, "ClusterLost", 1)], id="a pending offer too"
+            held(P.PENDING),
+            [("Report", P.EVICTED, "ClusterLost", 1), ("Persist", False)],
+            id="a pending offer too",
         ),
     ],
 )
 def test_a_fence_gives_back_everything_unfinished(before: Record, expected: list[Any]) -> None:
     step = on_fence(before, "fenced: the lease ran out", NOW)
-    assert step.record is None
+    assert_given_back(step, P.EVICTED)
     assert effects(step) == expected
 
 
@@ -412,25 +429,50 @@ def test_a_pending_reason(
     [
         pytest.param(
             held(P.RUNNING),
-            [("StopJobs", ("w",)), ("Report", P.EVICTED, "Preempted", 1)],
+            [("StopJobs", ("w",)), ("Report", P.EVICTED, "Preempted", 1), ("Persist", False)],
             id="a running victim loses its Jobs",
         ),
         pytest.param(
             held(P.ADMITTED),
-            [("StopJobs", ()), ("Report", P.EVICTED, "Preempted", 1)],
+            [("StopJobs", ()), ("Report", P.EVICTED, "Preempted", 1), ("Persist", False)],
             id="a victim still being materialised loses whatever Jobs it got",
         ),
         pytest.param(
             held(P.RESERVED, bound=False),
-            [("Report", P.EVICTED, "Preempted", 1)],
+            [("Report", P.EVICTED, "Preempted", 1), ("Persist", False)],
             id="a reservation is evicted like an admitted workload",
         ),
     ],
 )
 def test_an_eviction(before: Record, expected: list[Any]) -> None:
     step = on_evict(before, "Preempted", "preempted by team-a/job-high", NOW)
-    assert step.record is None
+    assert_given_back(step, P.EVICTED)
     assert effects(step) == expected
+
+
+@pytest.mark.parametrize(
+    "given_back",
+    [
+        on_evict(held(P.RUNNING), "ClusterLost", "fenced", NOW).record,
+        on_withdraw(held(P.RUNNING), Withdraw(workload=KEY, generation=1, reason="X"), NOW).record,
+    ],
+    ids=["evicted", "withdrawn"],
+)
+def test_a_generation_given_back_is_never_run_again_only_reported_again(
+    given_back: Record | None,
+) -> None:
+    assert given_back is not None
+    again = given_back.last_report
+    offer = on_offer(given_back, given_back.offer.model_copy(update={"bound": True}), NOW + 1)
+    bind = on_bind(given_back, Bind(workload=KEY, generation=1), NOW + 1)
+    withdraw = on_withdraw(given_back, Withdraw(workload=KEY, generation=1, reason="Y"), NOW + 1)
+    for step in (offer, bind, withdraw):
+        assert step.record is given_back
+        assert step.effects == (Report(again),) if again is not None else ()
+    newer = on_offer(given_back, given_back.offer.model_copy(update={"generation": 2}), NOW + 1)
+    assert newer.record is not None and newer.record.phase is P.PENDING
+    assert newer.record.generation == 2
+    assert not any(isinstance(e, StopJobs) for e in newer.effects)  # nothing runs to stop
 
 
 # timers ----------------------------------------------------------------------------------------
@@ -441,8 +483,8 @@ def test_a_reservation_not_bound_in_time_is_released() -> None:
     assert wakeup(reserved, CADENCE) == NOW  # the offer's 30 s
     assert on_timer(reserved, NOW - 0.1, CADENCE) == Step(reserved)
     step = on_timer(reserved, NOW, CADENCE)
-    assert step.record is None
-    assert effects(step) == [("Report", P.WITHDRAWN, RESERVATION_EXPIRED, 1)]
+    assert_given_back(step, P.WITHDRAWN)
+    assert effects(step) == [("Report", P.WITHDRAWN, RESERVATION_EXPIRED, 1), ("Persist", False)]
 
 
 def test_a_bound_workload_has_no_reservation_timer() -> None:
@@ -559,8 +601,8 @@ def seen(
         pytest.param(
             held(P.RUNNING, last_report=report(P.RUNNING, NOW - 5)),
             seen(P.FAILED, message="job w: DeadlineExceeded", fenced=True),
-            None,
-            [("StopJobs", ("w",)), ("Report", P.EVICTED, "ClusterLost", 1)],
+            P.EVICTED,
+            [("StopJobs", ("w",)), ("Report", P.EVICTED, "ClusterLost", 1), ("Persist", False)],
             id="a job failed by the fencing deadline is given back, not failed",
         ),
         pytest.param(

@@ -21,6 +21,8 @@ from tests.agent.conftest import (
     FakeHub,
     config,
     eventually,
+    given_back,
+    holds_running,
     job_source,
     offer_for,
     status,
@@ -80,7 +82,7 @@ async def test_a_reservation_not_bound_in_time_is_released_and_its_quota_admits_
 
     released = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "unbound"), within=5)
     assert released.pending_reason == "ReservationExpired"
-    assert "team-a/job-unbound" not in agent.admission.held
+    assert given_back(agent, "team-a/job-unbound")
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "waiting"))
     assert await jobs(kube) == ["waiting"]
 
@@ -150,7 +152,7 @@ async def test_a_withdrawn_reservation_is_released(
     await hub.send(Withdraw(workload="team-a/job-lost-race", generation=1, reason="BoundElsewhere"))
     gone = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "lost-race"))
     assert gone.pending_reason == "BoundElsewhere"
-    assert not agent.admission.held
+    assert not holds_running(agent) and given_back(agent, "team-a/job-lost-race")
     await hub.offer(offer_for(job_source("after", cpu="2", script="true")))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "after"))
 

@@ -177,3 +177,10 @@ def test_a_rejected_bound_offer_goes_back_to_the_hub_and_a_rejected_nominee_drop
     assert apply_rejection(transitions.for_change(stale), "east", 2, "R", "", NOW).status == (
         stale.status
     )
+
+
+def test_a_bound_cluster_that_refuses_an_admitted_workloads_offer_again_gives_it_back() -> None:
+    wl = bound_to("east", admitted=True)
+    after = apply_rejection(wl, "east", 2, "Rejected:StaleGeneration", "given back here", NOW)
+    assert after.status is not None and after.status.cluster_name is None
+    assert after.is_condition_true("Evicted") and after.status.requeue_state is not None

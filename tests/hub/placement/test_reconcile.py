@@ -1,0 +1,85 @@
+"""What a reconnecting agent is told (docs/exactly-once.md, "Reconnect"): the hub cancels what
+it no longer knows, withdraws what it gave elsewhere, binds again a reservation it bound,
+hears again what the agent did while they were apart — a generation given back included —
+and sends again the offers the agent does not hold."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from api.v1alpha1.messages import HeldWorkload, WorkloadPhase
+from api.v1alpha1.workload import Workload
+from hub import transitions
+from hub.placement.reconcile import reconcile
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+P = WorkloadPhase
+
+
+def _workload(name: str) -> Workload:
+    return Workload.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+def bound(name: str, cluster: str = "east", generation: int = 1, admitted: bool = True) -> Workload:
+    wl = transitions.mark_bound_offer(_workload(name), cluster, generation, NOW)
+    if admitted:
+        transitions.set_condition(wl, transitions.ADMITTED, True, "Admitted", "", NOW)
+    return wl
+
+
+def held(name: str, phase: WorkloadPhase, generation: int = 1) -> HeldWorkload:
+    return HeldWorkload(workload=f"team/{name}", generation=generation, phase=phase)
+
+
+@pytest.mark.parametrize(
+    ("item", "hub_view", "told"),
+    [
+        (held("gone", P.RUNNING), None, "cancel"),
+        (held("elsewhere", P.RUNNING), bound("elsewhere", "west"), "withdraw"),
+        (held("older", P.RUNNING, 1), bound("older", "east", 2), "withdraw"),
+        (held("done-elsewhere", P.SUCCEEDED), bound("done-elsewhere", "west"), None),
+        (held("reserved", P.RESERVED), bound("reserved", admitted=False), "bind"),
+        (held("ran", P.RUNNING), bound("ran", admitted=False), "catch_up"),
+        (held("running", P.RUNNING), bound("running"), None),
+        (held("finished", P.SUCCEEDED), bound("finished"), "catch_up"),
+        (held("fenced", P.EVICTED), bound("fenced"), "catch_up"),
+        (held("released", P.WITHDRAWN), bound("released", admitted=False), "catch_up"),
+    ],
+    ids=lambda v: v.workload if isinstance(v, HeldWorkload) else None,
+)
+def test_what_a_held_workload_is_told(
+    item: HeldWorkload, hub_view: Workload | None, told: str | None
+) -> None:
+    workloads = {} if hub_view is None else {item.workload: hub_view}
+    plan = reconcile("east", [item], workloads, [item.workload] if hub_view else [])
+    kinds = {
+        "cancel": plan.cancel,
+        "withdraw": plan.withdraw,
+        "bind": plan.bind,
+        "catch_up": plan.catch_up,
+    }
+    assert {k for k, items in kinds.items() if items} == ({told} if told else set())
+    assert plan.resend == []
+
+
+def test_what_the_hub_gave_the_cluster_and_it_does_not_hold_is_offered_again() -> None:
+    offered = transitions.mark_offered(_workload("asked"), ["east", "west"], 1, NOW)
+    workloads = {"team/kept": bound("kept"), "team/asked": offered}
+    plan = reconcile("east", [], workloads, ["team/kept", "team/asked"])
+    assert plan.resend == [("team/asked", False), ("team/kept", True)]
