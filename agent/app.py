@@ -1,9 +1,12 @@
 """Wiring: one `Agent` per member cluster — inventory mirrors, the admission shell, the hub
-session, capacity reports and log streams — run as guarded tasks until cancelled.
+session, the lease, capacity reports and log streams — run as guarded tasks until cancelled.
 
-Start-up order: restore state (last config, held workloads) → list nodes, pods and jobs →
-bring held workloads up to date (`AdmissionShell.prime`) → dial the hub (Hello carries the
-inventory and the held workloads) → admission loop and capacity loop. A crash of any eternal
+Start-up order: restore state (last config, lease terms, held workloads) → list nodes, pods
+and jobs → bring held workloads up to date (`AdmissionShell.prime`) → dial the hub (Hello
+carries the inventory and the held workloads) → admission, capacity, lease and deadline
+loops. The lease loop renews the lease over the session and fences the agent when it runs
+out (`agent.lease`); the deadline loop pushes the fencing deadline of running Jobs forward
+while the lease is held (`agent.deadlines`). A crash of any eternal
 task is logged and ends the agent (its supervisor restarts it; state and adoption make that
 safe). Cancellation (SIGTERM/SIGINT in `agent.main`) closes both lanes and leaves every Job
 running.
@@ -23,19 +26,25 @@ from typing import Any
 
 from agent.admission import AdmissionShell, Fence, ReapOrphans
 from agent.capacity import CapacityPacer, capacity_report
-from agent.errors import HubUnreachableError, K8sError
+from agent.deadlines import deadline_change
+from agent.errors import HubUnreachableError, K8sError, K8sNotFoundError
 from agent.hubclient import HubSession
 from agent.inventory import Inventory
-from agent.k8s.client import Kube, Resource
+from agent.k8s.client import JsonObject, Kube, Resource
+from agent.labels import Labels
+from agent.lease import Lease, LeaseTerms
 from agent.logs import LogStreams
 from agent.materialize import Materializer
+from agent.records import Cadence, observable
 from agent.settings import AGENT_VERSION, AgentSettings
 from agent.state import StateStore
 from api.v1alpha1.messages import (
+    Bind,
     Cancel,
     ConfigSync,
     DispatchOffer,
     Hello,
+    LeaseGrant,
     Payload,
     Withdraw,
 )
@@ -61,12 +70,18 @@ async def guard(name: str, coro: Coroutine[Any, Any, None]) -> None:
 
 class Agent:
     def __init__(
-        self, settings: AgentSettings, kube: Kube, *, clock: Callable[[], float] = time.time
+        self,
+        settings: AgentSettings,
+        kube: Kube,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         timings = settings.timings
         self.settings = settings
         self.kube = kube
         self.clock = clock
+        self.monotonic = monotonic
         self.pacer = CapacityPacer(
             debounce=timings.capacity_debounce, heartbeat=timings.capacity_heartbeat
         )
@@ -77,6 +92,14 @@ class Agent:
             retry_delay=timings.watch_retry,
         )
         self.store = StateStore(settings.state_dir)
+        self.lease = Lease(
+            self._last_terms(), started=monotonic(), unleased_interval=timings.unleased_renewal
+        )
+        self._next_renewal = 0.0
+        self._lease_wake = asyncio.Event()
+        self._terms_changed = asyncio.Event()
+        self.deadline_writes = 0
+        """Job deadline PATCHes sent (what fencing costs in API writes)."""
         self.materializer = Materializer(kube)
         self.session = HubSession(
             settings,
@@ -92,12 +115,16 @@ class Agent:
             materializer=self.materializer,
             inventory=self.inventory,
             reporter=self.session,
+            lease=self.lease,
+            cadence=Cadence(
+                status_interval=timings.status_interval,
+                pending_refresh=timings.pending_refresh,
+                finished_ttl=timings.finished_ttl,
+            ),
             clock=clock,
+            monotonic=monotonic,
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
-            status_interval=timings.status_interval,
-            pending_refresh=timings.pending_refresh,
-            finished_ttl=timings.finished_ttl,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,
@@ -133,18 +160,23 @@ class Agent:
 
     async def _on_connect(self) -> None:
         log.info("connected to the hub %s as %s", self.settings.hub, self.settings.cluster)
+        # The renewal first: nothing is admitted here until its grant comes back.
+        self.lease.session_started()
+        await self._renew()
         await self.send_capacity()
         # The latest report of every held workload again, acknowledged or not: a hub that
         # crashed after acking (before storing) a report would otherwise never learn it.
         # Reports are idempotent, so this costs one message per held workload.
-        for report in list(self.admission.last_reports.values()):
+        for report in self.admission.latest_reports():
             self.session.report(report)
 
     async def _on_disconnect(self) -> None:
         await self.logs.close_all()
 
     async def _on_message(self, payload: Payload) -> None:
-        if isinstance(payload, ConfigSync | DispatchOffer | Withdraw | Cancel):
+        if isinstance(payload, LeaseGrant):
+            self._on_grant(payload)
+        elif isinstance(payload, ConfigSync | DispatchOffer | Bind | Withdraw | Cancel):
             self.admission.submit(payload)
         else:
             log.error("unexpected %s from the hub; ignored", payload.type)
@@ -167,21 +199,121 @@ class Agent:
         with contextlib.suppress(HubUnreachableError):
             await self.session.send(report)
 
-    async def _fence_loop(self, after: float) -> None:
-        """Self-fencing: stop everything once the hub has been gone for `after` seconds
-        (never before the first connection)."""
-        session = self.session
-        while True:
-            await session.connected.wait()
-            await session.disconnected.wait()
+    # the lease -------------------------------------------------------------------------------
+
+    def _last_terms(self) -> LeaseTerms:
+        text = self.store.load_lease_terms()
+        if text is not None:
             try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
-                async with asyncio.timeout(after):
-                    await session.connected.wait()
-            except TimeoutError:
-                message = f"fenced: no contact with the hub for {after:g}s"
-                log.warning("%s; stopping every running workload", message)
+                return LeaseTerms.from_json(text)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("ignoring unreadable lease terms: %s", exc)
+        return LeaseTerms()
+
+    async def _renew(self) -> None:
+        now = self.monotonic()
+        self._next_renewal = now + self.lease.renew_interval()
+        self._lease_wake.set()
+        with contextlib.suppress(HubUnreachableError):
+            await self.session.send(self.lease.renewal(now))
+
+    def _on_grant(self, grant: LeaseGrant) -> None:
+        now = self.monotonic()
+        was_held = self.lease.held(now)
+        if self.lease.grant(grant, now):
+            self.store.save_lease_terms(self.lease.terms.to_json())
+            self._terms_changed.set()
+        if self.lease.held(now) and not was_held:
+            log.info(
+                "lease granted (%gs, grace %gs, fencing %s)",
+                self.lease.terms.lease_seconds,
+                self.lease.terms.grace_seconds,
+                "on" if self.lease.terms.enabled else "off",
+            )
+            self.admission.lease_granted()
+        self._lease_wake.set()
+
+    async def _lease_loop(self) -> None:
+        """Renew the lease while connected (`Lease.renew_interval`); when it runs out, fence:
+        the admission loop stops every held workload."""
+        lease = self.lease
+        while True:
+            now = self.monotonic()
+            if lease.expired(now) and not lease.fenced:
+                lease.fenced = True
+                if lease.deadline is None:
+                    message = (
+                        f"fenced: no lease from the hub within {lease.terms.lease_seconds:g}s "
+                        "of starting"
+                    )
+                else:
+                    message = (
+                        f"fenced: the lease from the hub ran out {now - lease.deadline:.1f}s ago"
+                    )
                 self.admission.submit(Fence(message))
+            connected = self.session.connected.is_set()
+            if connected and now >= self._next_renewal:
+                await self._renew()
+                continue
+            times = [self._next_renewal] if connected else []
+            fence_at = lease.fence_at()
+            if fence_at is not None and not lease.fenced:
+                times.append(fence_at)
+            timeout = max(0.0, min(times) - now) if times else None
+            self._lease_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._lease_wake.wait()
+
+    def _fenced_jobs(self) -> list[JsonObject]:
+        """The Jobs whose fencing deadline the agent keeps: those of the current generation
+        of every bound workload that runs here."""
+        out = []
+        for record in list(self.admission.held.values()):
+            if not (record.bound and observable(record)):
+                continue
+            namespace, name = record.key.split("/", 1)
+            generation = str(record.generation)
+            out += [
+                job
+                for job in self.inventory.workload_jobs(namespace, name)
+                if ((job.get("metadata") or {}).get("labels") or {}).get(Labels.GENERATION)
+                == generation
+            ]
+        return out
+
+    async def _deadline_loop(self) -> None:
+        """While the lease is held, every sixth of a lease: push the fencing deadline of the
+        running Jobs forward where less than half a lease of it is left (or take it off when
+        fencing is off). One PATCH of one field per Job per half lease at most."""
+        while True:
+            # (A grant with new terms wakes it: the pace follows the lease granted.)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.lease.terms.lease_seconds / 6):
+                    await self._terms_changed.wait()
+            self._terms_changed.clear()
+            now = self.monotonic()
+            if not self.lease.held(now):
+                continue
+            stop_by = self.lease.stop_by(now, self.clock())
+            half_lease = self.lease.terms.lease_seconds / 2
+            for job in self._fenced_jobs():
+                change = deadline_change(
+                    job, stop_by=stop_by, half_lease=half_lease, now=self.clock()
+                )
+                if change is None or not self.lease.held(self.monotonic()):
+                    continue
+                meta = job["metadata"]
+                try:
+                    await self.kube.patch(
+                        Resource.JOBS, meta["namespace"], meta["name"], change.patch()
+                    )
+                except K8sNotFoundError:
+                    continue  # deleted meanwhile
+                except K8sError as exc:
+                    log.warning("cannot move the deadline of job %s: %s", meta["name"], exc)
+                    continue
+                self.deadline_writes += 1
 
     async def _orphan_loop(self, grace: float) -> None:
         """After each Hello, once the hub has had `grace` seconds to re-offer what it wants
@@ -221,8 +353,8 @@ class Agent:
                 tasks.create_task(
                     guard("orphans", self._orphan_loop(self.settings.timings.orphan_grace))
                 )
-                if self.settings.fence_after is not None:
-                    tasks.create_task(guard("fencing", self._fence_loop(self.settings.fence_after)))
+                tasks.create_task(guard("lease", self._lease_loop()))
+                tasks.create_task(guard("deadlines", self._deadline_loop()))
                 self.ready.set()
         finally:
             await self.logs.close_all()

@@ -3,7 +3,7 @@ relist on 410), and the node summary the Hello and capacity reports carry.
 
 Pods and jobs are mirrored cluster-wide (node free capacity needs every pod's requests);
 `workload_jobs` / `workload_pods` select the ones MultiQ made, by the labels materialisation
-puts on them.
+puts on them (`agent.labels`, re-exported here).
 
 Called by: agent.app (runs the mirrors, wakes the loop on change), agent.status,
 agent.capacity, agent.logs, agent.materialize (adoption).
@@ -12,37 +12,16 @@ agent.capacity, agent.logs, agent.materialize (adoption).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable
 
 from agent.k8s.client import JsonObject, Kube, Resource
 from agent.k8s.watching import Mirror
+from agent.labels import Labels
 from api.k8s.pod import ResourceList
 from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
 __all__ = ["Inventory", "Labels"]
-
-
-class Labels:
-    """The labels MultiQ puts on every object it creates for a workload."""
-
-    NAMESPACE = "multiq.dev/workload-namespace"
-    NAME = "multiq.dev/workload-name"
-    UID = "multiq.dev/workload-uid"
-    GENERATION = "multiq.dev/dispatch-generation"
-    MANAGED = "multiq.dev/managed-by"
-    MANAGED_VALUE = "multiq-agent"
-    WORKLOAD_ANNOTATION = "multiq.dev/workload"
-    """Annotation with the full `namespace/name` (a label value holds at most 63 chars)."""
-
-    @staticmethod
-    def value(text: str) -> str:
-        """`text` as a label value: itself when short enough, else shortened with a hash."""
-        if len(text) <= 63:
-            return text
-        digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-        return f"{text[:52].rstrip('-._')}-{digest}"
 
 
 def _ready(node: JsonObject) -> bool:

@@ -16,7 +16,8 @@ assigned flavor's nodeLabels merged into nodeSelector and its tolerations append
 partially admitted pod set runs with the admitted count as parallelism (and completions, when
 they were equal). Jobs are created unsuspended; Kueue's queue-name label is dropped so a Kueue
 on the member cluster does not manage them too; server-owned metadata and the selector are
-stripped.
+stripped. Every Job carries the fencing deadline it is given (`agent.deadlines`: the smaller of
+the agent's and the user's `activeDeadlineSeconds`, the user's remembered in an annotation).
 
 `Materializer.ensure` creates the namespace when missing and each planned Job unless one of
 that name exists: an existing Job with the same workload uid and generation is adopted (after
@@ -24,7 +25,11 @@ an agent restart, or a redelivered offer); one of an older generation of the sam
 deleted first; anything else is a conflict (`MaterializeError`). Names are deterministic, so
 creating twice is impossible.
 
-Called by: agent.admission (on admission, and to stop: `delete_all`).
+`Materializer.make` keeps ensuring while the workload is still wanted, through transient
+errors; `stop` deletes a workload's Jobs (from the inventory's mirror when it has them all,
+else by a LIST); `reap` deletes running Jobs of workloads nobody holds.
+
+Called by: agent.admission (on admission, to stop, to reap orphans).
 """
 
 from __future__ import annotations
@@ -32,22 +37,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.deadlines import with_deadline
 from agent.errors import (
     K8sAlreadyExistsError,
     K8sConflictError,
     K8sNotFoundError,
     MaterializeError,
 )
-from agent.inventory import Labels
 from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
+from agent.labels import Labels
+from agent.retry import K8S_TRANSIENT
 from api.v1alpha1.queues import ResourceFlavor
 from api.v1alpha1.workload import Admission, Workload
 
 __all__ = ["Materializer", "identity_labels", "plan_jobs"]
+
+log = logging.getLogger(__name__)
 
 _ATTEMPTS = 50
 _PAUSE = 0.2
@@ -185,8 +195,10 @@ def plan_jobs(
     source: Mapping[str, Any] | None,
     admission: Admission,
     flavors: Mapping[str, ResourceFlavor],
+    deadline_seconds: int | None = None,
 ) -> list[JsonObject]:
-    """The batch/v1 Jobs that run the admitted workload (pure; see the module docstring)."""
+    """The batch/v1 Jobs that run the admitted workload (pure; see the module docstring).
+    `deadline_seconds`: the fencing deadline (None: fencing is off)."""
     namespace = workload.metadata.namespace or "default"
     labels = identity_labels(workload, generation)
     injections = _injections(workload, admission, flavors)
@@ -197,7 +209,7 @@ def plan_jobs(
             **(job["metadata"].get("annotations") or {}),
             Labels.WORKLOAD_ANNOTATION: key,
         }
-    return jobs
+    return [with_deadline(job, deadline_seconds) for job in jobs]
 
 
 def _plan(
@@ -311,6 +323,13 @@ def _jobs_for_pod_sets(
     return jobs
 
 
+def _job_done(job: JsonObject) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
 class Materializer:
     """Creates and deletes a workload's Jobs; see the module docstring."""
 
@@ -383,11 +402,80 @@ class Materializer:
             f"{_ATTEMPTS * _PAUSE:.0f}s"
         )
 
-    async def delete_all(self, namespace: str, name: str, uid: str | None = None) -> int:
-        """Delete every Job made for workload namespace/name (any generation); returns how many."""
+    async def make(
+        self,
+        plan: Callable[[], Sequence[JsonObject] | None],
+        wanted: Callable[[], bool],
+        *,
+        what: str,
+    ) -> list[str] | None:
+        """Create (or adopt) the Jobs `plan()` returns for as long as `wanted()`: transient
+        errors that outlast the client's own retries are retried here, more slowly each time;
+        `plan()` returning None means not now (the agent holds no lease). Returns the Jobs'
+        names, or None once no longer wanted; a conflict or an invalid Job raises
+        (`MaterializeError`, `K8sClientError`)."""
+        delay = 0.5
+        while wanted():
+            jobs = plan()
+            if jobs is None:
+                await asyncio.sleep(0.2)
+                continue
+            try:
+                await self.ensure(jobs)
+            except K8S_TRANSIENT as exc:
+                log.warning("materialising %s: %s; retrying in %.1fs", what, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            return [str(j["metadata"]["name"]) for j in jobs]
+        return None
+
+    async def stop(
+        self, namespace: str, name: str, mirrored: Sequence[JsonObject], job_names: Sequence[str]
+    ) -> None:
+        """Delete the Jobs of workload namespace/name. Once `mirrored` (the inventory's) has
+        all of `job_names`, those go without a LIST (a selector query over every Job in the
+        cluster, on every eviction); while some may still be being created, ask the server."""
+        have = {str((j.get("metadata") or {}).get("name")) for j in mirrored}
+        if job_names and set(job_names) <= have:
+            await self.delete_jobs(mirrored)
+        else:
+            await self.delete_all(namespace, name)
+
+    async def reap(self, managed: Sequence[JsonObject], held: Container[str]) -> None:
+        """Delete the running Jobs among `managed` whose workload is not `held` (a finished
+        Job runs nothing: its own TTL decides when it goes)."""
+        for job in managed:
+            meta = job.get("metadata") or {}
+            key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
+            if not key or key in held or meta.get("deletionTimestamp") or _job_done(job):
+                continue
+            namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+            log.warning(
+                "deleting job %s/%s: it runs %s, which this agent does not hold and the hub "
+                "did not offer again",
+                namespace,
+                name,
+                key,
+            )
+            with contextlib.suppress(K8sNotFoundError):
+                await self.kube.delete(Resource.JOBS, namespace, name, uid=meta.get("uid"))
+
+    async def delete_all(
+        self,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        *,
+        generation: int | None = None,
+    ) -> int:
+        """Delete every Job made for workload namespace/name (of that uid and generation,
+        when given); returns how many."""
         selector = {Labels.NAMESPACE: namespace, Labels.NAME: Labels.value(name)}
         if uid:
             selector[Labels.UID] = uid
+        if generation is not None:
+            selector[Labels.GENERATION] = str(generation)
         jobs = await self.kube.list(Resource.JOBS, label_selector=labels_selector(selector))
         return await self.delete_jobs(jobs.items)
 

@@ -56,6 +56,9 @@ class Timings(BaseModel):
     pending_refresh: float = 30.0
     """At most one Pending report per workload this often when only its message changes
     (the amounts in it move with every admission; a new reason is reported at once)."""
+    unleased_renewal: float = 1.0
+    """How often the lease is renewed after a Hello until the hub first grants it (then every
+    third of the granted lease)."""
 
 
 class AgentSettings(BaseModel):
@@ -79,9 +82,6 @@ class AgentSettings(BaseModel):
     """Bound of each log stream's buffer; the oldest lines are dropped past it."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
-    fence_after: float | None = Field(default=None, gt=0)
-    """Self-fencing: after this many seconds without the hub, stop every running workload
-    and report it Evicted (ClusterLost) on reconnect. None (the default): keep running."""
 
     @model_validator(mode="after")
     def _hub_is_http(self) -> AgentSettings:
@@ -106,12 +106,6 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         "--state-dir", default=env("MULTIQ_AGENT_STATE_DIR", ".multiq-agent"), type=Path
     )
     parser.add_argument("--log-level", default=env("MULTIQ_AGENT_LOG_LEVEL", "INFO"))
-    parser.add_argument(
-        "--fence-after",
-        type=float,
-        default=env("MULTIQ_AGENT_FENCE_AFTER"),
-        help="seconds without the hub after which running workloads are stopped (default: off)",
-    )
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -129,5 +123,4 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         context=args.context,
         state_dir=args.state_dir,
         log_level=args.log_level.upper(),
-        fence_after=float(args.fence_after) if args.fence_after else None,
     )

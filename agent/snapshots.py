@@ -4,10 +4,11 @@ api form the agent reports and persists.
 
 The cycle runs on every event, so `SnapshotCache.build` must not re-convert everything, nor
 even look at everything: the configuration is converted once per ConfigSync (with
-`agent.engine.from_api`), each workload once per change of its status object (the shell
-replaces `workload.status` on every transition, never mutates it in place), finished
-workloads are left out (they hold no quota), and the shell names the workloads it changed
-since the last build, so a build costs what changed plus one dict copy.
+`agent.engine.from_api`), each workload once per change of its workload object (records are
+immutable: a transition that changes the status makes a new workload), finished workloads
+are left out (they hold no quota), and the shell names the workloads it changed since the
+last build, so a build costs what changed plus one dict copy. A reservation holds its quota
+like an admitted workload: its status carries the admission.
 
 Called by: agent.admission (every cycle, and on admission); agent.capacity reads the result.
 """
@@ -21,7 +22,7 @@ from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot, WorkloadId
 from agent.engine.snapshot import Workload as EngineWorkload
-from agent.state import Held
+from agent.records import Record
 from api.quantity import Quantity
 from api.v1alpha1.messages import ConfigSync
 from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
@@ -65,21 +66,15 @@ class SnapshotCache:
         self._engine: dict[WorkloadId, EngineWorkload] = {}
         """What the last snapshot held: the converted unfinished workloads, by engine id."""
 
-    def forget(self, key: str) -> None:
-        cached = self._workloads.pop(key, None)
-        if cached is not None:
-            self._engine.pop(cached.engine.id, None)
-
     def build(
         self,
         config: ConfigSync | None,
-        held: Mapping[str, Held],
-        preempting: Iterable[str],
+        held: Mapping[str, Record],
         changed: Iterable[str] | None = None,
     ) -> Snapshot:
         """The snapshot of `config` and the unfinished workloads of `held`. `changed`: the
-        keys whose workload, status, finishing or preempting may differ since the last
-        build (None: any of them)."""
+        keys whose record may differ since the last build — forgotten ones included — (None:
+        any of them)."""
         cfg = config or ConfigSync(revision=0)
         if self._base is None or self._config is not cfg:
             self._base = build_snapshot(
@@ -93,23 +88,25 @@ class SnapshotCache:
             self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
             self._workloads.clear()
             changed = None
-        sticky_keys = set(preempting)
         if changed is None:
             self._engine = {}
             keys: Iterable[str] = held
         else:
             keys = changed
         for key in keys:
-            self._refresh(key, held.get(key), key in sticky_keys)
+            self._refresh(key, held.get(key))
         return dataclasses.replace(self._base, workloads=dict(self._engine))
 
-    def _refresh(self, key: str, item: Held | None, sticky: bool) -> None:
+    def _refresh(self, key: str, item: Record | None) -> None:
         cached = self._workloads.get(key)
         if item is None or item.finished:
             if cached is not None:
                 self._engine.pop(cached.engine.id, None)
+                if item is None:
+                    del self._workloads[key]
             return
-        wl = item.offer.workload
+        wl = item.workload
+        sticky = item.preempting
         if (
             cached is None
             or cached.workload is not wl

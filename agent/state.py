@@ -1,102 +1,40 @@
 """What the agent remembers across restarts, in `--state-dir`: the last ConfigSync from the
-hub (`config.json`), and every workload it holds (`held.db`, SQLite).
+hub (`config.json`), the last lease terms it granted (`lease.json`, written only when they
+change), and every workload it holds (`held.db`, SQLite).
 
 Each held workload is one row: the offer as received (written once — it carries the pod
-templates and the source, the bulk) and what changes (generation, phase, the workload's
-status with its admission, the Jobs made). One `save_many` is one transaction, so a crash
-leaves every row as it was before or after the batch; WAL with synchronous=NORMAL survives a
-killed agent (the case that matters: the cluster keeps running its Jobs) at the cost of one
-transaction, not a file per workload. `save_many` is blocking and meant for a worker thread
-(the admission loop batches one write per workload per pass and hands them to
-`asyncio.to_thread`); calls from different threads are serialised.
+templates and the source, the bulk) and what changes (generation, phase, binding, the
+workload's status with its admission, the Jobs made), both as JSON text that agent.records
+writes and reads. One `save_many` is one transaction, so a crash leaves every row as it was
+before or after the batch; WAL with synchronous=NORMAL survives a killed agent (the case that
+matters: the cluster keeps running its Jobs) at the cost of one transaction, not a file per
+workload. `save_many` is blocking and meant for a worker thread (the admission loop batches
+one write per workload per pass and hands them to `asyncio.to_thread`); calls from different
+threads are serialised.
 
-Persisted transitions: offered, materialised (admission and Job names), finished, forgotten.
-Running is not persisted: it is re-observed from the cluster after a restart.
-
-Called by: agent.admission (save/forget held workloads, config), agent.app (load at start).
+Called by: agent.admission (save/forget held workloads, config), agent.app (load at start,
+lease terms).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
-from api.v1alpha1.messages import ConfigSync, DispatchOffer, WorkloadPhase
-from api.v1alpha1.workload import WorkloadStatus
+from api.v1alpha1.messages import ConfigSync
 
-__all__ = ["Held", "StateStore"]
+__all__ = ["StateStore"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(slots=True)
-class Held:
-    """A workload this cluster holds (pending, admitted, running or finished)."""
-
-    offer: DispatchOffer
-    phase: WorkloadPhase = WorkloadPhase.PENDING
-    offered_at: float = 0.0
-    job_names: list[str] = field(default_factory=list)
-    """The Jobs materialisation made (empty until they all exist)."""
-    key: str = field(init=False)
-    """namespace/name: how the hub and the agent name the workload (set once: every pass
-    looks it up for every workload it touches)."""
-
-    def __post_init__(self) -> None:
-        meta = self.offer.workload.metadata
-        self.key = f"{meta.namespace or 'default'}/{meta.name}"
-
-    @property
-    def generation(self) -> int:
-        return self.offer.generation
-
-    @property
-    def finished(self) -> bool:
-        return self.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED)
-
-    def offer_json(self) -> str:
-        """The offer as received (without the status the agent adds)."""
-        bare = self.offer.model_copy(
-            update={"workload": self.offer.workload.model_copy(update={"status": None})}
-        )
-        return bare.model_dump_json(by_alias=True, exclude_none=True)
-
-    def state_json(self) -> str:
-        status = self.offer.workload.status
-        return json.dumps(
-            {
-                "generation": self.generation,
-                "phase": self.phase.value,
-                "offeredAt": self.offered_at,
-                "jobNames": self.job_names,
-                "status": None
-                if status is None
-                else status.model_dump(mode="json", by_alias=True, exclude_none=True),
-            }
-        )
-
-    @classmethod
-    def from_json(cls, offer_text: str, state_text: str) -> Held:
-        offer = DispatchOffer.model_validate_json(offer_text)
-        state = json.loads(state_text)
-        if state.get("generation") != offer.generation:
-            raise ValueError("state and offer disagree on the generation")
-        if state.get("status") is not None:
-            offer.workload.status = WorkloadStatus.model_validate(state["status"])
-        return cls(
-            offer=offer,
-            phase=WorkloadPhase(state["phase"]),
-            offered_at=float(state.get("offeredAt", 0.0)),
-            job_names=list(state.get("jobNames") or []),
-        )
+T = TypeVar("T")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -143,15 +81,30 @@ class StateStore:
             log.error("ignoring unreadable %s: %s", path, exc)
             return None
 
-    def save(self, held: Held, *, with_offer: bool = True) -> None:
-        self.save_many([(held.key, held.offer_json() if with_offer else None, held.state_json())])
+    def save_lease_terms(self, text: str) -> None:
+        _write_atomic(self.directory / "lease.json", text)
 
-    def save_many(self, items: Iterable[tuple[str, str | None, str]]) -> None:
+    def load_lease_terms(self) -> str | None:
+        path = self.directory / "lease.json"
+        try:
+            return path.read_text() if path.exists() else None
+        except OSError as exc:
+            log.error("ignoring unreadable %s: %s", path, exc)
+            return None
+
+    def save(self, key: str, offer_text: str | None, state_text: str) -> None:
+        self.save_many([(key, offer_text, state_text)])
+
+    def save_many(
+        self, items: Iterable[tuple[str, str | None, str]], forget: Iterable[str] = ()
+    ) -> None:
         """Write (key, offer JSON or None to keep the stored one, state JSON) for each
-        workload, all in one transaction."""
+        workload and delete the rows of `forget`, all in one transaction."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
+                for key in forget:
+                    self._db.execute("DELETE FROM held WHERE key = ?", (key,))
                 for key, offer_text, state_text in items:
                     if offer_text is not None:
                         self._db.execute(
@@ -171,13 +124,15 @@ class StateStore:
         with self._lock:
             self._db.execute("DELETE FROM held WHERE key = ?", (key,))
 
-    def load_all(self) -> list[Held]:
+    def load_all(self, decode: Callable[[str, str], T]) -> list[T]:
+        """Every row, decoded by `decode(offer JSON, state JSON)`; unreadable rows are logged
+        and skipped."""
         with self._lock:
             rows = self._db.execute("SELECT key, offer, state FROM held ORDER BY key").fetchall()
         out = []
         for key, offer_text, state_text in rows:
             try:
-                out.append(Held.from_json(offer_text, state_text))
+                out.append(decode(offer_text, state_text))
             except (ValueError, KeyError, ValidationError) as exc:
                 log.error("ignoring unreadable held workload %s: %s", key, exc)
         return out

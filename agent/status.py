@@ -1,24 +1,28 @@
 """What a held workload's Jobs and pods say about it: phase, pod counts and container exits.
 
 `observe` is pure over the mirrored objects: Failed when any of the workload's Jobs has a
-Failed condition, Succeeded when every Job it made is Complete, Running once a pod runs,
+Failed condition (`fenced` when the agent's own fencing deadline failed it, see
+agent.deadlines), Succeeded when every Job it made is Complete, Running once a pod runs,
 otherwise Admitted. `report_changed` decides whether a new report is worth sending (phase,
 pod counts or exits changed). The cadence (applied by agent.admission): a phase change is
 reported at once; a change of pod counts alone at most once per `status_interval` (1 s).
 
-Called by: agent.admission (after every inventory change).
+Called by: agent.admission (after every inventory change); agent.records decides with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from agent.inventory import Labels
-from agent.k8s.client import JsonObject
+from agent.deadlines import stopped_by_fencing
+from agent.labels import Labels
 from api.v1alpha1.messages import ContainerExit, PodCounts, WorkloadPhase, WorkloadStatusReport
 
 __all__ = ["MAX_EXITS", "Observation", "observe", "report_changed"]
+
+JsonObject = dict[str, Any]
 
 MAX_EXITS = 50
 
@@ -29,6 +33,8 @@ class Observation:
     pods: PodCounts
     exits: tuple[ContainerExit, ...]
     message: str = ""
+    fenced: bool = False
+    """Failed by the deadline the agent set for fencing (not by the user's own)."""
 
 
 def _condition(job: JsonObject, kind: str) -> JsonObject | None:
@@ -101,7 +107,8 @@ def observe(
             message = (
                 f"job {meta.get('name')}: {failed.get('reason', '')} {failed.get('message', '')}"
             )
-            return Observation(WorkloadPhase.FAILED, counts, exits, message.strip())
+            fenced = failed.get("reason") == "DeadlineExceeded" and stopped_by_fencing(job)
+            return Observation(WorkloadPhase.FAILED, counts, exits, message.strip(), fenced)
     complete = {
         str((j.get("metadata") or {}).get("name")) for j in jobs if _condition(j, "Complete")
     }

@@ -7,13 +7,18 @@ An in-process hub peer (the component tests' `FakeHub`) sends `--offers` small J
 as a burst, or at `--rate` offers/s — into one cluster queue with room for all of them; the
 figures are the offer
 rate, offer→Admitted latency (p50/p99, from the hub's send to the report's arrival), the
-admission throughput and the time until every workload is reported Succeeded. Prints JSON.
+admission throughput, the time until every workload is reported Succeeded, and the CPU this
+process spent per workload meanwhile (the agent and the hub peer; kubesim too unless
+`--separate` runs it in its own process — use `--separate` to compare the agent's cost), and
+how much of it went to the garbage collector, which runs with `multiq-agent`'s settings.
+Prints JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import statistics
 import sys
@@ -25,6 +30,7 @@ from pathlib import Path
 
 from agent.app import Agent
 from agent.k8s.client import open_client
+from agent.main import GC_THRESHOLDS
 from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
 from kubesim.cluster import ClusterConfig
 from kubesim.testing import running
@@ -107,7 +113,9 @@ async def bench(
                                 done.setdefault(p.workload, now)
                     seen = len(hub.envelopes)
 
+                collector.clear()
                 start = time.perf_counter()
+                cpu_start = time.process_time()
                 for i in range(offers):
                     if rate is not None:
                         delay = start + i / rate - time.perf_counter()
@@ -122,7 +130,9 @@ async def bench(
                     await asyncio.sleep(0.02)
                 collect()
                 total = time.perf_counter() - start
+                cpu = time.process_time() - cpu_start
                 latencies = [admitted[k] - sent[k] for k in admitted if k in sent]
+                cycles = agent.admission.cycles
                 await runner.stop()
     finally:
         await hub.stop()
@@ -140,6 +150,9 @@ async def bench(
         "admit_latency_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
         "admitted_per_s": round(len(admitted) / last_admit, 1),
         "all_succeeded_s": round(total, 2),
+        "process_cpu_ms_per_workload": round(cpu * 1000 / offers, 2),
+        "gc_ms_per_workload": round(sum(collector) * 1000 / offers, 2),
+        "admission_cycles": cycles,
     }
 
 
@@ -151,7 +164,23 @@ async def _wait(check: Callable[[], bool], within: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
+collector: list[float] = []
+"""Seconds of each garbage collection since the offers started."""
+_collecting: list[float] = []
+
+
+def _time_collections(phase: str, _info: dict[str, int]) -> None:
+    if phase == "start":
+        _collecting[:] = [time.process_time()]
+    elif _collecting:
+        collector.append(time.process_time() - _collecting[0])
+
+
 def main() -> None:
+    # As `multiq-agent` runs (agent.main): start-up objects frozen, young collections rarer.
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.callbacks.append(_time_collections)
     parser = argparse.ArgumentParser()
     parser.add_argument("--offers", type=int, default=500)
     parser.add_argument("--nodes", type=int, default=20)

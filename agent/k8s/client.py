@@ -94,6 +94,10 @@ class Kube(Protocol):
         self, resource: Resource, namespace: str | None, body: JsonObject
     ) -> JsonObject: ...
 
+    async def patch(
+        self, resource: Resource, namespace: str, name: str, body: JsonObject
+    ) -> JsonObject: ...
+
     async def delete(
         self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
     ) -> None: ...
@@ -290,6 +294,23 @@ class KubeClient:
                     )
                 )
         raise AssertionError(resource)
+
+    async def patch(
+        self, resource: Resource, namespace: str, name: str, body: JsonObject
+    ) -> JsonObject:
+        """A JSON merge patch (RFC 7386: null removes a field) of a Job."""
+        if resource is not Resource.JOBS:
+            raise AssertionError(resource)
+        return dict(
+            await self._json(
+                "patch job",
+                self._batch.patch_namespaced_job,
+                name,
+                namespace,
+                body,
+                _content_type="application/merge-patch+json",
+            )
+        )
 
     async def delete(
         self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None

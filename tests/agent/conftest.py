@@ -1,7 +1,8 @@
 """Fixtures for the agent's component tests: a real kubesim cluster (process runtime), the
 agent's own kubernetes_asyncio facade on it, and `FakeHub` — an in-test hub peer speaking the
-session protocol (two WebSocket lanes of `Envelope` JSON) — so the agent runs unchanged while
-the real hub is being written.
+session protocol (two WebSocket lanes of `Envelope` JSON; it grants every lease renewal with
+its `lease` terms, or none when they are None) — so the agent runs unchanged while the real
+hub is being written.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aiohttp import WSMsgType, web
 
 from agent.app import Agent
 from agent.k8s.client import KubeClient, open_client
+from agent.lease import LeaseTerms
 from agent.settings import AgentSettings, Timings
 from api.k8s.batch import Job
 from api.v1alpha1.conversions import workload_from_job
@@ -27,6 +29,8 @@ from api.v1alpha1.messages import (
     DispatchOffer,
     Envelope,
     Hello,
+    LeaseGrant,
+    LeaseRenew,
     Payload,
     WorkloadPhase,
     WorkloadStatusReport,
@@ -105,6 +109,11 @@ class FakeHub:
         self.logs_paused = asyncio.Event()
         self.logs_paused.set()  # set: the log lane is read
         self.on_hello: Callable[[HubLane], Any] | None = None
+        self.lease: LeaseTerms | None = LeaseTerms()
+        """The terms every LeaseRenew is granted with; None: renewals go unanswered."""
+        self.granted_at = 0.0
+        """time.time() when the last granted renewal arrived: the agent's lease ends no later
+        than this plus the lease."""
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
@@ -112,7 +121,8 @@ class FakeHub:
 
     @property
     def payloads(self) -> list[Payload]:
-        return [e.payload for e in self.envelopes if not isinstance(e.payload, Ack)]
+        """What the agent sent on the control lane, without Acks and lease renewals."""
+        return [e.payload for e in self.envelopes if not isinstance(e.payload, Ack | LeaseRenew)]
 
     def of_type(self, kind: type[T]) -> list[T]:
         return [p for p in self.payloads if isinstance(p, kind)]
@@ -149,6 +159,16 @@ class FakeHub:
                 (self.log_envelopes if logs else self.envelopes).append(env)
                 if not logs:
                     self.arrivals.append(time.perf_counter())
+                if not logs and isinstance(env.payload, LeaseRenew) and self.lease is not None:
+                    self.granted_at = time.time()
+                    await lane.send(
+                        LeaseGrant(
+                            id=env.payload.id,
+                            lease_seconds=int(self.lease.lease_seconds),
+                            grace_seconds=int(self.lease.grace_seconds),
+                            enabled=self.lease.enabled,
+                        )
+                    )
                 if not logs and env.type == "Hello":
                     if self.config is not None:
                         await lane.send(self.config)
@@ -350,6 +370,7 @@ def fast_timings() -> Timings:
         cycle_min_interval=0.01,
         status_interval=0.2,
         orphan_grace=0.5,
+        unleased_renewal=0.2,
     )
 
 
@@ -387,7 +408,6 @@ class AgentRunner:
         self.hub = hub
         self.state_dir = state_dir
         self.tasks: list[asyncio.Task[None]] = []
-        self.fence_after: float | None = None
         self.timings = fast_timings()
 
     def settings(self) -> AgentSettings:
@@ -399,7 +419,6 @@ class AgentRunner:
             timings=self.timings,
             log_buffer_lines=200,
             log_batch_lines=50,
-            fence_after=self.fence_after,
         )
 
     async def start(self) -> Agent:

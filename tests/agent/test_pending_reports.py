@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.admission import pending_report_due
 from agent.engine.result import PendingCode, PendingReason, Unblock
+from agent.records import pending_report_due
 from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
 
 REFRESH = 30.0

@@ -126,30 +126,6 @@ async def test_an_expired_watch_is_relisted_and_the_agent_keeps_seeing_its_jobs(
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "relisted"), within=20)
 
 
-async def test_with_fencing_on_an_agent_cut_off_from_the_hub_stops_its_workloads(
-    agents: AgentRunner, hub: FakeHub, kube: KubeClient
-) -> None:
-    agents.fence_after = 0.5
-    agent = await agents.start()
-    await hub.wait_for(lambda p: isinstance(p, Hello))
-    offer = offer_for(job_source("cut-off", script="sleep 30"))
-    await hub.offer(offer)
-    await hub.wait_for(status(WorkloadPhase.RUNNING, "cut-off"))
-
-    hub.refuse = True
-    await hub.drop()
-    await eventually(lambda: not agent.admission.held)
-    assert await jobs_of(kube, "uid-cut-off") == []
-
-    hub.envelopes.clear()
-    hub.refuse = False
-    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
-    assert hello.workloads == []
-    evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "cut-off"))
-    assert evicted.conditions[0].reason == "ClusterLost"
-    assert "no contact with the hub" in evicted.conditions[0].message
-
-
 async def test_jobs_of_workloads_the_agent_lost_and_the_hub_does_not_re_offer_are_reaped(
     agents: AgentRunner, hub: FakeHub, kube: KubeClient
 ) -> None:

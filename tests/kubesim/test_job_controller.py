@@ -10,6 +10,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim.cluster import Cluster, ClusterConfig
+from kubesim.objects import parse_time
 from kubesim.testing import running
 from tests.kubesim.conftest import Kubectl, eventually, manifest
 
@@ -156,6 +157,49 @@ async def test_active_deadline_seconds_fails_a_running_job(
     failed = next(c for c in _job_status(cluster, "slow")["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "DeadlineExceeded"
     await eventually(lambda: not _job_pods(cluster, "slow"))
+
+
+async def test_a_raised_active_deadline_moves_the_deadline_of_a_running_job(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    # An agent keeps its Jobs alive by raising the deadline while it holds its lease.
+    await batch.create_namespaced_job(
+        "default",
+        _job("extended", activeDeadlineSeconds=1, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: _job_status(cluster, "extended").get("startTime"))
+    await batch.patch_namespaced_job(
+        "extended",
+        "default",
+        {"spec": {"activeDeadlineSeconds": 3}},
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )
+    await asyncio.sleep(1.5)  # past the first deadline
+    assert "Failed" not in _true_conditions(cluster, "extended")
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "extended"), within=5)
+    started = _job_status(cluster, "extended")["startTime"]
+    failed = next(
+        c for c in _job_status(cluster, "extended")["conditions"] if c["type"] == "Failed"
+    )
+    assert failed["reason"] == "DeadlineExceeded"
+    assert (parse_time(failed["lastTransitionTime"]) - parse_time(started)).total_seconds() >= 3
+
+
+async def test_a_lowered_active_deadline_fails_a_running_job_by_the_new_deadline(
+    batch: client.BatchV1Api, cluster: Cluster
+) -> None:
+    await batch.create_namespaced_job(
+        "default",
+        _job("shortened", activeDeadlineSeconds=60, annotations={"kubesim.dev/duration": "60"}),
+    )
+    await eventually(lambda: _job_status(cluster, "shortened").get("startTime"))
+    await batch.patch_namespaced_job(
+        "shortened",
+        "default",
+        {"spec": {"activeDeadlineSeconds": 1}},
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )
+    await eventually(lambda: "Failed" in _true_conditions(cluster, "shortened"), within=5)
 
 
 async def test_pod_failure_policy_fail_job_on_an_exit_code(

@@ -1,0 +1,114 @@
+"""The held workloads' records, and the indexes derived from them — kept together, so that
+putting or deleting a record is the only way any of them changes.
+
+`Book.put(key, record)` stores a record (None: forgets the workload) and keeps up to date:
+which workloads a Job or pod change is for (by the (namespace, name label) their objects
+carry), when each record's next timer is due (`agent.records.wakeup`, a heap whose stale
+entries are skipped, so a pass costs what is due, not what is held), which records the next
+engine snapshot must look at again, and which must be saved or deleted at the end of the
+pass. It returns what the change means for admission (`Put`). No I/O, no clock.
+
+Called by: agent.admission (every transition goes through `put`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from agent.labels import Labels
+from agent.records import Cadence, Record, wakeup
+
+__all__ = ["Book", "Put"]
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """What a `put` changed for admission."""
+
+    arrived: bool = False
+    """A workload newly held (it may be admitted)."""
+    freed: bool = False
+    """Quota was released: the workload was forgotten, or it finished."""
+
+
+def owner(key: str) -> tuple[str, str]:
+    """The (namespace, name label) that the Jobs and pods of workload `key` carry."""
+    namespace, name = key.split("/", 1)
+    return namespace, Labels.value(name)
+
+
+class Book:
+    def __init__(self, cadence: Cadence) -> None:
+        self.cadence = cadence
+        self.records: dict[str, Record] = {}
+        self._by_owner: dict[tuple[str, str], set[str]] = {}
+        self._timers: list[tuple[float, str]] = []
+        self._changed: set[str] = set()
+        self._dirty: dict[str, bool | None] = {}
+
+    def put(self, key: str, record: Record | None) -> Put:
+        old = self.records.get(key)
+        if record is old:
+            return Put()
+        self._changed.add(key)
+        if record is None:
+            del self.records[key]
+            keys = self._by_owner.get(owner(key))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_owner[owner(key)]
+            self._dirty[key] = None
+            return Put(freed=True)
+        self.records[key] = record
+        if old is None:
+            self._by_owner.setdefault(owner(key), set()).add(key)
+        when = wakeup(record, self.cadence)
+        if when is not None and (old is None or wakeup(old, self.cadence) != when):
+            heapq.heappush(self._timers, (when, key))
+        finished = old is not None and record.finished and not old.finished
+        return Put(arrived=old is None, freed=finished)
+
+    def persist(self, key: str, *, with_offer: bool) -> None:
+        """Save the record at the end of the pass (its offer too, when `with_offer`)."""
+        self._dirty[key] = with_offer or bool(self._dirty.get(key))
+
+    def take_writes(self) -> tuple[list[tuple[str, str | None, str]], list[str]]:
+        """What to save — (key, offer JSON or None, state JSON) — and what to delete."""
+        saves, deletes = [], []
+        for key, with_offer in self._dirty.items():
+            record = self.records.get(key)
+            if with_offer is None or record is None:
+                deletes.append(key)
+            else:
+                saves.append(
+                    (key, record.offer_json() if with_offer else None, record.state_json())
+                )
+        self._dirty.clear()
+        return saves, deletes
+
+    def take_changed(self) -> set[str]:
+        """The keys put since the last call (what the engine snapshot must look at again)."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+    def owned_by(self, owners: Iterable[tuple[str, str]]) -> set[str]:
+        """The keys of the workloads whose objects carry these (namespace, name label)s."""
+        out: set[str] = set()
+        for one in owners:
+            out.update(self._by_owner.get(one, ()))
+        return out
+
+    def due(self, now: float) -> Iterator[Record]:
+        """The records whose wakeup has come, each once (the caller applies `on_timer`)."""
+        heap = self._timers
+        while heap and heap[0][0] <= now:
+            when, key = heapq.heappop(heap)
+            record = self.records.get(key)
+            if record is not None and wakeup(record, self.cadence) == when:
+                yield record  # (else stale: the record changed or went since)
+
+    def next_wakeup(self) -> float | None:
+        return self._timers[0][0] if self._timers else None

@@ -1,0 +1,688 @@
+"""One record per held workload, and every decision about it as a pure function.
+
+A `Record` is all the agent knows of one workload it holds: the offer as received, the
+workload with the status the agent gave it (its admission), where it is (`phase`), whether the
+hub bound it here (`bound`), the Jobs made for it, the last report sent and the timers that
+are running for it. Forgetting a workload is deleting its record; nothing else is kept per
+workload (the shell's indexes are derived from the records).
+
+Each transition takes the record (None: not held), the fact and `now`, and returns a `Step`:
+the new record (None: forget it) and the effects the shell applies, in order — report this,
+reject that, materialise, stop the Jobs, persist. The transitions read no clock and do no
+I/O. The phases a record goes through (docs/exactly-once.md):
+
+    Pending ──engine admits, bound──────────────► Admitted ─► Running ─► Succeeded / Failed
+       │                                             ▲
+       └──engine admits, not bound──► Reserved ──Bind┘      (any of them: evicted, withdrawn,
+                                         └─ no Bind in time: released    fenced → forgotten)
+
+Called by: agent.admission (the shell that feeds the facts in and applies the effects);
+agent.snapshots reads the records; tests/agent/test_records.py drives every transition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.engine.result import PendingCode, PendingReason, Unblock
+from agent.status import Observation, report_changed
+from api.meta import Condition
+from api.v1alpha1.messages import (
+    Bind,
+    Cancel,
+    DispatchOffer,
+    OfferRejected,
+    RejectReason,
+    Withdraw,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.workload import Admission, EvictedReason, Workload, WorkloadStatus
+
+__all__ = [
+    "NOT_HELD",
+    "RESERVATION_EXPIRED",
+    "Cadence",
+    "Effect",
+    "Materialize",
+    "Persist",
+    "Record",
+    "Reject",
+    "Report",
+    "Sighting",
+    "Step",
+    "StopJobs",
+    "next_report",
+    "observable",
+    "on_bind",
+    "on_engine_admit",
+    "on_evict",
+    "on_fence",
+    "on_materialize_failed",
+    "on_materialized",
+    "on_offer",
+    "on_pending",
+    "on_timer",
+    "on_withdraw",
+    "pending_report_due",
+    "rejection",
+    "wakeup",
+    "with_preempting",
+]
+
+RESERVATION_EXPIRED = "ReservationExpired"
+"""Why a reservation the hub did not bind in time was released (a Withdrawn report)."""
+NOT_HELD = "NotHeld"
+"""Why a Bind for a workload (generation) this agent does not hold is answered Withdrawn."""
+
+_FINISHED = frozenset({WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED})
+_MATERIALISED = frozenset({WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, *_FINISHED})
+_NEVER_HERE = frozenset({PendingCode.LOCAL_QUEUE_NOT_FOUND, PendingCode.CLUSTER_QUEUE_NOT_FOUND})
+_REASON_CHARS = re.compile(r"[^A-Za-z0-9_,:]")
+
+
+@dataclass(frozen=True, slots=True)
+class Cadence:
+    """How often reports go and how long things wait, in seconds (the agent's Timings)."""
+
+    status_interval: float = 1.0
+    """At most one report this often when only pod counts change, or when a Job starts."""
+    pending_refresh: float = 30.0
+    """At most one Pending report this often when only its message changes."""
+    finished_ttl: float = 3600.0
+    """How long a finished workload stays held."""
+    settle: float = 5.0
+    """At most this long a finished workload's last report waits for its pods to catch up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A workload this cluster holds. Immutable: every transition returns a new one."""
+
+    key: str
+    """namespace/name: how the hub and the agent name the workload."""
+    offer: DispatchOffer
+    """As received (its workload without status): what is persisted once and re-planned."""
+    workload: Workload
+    """The offer's workload with the status the agent gave it (admission, conditions); a
+    new object on every change, so the snapshot cache can key on its identity."""
+    phase: WorkloadPhase = WorkloadPhase.PENDING
+    bound: bool = True
+    """The hub bound it to this cluster: admitting it means creating its Jobs."""
+    offered_at: float = 0.0
+    reserved_at: float | None = None
+    """When the engine admitted it as a reservation (phase Reserved, not bound yet)."""
+    job_names: tuple[str, ...] = ()
+    """The Jobs materialisation made (empty until they all exist)."""
+    jobs_seen: bool = False
+    """The inventory has shown its Jobs, so their absence means someone deleted them."""
+    preempting: bool = False
+    """The engine started preempting for it (sticky until it is admitted)."""
+    last_report: WorkloadStatusReport | None = None
+    pending_reported_at: float = 0.0
+    finished_at: float | None = None
+    settling_since: float | None = None
+    """Finished per its Jobs, waiting for its pods to show it too: since when."""
+    look_again_at: float | None = None
+    """Look at its Jobs and pods again at this time even if nothing of theirs changes (a
+    report held back, pods settling, Jobs made before their names were known)."""
+
+    @property
+    def generation(self) -> int:
+        return self.offer.generation
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in _FINISHED
+
+    # persistence -----------------------------------------------------------------------------
+
+    def offer_json(self) -> str:
+        return self.offer.model_dump_json(by_alias=True, exclude_none=True)
+
+    def state_json(self) -> str:
+        status = self.workload.status
+        return json.dumps(
+            {
+                "generation": self.generation,
+                "phase": self.phase.value,
+                "bound": self.bound,
+                "offeredAt": self.offered_at,
+                "reservedAt": self.reserved_at,
+                "jobNames": list(self.job_names),
+                "status": None
+                if status is None
+                else status.model_dump(mode="json", by_alias=True, exclude_none=True),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, offer_text: str, state_text: str) -> Record:
+        """A record as persisted. One admitted but not materialised when the agent stopped
+        comes back Pending: it is admitted again, and the Jobs it may have got are adopted."""
+        offer = DispatchOffer.model_validate_json(offer_text)
+        state = json.loads(state_text)
+        if state.get("generation") != offer.generation:
+            raise ValueError("state and offer disagree on the generation")
+        phase = WorkloadPhase(state["phase"])
+        job_names = tuple(state.get("jobNames") or ())
+        status = state.get("status")
+        if phase is WorkloadPhase.ADMITTED and not job_names:
+            phase, status = WorkloadPhase.PENDING, None
+        workload = offer.workload.model_copy(
+            update={"status": None if status is None else WorkloadStatus.model_validate(status)}
+        )
+        meta = offer.workload.metadata
+        reserved_at = state.get("reservedAt")
+        return cls(
+            key=f"{meta.namespace or 'default'}/{meta.name}",
+            offer=offer,
+            workload=workload,
+            phase=phase,
+            bound=bool(state.get("bound", True)),
+            offered_at=float(state.get("offeredAt", 0.0)),
+            reserved_at=None if reserved_at is None else float(reserved_at),
+            job_names=job_names,
+        )
+
+
+# effects ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Send this status report to the hub (through the outbox)."""
+
+    payload: WorkloadStatusReport
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Send this rejection of an offer to the hub."""
+
+    payload: OfferRejected
+
+
+@dataclass(frozen=True, slots=True)
+class Materialize:
+    """Create the record's Jobs (then `on_materialized` or `on_materialize_failed`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StopJobs:
+    """Delete the workload's Jobs: these, when all of them are known; () — whatever Jobs of
+    the workload the cluster has (any generation)."""
+
+    job_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Save the record at the end of the pass (`with_offer`: its offer too)."""
+
+    with_offer: bool = False
+
+
+Effect = Report | Reject | Materialize | StopJobs | Persist
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A transition's outcome: the record from now on (None: forget it), and the effects."""
+
+    record: Record | None
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """What one status pass saw of a workload's objects."""
+
+    observation: Observation
+    jobs_exist: bool
+    """Some of its Jobs are in the inventory."""
+    relisted: bool = False
+    """The inventory was just listed (after a restart): a Job missing now is really gone."""
+
+
+# helpers ---------------------------------------------------------------------------------------
+
+
+def _at(now: float) -> datetime:
+    return datetime.fromtimestamp(now, UTC)
+
+
+def condition_reason(text: str) -> str:
+    """`text` as a condition reason (CamelCase letters, digits, `_,:`)."""
+    cleaned = _REASON_CHARS.sub("", text) or "Unknown"
+    return cleaned if cleaned[0].isalpha() else "R" + cleaned
+
+
+def _report(
+    record: Record,
+    phase: WorkloadPhase,
+    now: float,
+    *,
+    workload: Workload | None = None,
+    **fields: Any,
+) -> Report:
+    """A report of `record` (with `workload` in place of its own, when given)."""
+    status = (workload or record.workload).status
+    return Report(
+        WorkloadStatusReport.model_validate(
+            {
+                "workload": record.key,
+                "generation": record.generation,
+                "phase": phase,
+                "observed_at": _at(now),
+                "admission": status.admission if status else None,
+                **fields,
+            }
+        )
+    )
+
+
+def _given_back(
+    key: str, generation: int, phase: WorkloadPhase, reason: str, message: str, now: float
+) -> Report:
+    """Evicted or Withdrawn: the hub reads the why of any phase from pending_reason/message."""
+    return Report(
+        WorkloadStatusReport(
+            workload=key,
+            generation=generation,
+            phase=phase,
+            observed_at=_at(now),
+            pending_reason=reason,
+            pending_message=message,
+            conditions=[
+                Condition(
+                    type="Evicted",
+                    status="True",
+                    reason=condition_reason(reason),
+                    message=message,
+                    last_transition_time=_at(now),
+                )
+            ],
+        )
+    )
+
+
+def _reject(key: str, generation: int, reason: RejectReason, message: str) -> Reject:
+    return Reject(
+        OfferRejected(workload=key, generation=generation, reason=reason, message=message)
+    )
+
+
+def _resend(record: Record) -> Step:
+    """A redelivered message: say again where the workload is."""
+    last = record.last_report
+    return Step(record, () if last is None else (Report(last),))
+
+
+def _stop(record: Record) -> tuple[Effect, ...]:
+    """Stopping what the record made: nothing before it was bound and admitted."""
+    return (StopJobs(record.job_names),) if record.phase in _MATERIALISED else ()
+
+
+def rejection(reason: PendingReason) -> RejectReason | None:
+    """The rejection a pending reason amounts to, or None when waiting may help."""
+    if reason.code in _NEVER_HERE:
+        return RejectReason.NO_SUCH_QUEUE
+    if reason.unblock is Unblock.QUOTA_CHANGED:
+        return RejectReason.INADMISSIBLE
+    return None
+
+
+def pending_report_due(
+    last: WorkloadStatusReport | None,
+    reason: PendingReason,
+    last_reported_at: float,
+    now: float,
+    refresh: float,
+) -> bool:
+    """Whether a pending workload's reason must be reported now. A new phase or reason code
+    is reported at once; a new message for the same code (its amounts move with every
+    admission in the queue) at most every `refresh` seconds, or a deep queue would send a
+    report per pending workload per cycle and the hub would store them all."""
+    if last is None or last.phase is not WorkloadPhase.PENDING:
+        return True
+    if last.pending_reason != reason.code:  # (a StrEnum: equal to its reported string)
+        return True
+    return last.pending_message != reason.message and now - last_reported_at >= refresh
+
+
+def wakeup(record: Record, cadence: Cadence) -> float | None:
+    """When `on_timer` has something to do for the record (None: nothing, ever)."""
+    times = []
+    if record.look_again_at is not None:
+        times.append(record.look_again_at)
+    if record.phase is WorkloadPhase.RESERVED and record.reserved_at is not None:
+        times.append(record.reserved_at + record.offer.reservation_timeout_seconds)
+    if record.finished_at is not None:
+        times.append(record.finished_at + cadence.finished_ttl)
+    return min(times) if times else None
+
+
+def observable(record: Record) -> bool:
+    """Whether a status pass looks at the record: it has Jobs and is not finished."""
+    return bool(record.job_names) and record.phase in (
+        WorkloadPhase.ADMITTED,
+        WorkloadPhase.RUNNING,
+    )
+
+
+def with_preempting(record: Record, preempting: bool) -> Record:
+    return record if record.preempting is preempting else replace(record, preempting=preempting)
+
+
+# hub messages ----------------------------------------------------------------------------------
+
+
+def on_offer(record: Record | None, offer: DispatchOffer, now: float) -> Step:
+    """A DispatchOffer. An older generation than the held one is rejected; the held one again
+    (redelivered) re-sends the latest report — and binds a held reservation when the hub has
+    bound it meanwhile; a newer one replaces the held one once its Jobs are stopped."""
+    meta = offer.workload.metadata
+    key = f"{meta.namespace or 'default'}/{meta.name}"
+    stop: tuple[Effect, ...] = ()
+    if record is not None:
+        if record.generation > offer.generation:
+            message = f"generation {record.generation} is held"
+            return Step(
+                record, (_reject(key, offer.generation, RejectReason.STALE_GENERATION, message),)
+            )
+        if record.generation == offer.generation:
+            if offer.bound and not record.bound:
+                return on_bind(record, Bind(workload=key, generation=offer.generation), now)
+            return _resend(record)
+        stop = _stop(record) or (StopJobs(),)
+    # The offer was decoded for this agent alone (nothing else holds it): no deep copy.
+    workload = offer.workload.model_copy()
+    workload.status = None
+    if workload.metadata.creation_timestamp is None:
+        workload.metadata = workload.metadata.model_copy(update={"creation_timestamp": _at(now)})
+    if not workload.metadata.uid:
+        # The hub gives every Workload a uid; without one, a stable stand-in (it must be a
+        # valid label value, and the same for every generation of the workload).
+        uid = hashlib.sha256(key.encode()).hexdigest()[:36]
+        workload.metadata = workload.metadata.model_copy(update={"uid": uid})
+    held = Record(
+        key=key,
+        offer=offer.model_copy(update={"workload": workload}),
+        workload=workload,
+        bound=offer.bound,
+        offered_at=now,
+    )
+    return Step(held, (*stop, Persist(with_offer=True)))
+
+
+def on_bind(record: Record | None, bind: Bind, now: float) -> Step:
+    """The hub bound the workload here. A reservation is materialised; a workload still
+    pending is marked bound (it materialises when admitted); a bound one re-sends its latest
+    report. One not held at that generation is answered Withdrawn (NotHeld), so the hub
+    unbinds it and queues it again; a Bind older than the held generation is stale."""
+    if record is not None and record.generation > bind.generation:
+        return Step(record)
+    if record is None or record.generation < bind.generation:
+        held = "nothing" if record is None else f"generation {record.generation}"
+        message = f"bound to generation {bind.generation}, but this cluster holds {held}"
+        return Step(
+            record,
+            (
+                _given_back(
+                    bind.workload, bind.generation, WorkloadPhase.WITHDRAWN, NOT_HELD, message, now
+                ),
+            ),
+        )
+    if record.bound:
+        return _resend(record)
+    if record.phase is WorkloadPhase.RESERVED:
+        bound = replace(record, bound=True, phase=WorkloadPhase.ADMITTED, reserved_at=None)
+        return Step(bound, (Materialize(), Persist()))
+    return Step(replace(record, bound=True), (Persist(),))
+
+
+def on_withdraw(record: Record | None, message: Withdraw | Cancel, now: float) -> Step:
+    """The hub takes the workload back (Withdraw) or the user cancelled it (Cancel): stop its
+    Jobs, forget it, report Withdrawn. A message about an older generation is ignored. Jobs
+    of a workload not held are deleted too (the agent may have lost track of them)."""
+    if record is not None and record.generation > message.generation:
+        return Step(record)
+    stop = (StopJobs(),) if record is None else _stop(record)
+    text = message.message or f"{message.type} by the hub"
+    reason = message.reason or message.type
+    return Step(
+        None,
+        (
+            *stop,
+            _given_back(
+                message.workload, message.generation, WorkloadPhase.WITHDRAWN, reason, text, now
+            ),
+        ),
+    )
+
+
+def on_fence(record: Record, message: str, now: float) -> Step:
+    """The lease ran out: everything not finished is stopped and given back (ClusterLost)."""
+    if record.finished:
+        return Step(record)
+    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now)
+
+
+# the engine ------------------------------------------------------------------------------------
+
+
+def on_engine_admit(record: Record, admission: Admission, now: float) -> Step:
+    """The engine admitted the workload: its quota is held from now on. Bound, it is
+    materialised (reported Admitted once its Jobs exist); not bound, it is a reservation:
+    nothing is created, and Reserved goes to the hub with the admission."""
+    status = WorkloadStatus(
+        admission=admission,
+        conditions=[
+            Condition(
+                type="QuotaReserved",
+                status="True",
+                reason="QuotaReserved",
+                message=f"Quota reserved in ClusterQueue {admission.cluster_queue}",
+                last_transition_time=_at(now),
+            )
+        ],
+    )
+    workload = record.workload.model_copy(update={"status": status})
+    if record.bound:
+        admitted = replace(
+            record,
+            workload=workload,
+            phase=WorkloadPhase.ADMITTED,
+            job_names=(),
+            preempting=False,
+        )
+        return Step(admitted, (Materialize(),))
+    report = _report(record, WorkloadPhase.RESERVED, now, workload=workload)
+    reserved = replace(
+        record,
+        workload=workload,
+        phase=WorkloadPhase.RESERVED,
+        reserved_at=now,
+        preempting=False,
+        last_report=report.payload,
+    )
+    return Step(reserved, (report,))
+
+
+def on_pending(record: Record, reason: PendingReason, now: float, cadence: Cadence) -> Step:
+    """The engine left the workload waiting: rejected when waiting cannot help, else its
+    reason reported when due (`pending_report_due`)."""
+    if record.phase is not WorkloadPhase.PENDING:
+        return Step(record)
+    rejected = rejection(reason)
+    if rejected is not None:
+        return Step(None, (_reject(record.key, record.generation, rejected, reason.message),))
+    if not pending_report_due(
+        record.last_report, reason, record.pending_reported_at, now, cadence.pending_refresh
+    ):
+        return Step(record)
+    report = _report(
+        record,
+        WorkloadPhase.PENDING,
+        now,
+        pending_reason=reason.code.value,
+        pending_message=reason.message,
+    )
+    return Step(replace(record, last_report=report.payload, pending_reported_at=now), (report,))
+
+
+def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
+    """Preempted, evicted by the engine, or fenced: stop its Jobs, forget it, report Evicted
+    (a reservation too — the hub then queues it again)."""
+    report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
+    return Step(None, (*_stop(record), report))
+
+
+# materialisation -------------------------------------------------------------------------------
+
+
+def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> Step:
+    """Its Jobs exist: saved, reported Admitted, and looked at in the next status pass (they
+    may have shown up before their names were known)."""
+    report = _report(record, WorkloadPhase.ADMITTED, now)
+    made = replace(record, job_names=job_names, look_again_at=now, last_report=report.payload)
+    return Step(made, (Persist(), report))
+
+
+def on_materialize_failed(record: Record, message: str) -> Step:
+    """Its Jobs cannot be made here (a conflict, an invalid source): rejected, forgotten."""
+    return Step(None, (_reject(record.key, record.generation, RejectReason.INVALID, message),))
+
+
+# timers ----------------------------------------------------------------------------------------
+
+
+def on_timer(record: Record, now: float, cadence: Cadence) -> Step:
+    """A record's `wakeup` has come. A finished workload past its TTL is forgotten; a
+    reservation the hub did not bind in time is released (Withdrawn, ReservationExpired); a
+    look-again time is cleared (the shell looks at the record in this pass)."""
+    if record.finished_at is not None and now >= record.finished_at + cadence.finished_ttl:
+        return Step(None)
+    if (
+        record.phase is WorkloadPhase.RESERVED
+        and record.reserved_at is not None
+        and now >= record.reserved_at + record.offer.reservation_timeout_seconds
+    ):
+        message = (
+            f"not bound within {record.offer.reservation_timeout_seconds}s of reserving: "
+            "the reservation is released"
+        )
+        return Step(
+            None,
+            (
+                _given_back(
+                    record.key,
+                    record.generation,
+                    WorkloadPhase.WITHDRAWN,
+                    RESERVATION_EXPIRED,
+                    message,
+                    now,
+                ),
+            ),
+        )
+    if record.look_again_at is not None and record.look_again_at <= now:
+        return Step(replace(record, look_again_at=None))
+    return Step(record)
+
+
+# the status pass -------------------------------------------------------------------------------
+
+
+def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) -> Step:
+    """What a status pass makes of what it saw of the workload's Jobs and pods.
+
+    Jobs seen and then gone were deleted behind the agent's back: Failed. The mirror lagging
+    behind never moves a phase backwards. A Job failed by the agent's own fencing deadline is
+    given back (Evicted, ClusterLost), not Failed. Jobs done before their pods show it wait
+    (at most `settle`) so the final report carries every pod's count and exit. A new phase
+    is reported at once, except Running after Admitted; a change of pod counts alone, or
+    Running, at most once per `status_interval` (a Job that ends within it goes from
+    Admitted straight to its end: every report is a write at the hub). A finished workload
+    gets its Finished condition, is saved, and frees its quota (it leaves the snapshot)."""
+    if not observable(record):
+        return Step(record)
+    obs = seen.observation
+    seen_now = record.jobs_seen or seen.jobs_exist
+    if not seen.jobs_exist and (record.jobs_seen or seen.relisted):
+        obs = Observation(
+            WorkloadPhase.FAILED, obs.pods, obs.exits, "its Jobs were deleted outside MultiQ"
+        )
+    kept = record if seen_now is record.jobs_seen else replace(record, jobs_seen=seen_now)
+    if obs.phase is WorkloadPhase.ADMITTED and record.phase is not WorkloadPhase.ADMITTED:
+        return Step(kept)  # the mirror lags behind: never go backwards
+    if obs.fenced:
+        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now)
+    if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
+        since = record.settling_since if record.settling_since is not None else now
+        if now - since < cadence.settle:
+            return Step(
+                replace(
+                    record,
+                    jobs_seen=seen_now,
+                    settling_since=since,
+                    look_again_at=since + cadence.settle,
+                )
+            )
+    last = record.last_report
+    if not report_changed(last, obs):
+        return Step(kept)
+    phase_changed = obs.phase is not record.phase
+    debounced = not phase_changed or (
+        obs.phase is WorkloadPhase.RUNNING and record.phase is WorkloadPhase.ADMITTED
+    )
+    if debounced and last is not None and last.observed_at is not None:
+        due = last.observed_at.timestamp() + cadence.status_interval
+        if now < due:
+            return Step(replace(record, jobs_seen=seen_now, look_again_at=due))
+    conditions = []
+    workload = record.workload
+    finished_at = record.finished_at
+    if obs.phase in _FINISHED:
+        conditions.append(
+            Condition(
+                type="Finished",
+                status="True",
+                reason=obs.phase.value,
+                message=obs.message or f"the workload {obs.phase.value.lower()}",
+                last_transition_time=_at(now),
+            )
+        )
+        status = workload.status or WorkloadStatus()
+        # A new status object: the snapshot cache keys on its identity.
+        status = status.model_copy(update={"conditions": [*status.conditions, *conditions]})
+        workload = workload.model_copy(update={"status": status})
+        finished_at = now
+    extra = {}
+    if obs.phase is WorkloadPhase.FAILED and not obs.exits and obs.message:
+        extra["pending_message"] = obs.message  # no exit codes to tell why
+    report = _report(
+        record,
+        obs.phase,
+        now,
+        workload=workload,
+        pods=obs.pods,
+        exits=list(obs.exits),
+        conditions=conditions,
+        **extra,
+    )
+    moved = replace(
+        record,
+        phase=obs.phase,
+        workload=workload,
+        finished_at=finished_at,
+        jobs_seen=seen_now,
+        last_report=report.payload,
+    )
+    persist = (Persist(),) if phase_changed and obs.phase in _FINISHED else ()
+    return Step(moved, (report, *persist))

@@ -1,0 +1,67 @@
+"""The book of records (agent.book): putting or deleting a record is the only change, and the
+indexes derived from it follow — owners, timers, what to save, what the snapshot re-reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent.book import Book, Put
+from agent.records import Cadence, Record, on_offer
+from api.v1alpha1.messages import WorkloadPhase
+from tests.agent.conftest import job_source, offer_for
+
+CADENCE = Cadence(finished_ttl=100.0)
+
+
+def record(name: str) -> Record:
+    made = on_offer(None, offer_for(job_source(name)), 0.0).record
+    assert made is not None
+    return made
+
+
+def test_a_new_record_is_indexed_by_owner_and_forgetting_it_is_one_deletion() -> None:
+    book = Book(CADENCE)
+    a = record("a")
+    assert book.put(a.key, a) == Put(arrived=True)
+    assert book.owned_by([("team-a", "job-a"), ("team-a", "nobody")]) == {a.key}
+    assert book.put(a.key, a) == Put()  # the same record: nothing changed
+    assert book.put(a.key, None) == Put(freed=True)
+    assert not book.records and book.owned_by([("team-a", "job-a")]) == set()
+    assert book.take_changed() == {a.key}
+    assert book.take_writes() == ([], [a.key])
+
+
+def test_a_finish_frees_quota_and_starts_the_ttl_timer() -> None:
+    book = Book(CADENCE)
+    a = record("a")
+    book.put(a.key, a)
+    done = replace(a, phase=WorkloadPhase.SUCCEEDED, finished_at=10.0)
+    assert book.put(a.key, done) == Put(freed=True)
+    assert book.next_wakeup() == 110.0
+    assert list(book.due(109.0)) == []
+    assert list(book.due(110.0)) == [done]
+    assert list(book.due(200.0)) == []  # each due once
+
+
+def test_a_timer_whose_record_changed_or_went_is_skipped() -> None:
+    book = Book(CADENCE)
+    a, b = record("a"), record("b")
+    book.put(a.key, replace(a, look_again_at=5.0))
+    book.put(b.key, replace(b, look_again_at=6.0))
+    later = replace(a, look_again_at=50.0)
+    book.put(a.key, later)  # moved: its old entry is stale
+    book.put(b.key, None)  # gone
+    assert list(book.due(10.0)) == []
+    assert list(book.due(50.0)) == [later]
+
+
+def test_writes_are_the_latest_record_once_per_pass() -> None:
+    book = Book(CADENCE)
+    a = record("a")
+    book.put(a.key, a)
+    book.persist(a.key, with_offer=True)
+    bound = replace(a, bound=True, phase=WorkloadPhase.RESERVED)
+    book.put(a.key, bound)
+    book.persist(a.key, with_offer=False)  # the offer still goes: it was asked for
+    assert book.take_writes() == ([(a.key, a.offer_json(), bound.state_json())], [])
+    assert book.take_writes() == ([], [])
