@@ -192,7 +192,7 @@ class Overlap:
     def describe(self, origin: float) -> str:
         return (
             f"{self.workload}: {_run_text(self.first, origin)} and "
-            f"{_run_text(self.second, origin)} ran together for {self.seconds:.1f}s"
+            f"{_run_text(self.second, origin)} ran together for {self.seconds:.2f}s"
         )
 
 
@@ -222,10 +222,10 @@ class Stuck:
 
 def _run_text(run: PodRun, origin: float) -> str:
     start, stop = run.interval(float("inf")) or (0.0, 0.0)
-    until = "the end" if stop == float("inf") else f"{stop - origin:.1f}s"
+    until = "the end" if stop == float("inf") else f"{stop - origin:.2f}s"
     return (
         f"pod {run.namespace}/{run.name} in {run.cluster} (generation {run.generation}) "
-        f"from {start - origin:.1f}s to {until}"
+        f"from {start - origin:.2f}s to {until}"
     )
 
 

@@ -151,13 +151,13 @@ def test_one_generation_running_in_two_clusters_at_once_is_counted_both_ways() -
     assert verdict.counts()["overlapping_same_generation"] == 1
     assert verdict.explain().splitlines() == [
         "1 workload(s) ran in two clusters at once (overlapping):",
-        "  - default/a: pod default/a-sim-0-g1 in sim-0 (generation 1) from 10.0s to 30.0s and "
-        "pod default/a-sim-2-g1 in sim-2 (generation 1) from 12.0s to 25.0s ran together "
-        "for 13.0s",
+        "  - default/a: pod default/a-sim-0-g1 in sim-0 (generation 1) from 10.00s to 30.00s and "
+        "pod default/a-sim-2-g1 in sim-2 (generation 1) from 12.00s to 25.00s ran together "
+        "for 13.00s",
         "1 workload(s) one generation ran in two clusters at once (overlapping, same generation):",
-        "  - default/a: pod default/a-sim-0-g1 in sim-0 (generation 1) from 10.0s to 30.0s and "
-        "pod default/a-sim-2-g1 in sim-2 (generation 1) from 12.0s to 25.0s ran together "
-        "for 13.0s",
+        "  - default/a: pod default/a-sim-0-g1 in sim-0 (generation 1) from 10.00s to 30.00s and "
+        "pod default/a-sim-2-g1 in sim-2 (generation 1) from 12.00s to 25.00s ran together "
+        "for 13.00s",
     ]
 
 
@@ -173,7 +173,7 @@ def test_an_old_generation_still_running_beside_the_new_one_is_an_overlap_of_the
     [overlap] = verdict.overlapping
     assert verdict.overlapping_generations == ()
     assert overlap.seconds == 60.0
-    assert "from 10.0s to the end" in overlap.describe(100.0)
+    assert "from 10.00s to the end" in overlap.describe(100.0)
 
 
 def test_the_longest_overlap_of_a_workload_is_reported_once() -> None:
