@@ -10,9 +10,12 @@ One run:
 2. submit `workloads` (e2e.chaos.workloads) at `rate` per second — a submission the hub
    cannot take (it is down) is retried; one that was stored but not answered comes back 409
    on the retry and counts as accepted;
-3. meanwhile inject the planned faults (e2e.chaos.faults) one after another, each healed in
-   a `finally` so no fault outlives the run; the HA faults are skipped, with the reason, when
-   the federation has no `HaControl`;
+3. meanwhile inject the planned faults (e2e.chaos.faults) step by step, each healed in a
+   `finally` so no fault outlives the run; the HA faults are skipped, with the reason, when
+   the federation has no `HaControl`. Before partitions (SIGSTOP, cut, black hole; two at a
+   time on different clusters) it starts one *witness* per cluster, a workload that outlives
+   the partition, and strikes clusters where one runs: then a partition always cuts off work
+   the hub may start elsewhere;
 4. meanwhile poll the hub's workloads, recording each change of a workload's terminal state;
 5. once every submission and fault is done, wait (at most `settle_seconds`) until every
    accepted workload finished, then read the hub's final view and every cluster's pod
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import logging
 import random
 import signal
@@ -41,6 +46,7 @@ from api.v1alpha1.conversions import workload_name
 from api.v1alpha1.workload import Workload
 from e2e.chaos.faults import (
     HA_FAULTS,
+    PARTITIONS,
     FaultKind,
     FaultRecord,
     PlannedFault,
@@ -50,7 +56,7 @@ from e2e.chaos.faults import (
 from e2e.chaos.federation import MODES, ChaosFederation, ChaosTimings, ha_unavailable
 from e2e.chaos.invariants import ClusterHistory, HubWorkload, Observation, Verdict, check
 from e2e.chaos.proxy import Mode
-from e2e.chaos.workloads import PlannedWorkload, plan_workloads
+from e2e.chaos.workloads import PlannedWorkload, plan_workloads, witness
 from qctl.client import HubClient, HubRequestError
 from qctl.errors import QctlError
 
@@ -65,6 +71,14 @@ SUBMIT_RETRY_SECONDS = 0.5
 SUBMIT_CONCURRENCY = 16
 HUB_READY_SECONDS = 60.0
 KUBESIM_ERROR_CODES = (429, 500, 504)
+WITNESS_EXTRA_SECONDS = 10.0
+"""A witness outlives its partition by this much: the hub lets go of it during the partition
+and starts it elsewhere while the cut-off copy, unfenced, would still run."""
+WITNESS_WAIT_SECONDS = 20.0
+HEARTBEAT_DETECTION_SECONDS = 45.0
+"""How late the hub may notice a frozen or black-holed agent whose connection stays open: by
+its WebSocket heartbeat (hub.sessions: a ping 20 s after the last message received, the
+connection closed 10 s without a pong), seen to take up to 43 s while the hub kept sending."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +107,13 @@ class ChaosConfig:
     @classmethod
     def bounded(cls) -> ChaosConfig:
         """The run inside `./dev test`: 300 short workloads and one or two faults of each
-        kind, about three minutes on a 2-core machine."""
-        t = ChaosTimings()
-        partition = t.loss_timeout_seconds + 4.0  # long enough for the hub to let go
+        kind, under four minutes on a 2-core machine."""
         return cls(
             workloads=300,
-            rate=2.5,
+            rate=2.4,
+            fault_start=5.0,
+            fault_gap=2.5,
+            settle_seconds=45.0,
             faults={
                 FaultKind.HUB_KILL: 2,
                 FaultKind.AGENT_KILL: 2,
@@ -111,14 +126,12 @@ class ChaosConfig:
                 FaultKind.ETCD_KILL: 1,
                 FaultKind.LEADER_KILL: 1,
             },
-            holds=_holds(partition),
+            holds=_holds(ChaosTimings()),
         )
 
     @classmethod
     def long(cls) -> ChaosConfig:
         """The bench: every fault, ten hub and ten agent kills, workloads up to ~20 s."""
-        t = ChaosTimings()
-        partition = t.loss_timeout_seconds + 8.0
         return cls(
             workloads=600,
             rate=1.5,
@@ -137,7 +150,7 @@ class ChaosConfig:
                 FaultKind.ETCD_KILL: 2,
                 FaultKind.LEADER_KILL: 2,
             },
-            holds=_holds(partition),
+            holds=_holds(ChaosTimings()),
             fault_gap=5.0,
             settle_seconds=180.0,
         )
@@ -147,14 +160,18 @@ class ChaosConfig:
         return self.workloads / self.rate
 
 
-def _holds(partition: float) -> dict[FaultKind, float]:
+def _holds(timings: ChaosTimings) -> dict[FaultKind, float]:
+    """How long each fault lasts. A cut is seen at once, so it needs to outlast the loss
+    timeout only; a frozen or black-holed agent keeps its connection open and is noticed by
+    heartbeat, so those last that much longer — the hub does let go during the fault."""
+    loss = timings.loss_timeout_seconds
     return {
         FaultKind.HUB_KILL: 1.0,
         FaultKind.AGENT_KILL: 1.0,
-        FaultKind.AGENT_STOP: partition,
-        FaultKind.LINK_CUT: partition,
-        FaultKind.LINK_BLACKHOLE: partition,
-        FaultKind.KUBESIM_PAUSE: 3.0,
+        FaultKind.AGENT_STOP: HEARTBEAT_DETECTION_SECONDS + loss + 3.0,
+        FaultKind.LINK_CUT: loss + 3.0,
+        FaultKind.LINK_BLACKHOLE: HEARTBEAT_DETECTION_SECONDS + loss + 3.0,
+        FaultKind.KUBESIM_PAUSE: 2.0,
         FaultKind.ETCD_KILL: 2.0,
         FaultKind.LEADER_KILL: 1.0,
     }
@@ -231,7 +248,20 @@ class ChaosReport:
 
     def failure_message(self) -> str:
         """What broke, and the faults around it, for a failing test."""
-        lines = [self.verdict.explain()]
+        summary = self.to_json()
+        counts = ", ".join(f"{k} {v}" for k, v in summary["workloads"].items())
+        modes = "; ".join(
+            f"{mode}: " + ", ".join(f"{k} {v}" for k, v in by.items())
+            for mode, by in summary["by_mode"].items()
+        )
+        lines = [
+            f"workloads: {counts}",
+            f"by dispatch mode: {modes}",
+            "(an overlap within one generation is a double dispatch, e.g. AllAtOnce copies "
+            "started before the hub chose; across generations, the hub started the workload "
+            "again while a cut-off cluster still ran the old copy)",
+            self.verdict.explain(),
+        ]
         if self.not_accepted:
             lines.append(f"{len(self.not_accepted)} submission(s) never accepted, e.g.:")
             lines += [f"  - {n}: {why}" for n, why in list(self.not_accepted.items())[:5]]
@@ -278,20 +308,21 @@ class _Run:
     records: list[FaultRecord] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     crashes: list[str] = field(default_factory=list)
+    witnesses: int = 0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
 
     async def execute(self) -> ChaosReport:
         config = self.config
-        planned = plan_workloads(
+        workloads = plan_workloads(
             config.workloads,
             self.rng,
             durations=config.durations,
             long_share=config.long_share,
             long_durations=config.long_durations,
         )
-        faults = plan_faults(config.faults, self.fed.names, config.holds, self.rng)
+        steps = plan_faults(config.faults, self.fed.names, config.holds, self.rng)
         self.origin = time.time()
         async with (
             HubClient(self.fed.context, timeout=10) as client,
@@ -300,7 +331,7 @@ class _Run:
             poller = asyncio.create_task(self._poll(client))
             try:
                 await asyncio.gather(
-                    self._submit_all(client, planned), self._inject_all(client, http, faults)
+                    self._submit_all(client, workloads), self._inject_all(client, http, steps)
                 )
                 await self._settle()
             finally:
@@ -316,6 +347,7 @@ class _Run:
                 for name in self.fed.names
             ]
         ended = time.time()
+        self._keep_evidence(histories, view)
         verdict = check(
             histories,
             view,
@@ -327,7 +359,7 @@ class _Run:
         return ChaosReport(
             config=config,
             verdict=verdict,
-            faults=recovery_seconds(self.records, histories),
+            faults=recovery_seconds(sorted(self.records, key=lambda f: f.started_at), histories),
             skipped=self.skipped,
             modes=self.modes,
             not_accepted=self.not_accepted,
@@ -335,6 +367,21 @@ class _Run:
             origin=self.origin,
             wall_seconds=0.0,
         )
+
+    def _keep_evidence(self, histories: list[ClusterHistory], view: dict[str, HubWorkload]) -> None:
+        """What the verdict is drawn from, beside the process logs, for a post-mortem."""
+        evidence = {
+            "origin": self.origin,
+            "accepted": self.accepted,
+            "hub": {key: dataclasses.asdict(wl) for key, wl in view.items()},
+            "observed": {
+                key: [dataclasses.asdict(seen) for seen in seen_list]
+                for key, seen_list in self.observed.items()
+            },
+            "histories": [dataclasses.asdict(h) for h in histories],
+            "faults": [dataclasses.asdict(f) for f in self.records],
+        }
+        (self.fed.state_dir / "evidence.json").write_text(json.dumps(evidence))
 
     # --- submissions ------------------------------------------------------------------------
 
@@ -425,19 +472,41 @@ class _Run:
     # --- faults -----------------------------------------------------------------------------
 
     async def _inject_all(
-        self, client: HubClient, http: aiohttp.ClientSession, faults: list[PlannedFault]
+        self,
+        client: HubClient,
+        http: aiohttp.ClientSession,
+        steps: list[tuple[PlannedFault, ...]],
     ) -> None:
         await _sleep_until(self.origin + self.config.fault_start)
-        for fault in faults:
-            if fault.kind in HA_FAULTS and self.fed.ha is None:
-                self.skipped[str(fault.kind)] = ha_unavailable() or "no HA federation started"
+        for planned in steps:
+            step = []
+            for fault in planned:
+                if fault.kind in HA_FAULTS and self.fed.ha is None:
+                    self.skipped[str(fault.kind)] = ha_unavailable() or "no HA federation"
+                else:
+                    step.append(fault)
+            if not step:
                 continue
             self._restart_crashed()
-            started = time.time()
-            detail = await self._inject(client, http, fault)
-            self.records.append(FaultRecord(fault.kind, fault.target, started, time.time(), detail))
-            _log.info("fault %s %s done: %s", fault.kind, fault.target, detail)
+            notes = [""] * len(step)
+            if any(fault.kind in PARTITIONS for fault in step):
+                step, notes = await self._witnessed(client, http, step)
+            await asyncio.gather(
+                *(
+                    self._inject_recorded(client, http, f, n)
+                    for f, n in zip(step, notes, strict=True)
+                )
+            )
             await asyncio.sleep(self.config.fault_gap)
+
+    async def _inject_recorded(
+        self, client: HubClient, http: aiohttp.ClientSession, fault: PlannedFault, note: str
+    ) -> None:
+        started = time.time()
+        detail = await self._inject(client, http, fault)
+        detail = "; ".join(d for d in (note, detail) if d)
+        self.records.append(FaultRecord(fault.kind, fault.target, started, time.time(), detail))
+        _log.info("fault %s %s done: %s", fault.kind, fault.target, detail)
 
     async def _inject(
         self, client: HubClient, http: aiohttp.ClientSession, fault: PlannedFault
@@ -504,6 +573,42 @@ class _Run:
             await fed.kubesim_admin(http, target, "faults/compact", {})
             return f"{dropped.get('dropped')} watches dropped, history compacted"
         raise ValueError(f"unknown fault {kind}")
+
+    async def _witnessed(
+        self, client: HubClient, http: aiohttp.ClientSession, step: list[PlannedFault]
+    ) -> tuple[list[PlannedFault], list[str]]:
+        """Start a witness per cluster and aim the step's faults at distinct clusters where
+        one runs, as soon as enough do (the planned cluster of a fault if it can)."""
+        self.witnesses += 1
+        duration = max(f.hold for f in step) + WITNESS_EXTRA_SECONDS
+        planned = [
+            witness(f"w{self.witnesses:02d}-{i}", duration) for i in range(len(self.fed.names))
+        ]
+        await asyncio.gather(*(self._submit_one(client, wl) for wl in planned))
+        names = {f"job-{wl.name}" for wl in planned}
+        deadline = time.monotonic() + WITNESS_WAIT_SECONDS
+        running: dict[str, str] = {}
+        while len(running) < len(step) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            for cluster in self.fed.names:
+                history = await self.fed.kubesim_admin(http, cluster, "history/pods", None)
+                for pod in history["pods"]:
+                    workload = pod["labels"].get("multiq.dev/workload-name")
+                    if workload in names and pod["startedAt"] and not pod["stoppedAt"]:
+                        running.setdefault(cluster, workload)
+        aimed: list[PlannedFault] = []
+        notes: list[str] = []
+        free = sorted(running)
+        for fault in step:
+            if not free:
+                aimed.append(fault)
+                notes.append("no witness ran there before the fault")
+                continue
+            target = fault.target if fault.target in free else free[0]
+            free.remove(target)
+            aimed.append(dataclasses.replace(fault, target=target))
+            notes.append(f"witness {running[target]} ran there")
+        return aimed, notes
 
     def _restart_crashed(self) -> None:
         """A product process that exited by itself is a finding: note it, start it again."""

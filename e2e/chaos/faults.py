@@ -1,12 +1,13 @@
 """The faults of a chaos run, as data: what to break, where, when and for how long — and,
 afterwards, how long the federation took to recover from each.
 
-`plan_faults` lays the faults out one after another (a fault starts once the previous one has
-ended and the federation had `gap` seconds), spread over clusters; the driver injects them in
-that order. `recovery_seconds` reads the pod histories after the run: the federation has
-recovered from a fault when a pod is *created* after the fault ended — in the faulted
-cluster for a cluster's fault, anywhere for a hub's — that is, once dispatch reached a
-cluster again and an agent materialised new work there. Both are pure.
+`plan_faults` lists the faults in the steps the driver takes one after another, spread over
+clusters: the partitions first (the work they strike runs longest after them), two at a
+time on three clusters, then the others one by one.
+`recovery_seconds` reads the pod histories after the run: the federation has recovered from
+a fault when a pod is *created* after the fault ended — in the faulted cluster for a
+cluster's fault, anywhere for a hub's — that is, once dispatch reached a cluster again and
+an agent materialised new work there. Both are pure.
 
 Called by: e2e.chaos.driver; tests/chaos.
 """
@@ -24,6 +25,7 @@ from e2e.chaos.invariants import ClusterHistory
 __all__ = [
     "CLUSTER_FAULTS",
     "HA_FAULTS",
+    "PARTITIONS",
     "FaultKind",
     "FaultRecord",
     "PlannedFault",
@@ -68,6 +70,9 @@ CLUSTER_FAULTS = frozenset(
 )
 """Faults of one member cluster (`target` names it); the others hit the hub side."""
 HA_FAULTS = frozenset({FaultKind.ETCD_KILL, FaultKind.LEADER_KILL})
+PARTITIONS = frozenset({FaultKind.AGENT_STOP, FaultKind.LINK_CUT, FaultKind.LINK_BLACKHOLE})
+"""Faults that cut one cluster off from the hub for longer than the loss timeout: the hub
+may then start the cluster's work elsewhere, the case fencing exists for."""
 
 
 @dataclass(frozen=True)
@@ -109,9 +114,12 @@ def plan_faults(
     clusters: Sequence[str],
     holds: Mapping[FaultKind, float],
     rng: random.Random,
-) -> list[PlannedFault]:
-    """`counts[kind]` faults of each kind in a shuffled order, cluster faults spread over
-    `clusters` in turn, each lasting `holds[kind]`."""
+) -> list[tuple[PlannedFault, ...]]:
+    """`counts[kind]` faults of each kind, each lasting `holds[kind]`, cluster faults spread
+    over `clusters` in turn, as steps the driver takes one after another: first the
+    partitions, in a shuffled order, as many at once as leaves one cluster whole (the hub
+    needs somewhere to start what it lets go of), the longest together; then every other
+    fault alone, shuffled."""
     faults: list[PlannedFault] = []
     turn = 0
     for kind in FaultKind:
@@ -122,7 +130,11 @@ def plan_faults(
                 turn += 1
             faults.append(PlannedFault(kind, target, holds.get(kind, 0.0)))
     rng.shuffle(faults)
-    return faults
+    partitions = sorted((f for f in faults if f.kind in PARTITIONS), key=lambda f: -f.hold)
+    at_once = max(1, len(clusters) - 1)
+    steps = [tuple(partitions[i : i + at_once]) for i in range(0, len(partitions), at_once)]
+    rng.shuffle(steps)
+    return steps + [(f,) for f in faults if f.kind not in PARTITIONS]
 
 
 def recovery_seconds(

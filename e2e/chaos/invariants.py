@@ -234,9 +234,10 @@ class Verdict:
     accepted: int
     finished: int
     overlapping: tuple[Overlap, ...] = ()
-    """One per workload that ran in two clusters at once (its longest overlap)."""
+    """One per workload that ran in two clusters at once (its longest overlap), longest
+    first."""
     overlapping_generations: tuple[Overlap, ...] = ()
-    """One per workload whose same generation ran in two clusters at once."""
+    """One per workload whose same generation ran in two clusters at once, longest first."""
     lost: tuple[str, ...] = ()
     terminal: tuple[TerminalViolation, ...] = ()
     stuck: tuple[Stuck, ...] = ()
@@ -350,8 +351,8 @@ def check(
     return Verdict(
         accepted=len(accepted),
         finished=sum(1 for key in accepted if key in hub and hub[key].finished),
-        overlapping=tuple(overlapping),
-        overlapping_generations=tuple(same_generation),
+        overlapping=_longest_first(overlapping),
+        overlapping_generations=_longest_first(same_generation),
         lost=lost,
         terminal=tuple(terminal),
         stuck=stuck,
@@ -361,6 +362,10 @@ def check(
         incomplete_histories=tuple(h.cluster for h in histories if h.dropped),
         origin=origin,
     )
+
+
+def _longest_first(overlaps: list[Overlap]) -> tuple[Overlap, ...]:
+    return tuple(sorted(overlaps, key=lambda o: (-o.seconds, o.workload)))
 
 
 def _overlaps(key: str, runs: Sequence[PodRun], ended_at: float) -> list[Overlap]:

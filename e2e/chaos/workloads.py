@@ -21,7 +21,7 @@ from typing import Any
 
 from e2e.chaos.federation import MODES, queue_of
 
-__all__ = ["SHAPES", "PlannedWorkload", "plan_workloads"]
+__all__ = ["SHAPES", "PlannedWorkload", "plan_workloads", "witness"]
 
 SHAPES = ("single", "parallel", "indexed", "gang")
 CPU_SIZES = ("250m", "500m", "1", "2")
@@ -71,6 +71,14 @@ def plan_workloads(
             body = _job(name, mode, cpu, duration, pods, indexed=shape == "indexed")
         planned.append(PlannedWorkload(index, name, mode, shape, pods, cpu, duration, body))
     return planned
+
+
+def witness(name: str, duration: float) -> PlannedWorkload:
+    """A one-pod BestFit workload lasting `duration`: the driver starts a few before it
+    partitions or freezes a cluster, so the fault strikes work that outlives the loss
+    timeout (index -1: it is not part of the planned stream)."""
+    body = _job(name, "BestFit", "500m", duration, 1, indexed=False)
+    return PlannedWorkload(-1, name, "BestFit", "single", 1, "500m", duration, body)
 
 
 def _pod_template(cpu: str, duration: float) -> dict[str, Any]:

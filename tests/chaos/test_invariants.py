@@ -190,6 +190,23 @@ def test_the_longest_overlap_of_a_workload_is_reported_once() -> None:
     assert (overlap.first.name, overlap.second.name, overlap.seconds) == ("p2", "p0", 15.0)
 
 
+def test_overlapping_workloads_are_listed_longest_overlap_first() -> None:
+    verdict = judge(
+        histories(
+            pod("sim-0", "a", ran=(110, 120)),
+            pod("sim-1", "a", ran=(119, 130)),
+            pod("sim-0", "b", ran=(110, 150)),
+            pod("sim-2", "b", ran=(120, 160), generation=2),
+        ),
+        hub(done("a"), done("b")),
+        ["a", "b"],
+    )
+    assert [(o.workload, o.seconds) for o in verdict.overlapping] == [
+        ("default/b", 30.0),
+        ("default/a", 1.0),
+    ]
+
+
 def test_pods_that_touch_end_to_start_do_not_overlap() -> None:
     verdict = judge(
         histories(pod("sim-0", "a", ran=(110, 120)), pod("sim-1", "a", ran=(120, 130))),

@@ -16,6 +16,7 @@ from e2e.chaos.driver import ChaosConfig
 from e2e.chaos.faults import (
     CLUSTER_FAULTS,
     HA_FAULTS,
+    PARTITIONS,
     FaultKind,
     FaultRecord,
     plan_faults,
@@ -84,9 +85,11 @@ def test_the_fleet_is_valid_fenced_with_short_timings_and_has_a_queue_per_mode()
 
 
 def test_faults_are_planned_as_counted_with_cluster_faults_spread_over_the_clusters() -> None:
-    counts = {FaultKind.HUB_KILL: 3, FaultKind.AGENT_KILL: 6, FaultKind.LINK_CUT: 2}
-    holds = {FaultKind.LINK_CUT: 16.0}
-    faults = plan_faults(counts, CLUSTERS, holds, random.Random(2))
+    counts = {FaultKind.HUB_KILL: 3, FaultKind.AGENT_KILL: 6, FaultKind.KUBESIM_PAUSE: 2}
+    holds = {FaultKind.KUBESIM_PAUSE: 2.0}
+    steps = plan_faults(counts, CLUSTERS, holds, random.Random(2))
+    assert all(len(step) == 1 for step in steps)
+    faults = [f for step in steps for f in step]
     assert Counter(f.kind for f in faults) == counts
     assert Counter(f.target for f in faults if f.kind is FaultKind.AGENT_KILL) == {
         "sim-0": 2,
@@ -94,24 +97,46 @@ def test_faults_are_planned_as_counted_with_cluster_faults_spread_over_the_clust
         "sim-2": 2,
     }
     assert all(f.target is None for f in faults if f.kind is FaultKind.HUB_KILL)
-    assert {f.hold for f in faults if f.kind is FaultKind.LINK_CUT} == {16.0}
-    assert faults != plan_faults(counts, CLUSTERS, holds, random.Random(3))
+    assert {f.hold for f in faults if f.kind is FaultKind.KUBESIM_PAUSE} == {2.0}
+    assert steps != plan_faults(counts, CLUSTERS, holds, random.Random(3))
+
+
+def test_partitions_come_first_two_at_a_time_the_longest_together() -> None:
+    counts = {
+        FaultKind.AGENT_STOP: 1,
+        FaultKind.LINK_BLACKHOLE: 1,
+        FaultKind.LINK_CUT: 2,
+        FaultKind.HUB_KILL: 2,
+    }
+    holds = {FaultKind.AGENT_STOP: 60.0, FaultKind.LINK_BLACKHOLE: 60.0, FaultKind.LINK_CUT: 15.0}
+    for seed in range(5):
+        steps = plan_faults(counts, CLUSTERS, holds, random.Random(seed))
+        partitions, rest = steps[:2], steps[2:]
+        assert sorted(tuple(sorted(f.kind for f in step)) for step in partitions) == [
+            (FaultKind.AGENT_STOP, FaultKind.LINK_BLACKHOLE),
+            (FaultKind.LINK_CUT, FaultKind.LINK_CUT),
+        ]
+        assert [[f.kind for f in step] for step in rest] == [[FaultKind.HUB_KILL]] * 2
 
 
 def test_the_presets_fit_their_faults_in_the_submission_window() -> None:
     for config in (ChaosConfig.bounded(), ChaosConfig.long()):
-        injected = [k for k in config.faults if k not in HA_FAULTS]
-        seconds = config.fault_start + sum(
-            config.faults[k] * (config.holds.get(k, 0.0) + config.fault_gap + 1.0) for k in injected
-        )
+        steps = plan_faults(config.faults, CLUSTERS, config.holds, random.Random(config.seed))
+        seconds = config.fault_start
+        for step in steps:
+            injected = [f for f in step if f.kind not in HA_FAULTS]
+            if injected:
+                seconds += max(f.hold for f in injected) + config.fault_gap
+            if any(f.kind in PARTITIONS for f in injected):
+                seconds += 3.0  # the witnesses start
         # Faults that end after the last submission have nothing to recover with.
-        assert seconds < config.submission_seconds - 10, (seconds, config.submission_seconds)
+        assert seconds < config.submission_seconds - 5, (seconds, config.submission_seconds)
         assert config.workloads >= 300
 
 
 def test_the_partitions_and_freezes_of_the_presets_outlast_the_loss_timeout() -> None:
     for config in (ChaosConfig.bounded(), ChaosConfig.long()):
-        for kind in (FaultKind.AGENT_STOP, FaultKind.LINK_CUT, FaultKind.LINK_BLACKHOLE):
+        for kind in PARTITIONS:
             assert kind in CLUSTER_FAULTS
             assert config.holds[kind] > config.timings.loss_timeout_seconds
 
