@@ -19,7 +19,7 @@ from e2e.chaos.driver import ChaosConfig, run_chaos
 from e2e.chaos.faults import FaultKind
 from e2e.chaos.federation import ha_unavailable
 
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def test_under_chaos_nothing_accepted_is_lost_runs_twice_at_once_or_stays_stuck(

@@ -282,7 +282,12 @@ async def run_chaos(config: ChaosConfig, state_dir: Path) -> ChaosReport:
     """One chaos run in `state_dir` (process logs in `state_dir/logs`)."""
     started = time.monotonic()
     fed = ChaosFederation(
-        state_dir, clusters=config.clusters, nodes=config.nodes, port=0, timings=config.timings
+        state_dir,
+        clusters=config.clusters,
+        nodes=config.nodes,
+        runtime="simulated",
+        port=0,
+        timings=config.timings,
     )
     try:
         await fed.start_async()

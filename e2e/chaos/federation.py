@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,16 +89,29 @@ class HaControl(Protocol):
     async def restart_hub(self, name: str) -> None: ...
 
 
+@functools.cache
 def ha_unavailable() -> str | None:
-    """Why this branch cannot run the HA faults, or None once it can.
+    """Why this federation cannot run the HA faults, or None once it can.
 
-    The hook for hub HA: when `multiq-hub` campaigns on etcd and agents follow the leader,
-    `ChaosFederation.start_async` starts etcd and several hubs, sets `ChaosFederation.ha`
-    to their `HaControl`, and this returns None."""
+    The hook for hub HA (branch hub-ha): once `multiq-hub` campaigns on etcd (its
+    `--election-ttl` flag), `ChaosFederation.start_async` is to start etcd
+    (`hub.store.localetcd`), two or three hubs on it (`--store etcd://…`, `--advertise-url`),
+    one link per agent and hub, and agents with every link's URL (`--hub a,b`); then set
+    `ChaosFederation.ha` to an `HaControl` over them (the leader is the hub whose `/readyz`
+    says it leads) and return None here."""
+    usage = subprocess.run(
+        [_tool("multiq-hub"), "--help"], capture_output=True, text=True, check=False
+    ).stdout
+    if "--election-ttl" not in usage:
+        return (
+            "hub HA is not on this branch: multiq-hub does not campaign for leadership on "
+            "etcd (no --election-ttl) and agents take one hub URL (issue #15, branch hub-ha); "
+            "the etcd SIGKILL and leader SIGKILL faults need it"
+        )
     return (
-        "hub HA is not on this branch: multiq-hub does not campaign for leadership on etcd "
-        "and agents take one hub URL (issue #15, built on branch hub-ha); the etcd SIGKILL "
-        "and leader SIGKILL faults need it"
+        "multiq-hub campaigns on etcd, but the chaos launcher does not start several hubs yet: "
+        "write ChaosFederation's HA start and its HaControl (e2e/chaos/federation.py, "
+        "ha_unavailable)"
     )
 
 
@@ -106,9 +121,6 @@ class ChaosFederation(DevFederation):
     links: dict[str, FaultyLink] = field(default_factory=dict)
     cluster_urls: dict[str, str] = field(default_factory=dict)
     ha: HaControl | None = None
-
-    def __post_init__(self) -> None:
-        self.runtime = "simulated"
 
     # --- start and stop ---------------------------------------------------------------------
 
