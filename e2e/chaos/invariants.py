@@ -192,7 +192,7 @@ class Overlap:
     def describe(self, origin: float) -> str:
         return (
             f"{self.workload}: {_run_text(self.first, origin)} and "
-            f"{_run_text(self.second, origin)} ran together for {self.seconds:.2f}s"
+            f"{_run_text(self.second, origin)} ran together for {_seconds(self.seconds)}"
         )
 
 
@@ -218,6 +218,11 @@ class Stuck:
             else ("not bound to any cluster")
         )
         return f"{self.workload}: not finished at the end, {where}"
+
+
+def _seconds(value: float) -> str:
+    """Milliseconds matter for a copy killed right after it started: it did start."""
+    return f"{value:.2f}s" if value >= 0.1 else f"{value:.3f}s"
 
 
 def _run_text(run: PodRun, origin: float) -> str:

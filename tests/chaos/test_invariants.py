@@ -207,6 +207,19 @@ def test_overlapping_workloads_are_listed_longest_overlap_first() -> None:
     ]
 
 
+def test_a_copy_killed_right_after_it_started_is_an_overlap_told_in_milliseconds() -> None:
+    verdict = judge(
+        histories(
+            pod("sim-0", "a", ran=(110, 120)),
+            pod("sim-1", "a", ran=(110.5, 110.504), outcome="Failed"),
+        ),
+        hub(done("a")),
+        ["a"],
+    )
+    [overlap] = verdict.overlapping
+    assert overlap.describe(100.0).endswith("ran together for 0.004s")
+
+
 def test_pods_that_touch_end_to_start_do_not_overlap() -> None:
     verdict = judge(
         histories(pod("sim-0", "a", ran=(110, 120)), pod("sim-1", "a", ran=(120, 130))),
