@@ -14,6 +14,7 @@
     │       └── K8sTooManyRequestsError    429 (transient; honours Retry-After)
     ├── HubError                      the hub session failed
     │   ├── HubUnreachableError            connect/transport failure (reconnect)
+    │   │   └── HubNotLeaderError          the hub answered but does not lead (names the leader)
     │   ├── HubRefusedError                the hub answered the upgrade with 4xx (bad token, …)
     │   └── ProtocolError             the hub sent something we cannot parse
     └── MaterializeError              an admitted workload's objects could not be built
@@ -32,6 +33,7 @@ from typing import Any
 __all__ = [
     "AgentError",
     "HubError",
+    "HubNotLeaderError",
     "HubRefusedError",
     "HubUnreachableError",
     "K8sAlreadyExistsError",
@@ -138,6 +140,15 @@ class HubError(AgentError):
 
 class HubUnreachableError(HubError):
     """Connecting to the hub, or a lane's transport, failed; reconnecting may help."""
+
+
+class HubNotLeaderError(HubUnreachableError):
+    """The hub is up but does not lead (several hubs share one store); `leader` is the URL of
+    the one that does, when it named one."""
+
+    def __init__(self, message: str, *, leader: str | None) -> None:
+        super().__init__(message)
+        self.leader = leader
 
 
 class HubRefusedError(HubError):

@@ -7,6 +7,13 @@ control lane closes both and redials both, losing only the log lane redials only
   logs     GET {hub}/agent/v1/logs    — LogOpen/LogClose in, LogData out, so a saturated log
                                         stream can never delay a control message.
 
+Several hubs (`--hub URL,URL,…`, sharing one store) have one leader, the only one that
+serves agent sessions; the others refuse with 503 and name the leader in `X-MultiQ-Leader`.
+The agent dials the leader it last knew first, then every listed hub in order, and goes
+straight to a leader it is told of. After losing its session it is back within a second or
+so for the first minute (`reconnect_quick_*`), however its backoff has grown: a change of
+leader takes seconds, and dispatch to this cluster waits for it.
+
 Each lane numbers the messages it sends from 1 per connection (`seq`) and acknowledges the
 highest `seq` it received (`ack`, piggy-backed on every envelope). A bare `Ack` goes out when
 input other than Acks has been unacknowledged for `ack_delay` with nothing else to send; it
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
@@ -36,7 +44,7 @@ from typing import Any
 import aiohttp
 
 from agent import retry
-from agent.errors import HubRefusedError, HubUnreachableError
+from agent.errors import HubNotLeaderError, HubRefusedError, HubUnreachableError
 from agent.settings import AgentSettings
 from api.v1alpha1.messages import (
     Ack,
@@ -51,12 +59,13 @@ from api.v1alpha1.messages import (
     WorkloadStatusReport,
 )
 
-__all__ = ["CONTROL_PATH", "LOGS_PATH", "HubSession", "Lane", "Outbox"]
+__all__ = ["CONTROL_PATH", "LEADER_HEADER", "LOGS_PATH", "HubSession", "Lane", "Outbox"]
 
 log = logging.getLogger(__name__)
 
 CONTROL_PATH = "/agent/v1/session"
 LOGS_PATH = "/agent/v1/logs"
+LEADER_HEADER = "X-MultiQ-Leader"
 
 OutboxPayload = WorkloadStatusReport | OfferRejected
 
@@ -211,6 +220,7 @@ class HubSession:
         on_logs_lost: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
+        self._urls = settings.hub_urls
         self._hello = hello
         self._on_connect = on_connect
         self._on_message = on_message
@@ -225,6 +235,8 @@ class HubSession:
         """Set exactly when `connected` is not (so either can be awaited)."""
         self.disconnected.set()
         self.connections = 0
+        self.hub_url: str | None = None
+        """The hub this session is (or was last) connected to: the leader, when it is up."""
         self._wake_outbox = asyncio.Event()
 
     # sending ---------------------------------------------------------------------------------
@@ -249,14 +261,21 @@ class HubSession:
 
     # the connection loop ---------------------------------------------------------------------
 
+    def _reconnect_policy(self) -> Any:
+        timings = self.settings.timings
+        return retry.hub_reconnect(
+            initial=timings.reconnect_initial,
+            maximum=timings.reconnect_max,
+            quick_max=timings.reconnect_quick_max,
+            quick_for=timings.reconnect_quick_for,
+        )
+
     async def run(self) -> None:
         """Connect, serve until a lane breaks, reconnect — until cancelled."""
         timings = self.settings.timings
         async with aiohttp.ClientSession() as http:
             while True:
-                policy = retry.hub_reconnect(
-                    initial=timings.reconnect_initial, maximum=timings.reconnect_max
-                )
+                policy = self._reconnect_policy()
                 control, logs = await retry.call(policy, lambda: self._connect(http))
                 try:
                     await self._serve(http, control, logs)
@@ -273,17 +292,23 @@ class HubSession:
                 await asyncio.sleep(timings.reconnect_initial)
 
     async def _dial(
-        self, http: aiohttp.ClientSession, path: str
+        self, http: aiohttp.ClientSession, hub: str, path: str
     ) -> aiohttp.ClientWebSocketResponse:
         try:
             return await http.ws_connect(
-                self.settings.hub + path,
+                hub + path,
                 headers={"Authorization": f"Bearer {self.settings.token}"},
                 params={"cluster": self.settings.cluster},
                 heartbeat=self.settings.timings.heartbeat,
                 max_msg_size=64 * 1024 * 1024,
             )
         except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 503:
+                leader = exc.headers.get(LEADER_HEADER) if exc.headers else None
+                raise HubNotLeaderError(
+                    f"{hub} does not lead" + (f"; the leader is {leader}" if leader else ""),
+                    leader=leader.rstrip("/") if leader else None,
+                ) from exc
             if exc.status in (401, 403):
                 # A wrong token is an operator error, but the hub may be mid-rotation: keep
                 # trying (with backoff) and say so loudly.
@@ -291,20 +316,47 @@ class HubSession:
                 raise HubUnreachableError(f"refused: {exc.status}") from HubRefusedError(
                     str(exc), status=exc.status
                 )
-            raise HubUnreachableError(f"{path}: handshake failed: {exc.status}") from exc
+            raise HubUnreachableError(f"{hub}{path}: handshake failed: {exc.status}") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise HubUnreachableError(f"{path}: {type(exc).__name__}: {exc}") from exc
+            raise HubUnreachableError(f"{hub}{path}: {type(exc).__name__}: {exc}") from exc
 
     async def _connect(
         self, http: aiohttp.ClientSession
     ) -> tuple[aiohttp.ClientWebSocketResponse, aiohttp.ClientWebSocketResponse]:
-        control = await self._dial(http, CONTROL_PATH)
-        try:
-            logs = await self._dial(http, LOGS_PATH)
-        except HubUnreachableError:
-            await control.close()
-            raise
-        return control, logs
+        """Both lanes to the leader: the hub connected last first, then every listed hub in
+        order; a hub that does not lead but names the leader sends us there next. Raises the
+        last failure when no hub accepted (HubNotLeaderError when some hub is up but none
+        leads yet: an election is under way)."""
+        queue = collections.deque(dict.fromkeys([*filter(None, [self.hub_url]), *self._urls]))
+        tried: set[str] = set()
+        failure: HubUnreachableError = HubUnreachableError("no hub URL to dial")
+        not_leading: HubNotLeaderError | None = None
+        while queue:
+            hub = queue.popleft()
+            if hub in tried:
+                continue
+            tried.add(hub)
+            try:
+                control = await self._dial(http, hub, CONTROL_PATH)
+            except HubNotLeaderError as exc:
+                not_leading = exc
+                if exc.leader is not None and exc.leader not in tried:
+                    queue.appendleft(exc.leader)
+                continue
+            except HubUnreachableError as exc:
+                failure = exc
+                continue
+            try:
+                logs = await self._dial(http, hub, LOGS_PATH)
+            except HubUnreachableError as exc:
+                await control.close()
+                failure = exc
+                continue
+            if hub != self.hub_url:
+                log.info("dialled the hub at %s", hub)
+            self.hub_url = hub
+            return control, logs
+        raise not_leading or failure
 
     async def _serve(
         self,
@@ -348,10 +400,9 @@ class HubSession:
                     await ws.close()
                 if self._on_logs_lost is not None:
                     await self._on_logs_lost()
-            policy = retry.hub_reconnect(
-                initial=timings.reconnect_initial, maximum=timings.reconnect_max
-            )
-            ws = await retry.call(policy, lambda: self._dial(http, LOGS_PATH))
+            assert self.hub_url is not None  # the control lane is up
+            redial = functools.partial(self._dial, http, self.hub_url, LOGS_PATH)
+            ws = await retry.call(self._reconnect_policy(), redial)
 
     async def _flush_outbox(self, lane: Lane) -> None:
         while True:

@@ -94,11 +94,35 @@ def k8s_transient(
     )
 
 
-def hub_reconnect(*, initial: float = 0.5, maximum: float = 30.0) -> AsyncRetrying:
-    """Reconnect to the hub forever: capped exponential backoff with jitter."""
+class _QuickThenBackoff:
+    """Exponential backoff with jitter, but at most `quick_max` while the outage is younger
+    than `quick_for` seconds."""
+
+    def __init__(self, initial: float, maximum: float, quick_max: float, quick_for: float) -> None:
+        self._base = wait_exponential_jitter(multiplier=initial, max=maximum, jitter=initial)
+        self._quick_max = quick_max
+        self._quick_for = quick_for
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = float(self._base(state))
+        if (state.seconds_since_start or 0.0) < self._quick_for:
+            delay = min(delay, self._quick_max)
+        return delay
+
+
+def hub_reconnect(
+    *,
+    initial: float = 0.5,
+    maximum: float = 30.0,
+    quick_max: float = 1.0,
+    quick_for: float = 60.0,
+) -> AsyncRetrying:
+    """Reconnect to the hub forever: capped exponential backoff with jitter — but for the
+    first `quick_for` seconds at least every `quick_max`, so that a hub restart or a change
+    of leader (several hubs) does not leave the agent away for the backoff's cap."""
     return AsyncRetrying(
         retry=retry_if_exception_type(HubUnreachableError),
-        wait=wait_exponential_jitter(multiplier=initial, max=maximum, jitter=initial),
+        wait=_QuickThenBackoff(initial, maximum, quick_max, quick_for),
         stop=stop_never,
         before_sleep=_log_attempt("hub session", None),
         reraise=True,

@@ -27,6 +27,11 @@ class Timings(BaseModel):
     """First delay before reconnecting to the hub (doubles, with jitter)."""
     reconnect_max: float = 30.0
     """Cap of the reconnect delay."""
+    reconnect_quick_for: float = 60.0
+    """For this long after the hub is lost, reconnect at least every `reconnect_quick_max`
+    seconds, whatever the backoff says: a hub restarting or another taking over as leader is
+    back within seconds, and an agent away from it holds up dispatch."""
+    reconnect_quick_max: float = 1.0
     heartbeat: float = 20.0
     """WebSocket ping interval on both lanes (a pong later than half of it closes the lane;
     a hub busy for a few seconds must not cost a reconnect)."""
@@ -69,7 +74,9 @@ class AgentSettings(BaseModel):
     cluster: str = Field(min_length=1)
     """This member cluster's name, as registered at the hub."""
     hub: str = Field(min_length=1)
-    """The hub's base URL (http[s]://host:port); the lanes are /agent/v1/session and /logs."""
+    """The hub's base URL (http[s]://host:port); the lanes are /agent/v1/session and /logs.
+    Several hubs sharing one store: their URLs separated by commas (`hub_urls`); the agent
+    dials them in order and follows the one that leads."""
     token: str = Field(min_length=1, repr=False)
     """Bearer token for the session (from --token or --token-file)."""
     kubeconfig: Path | None = None
@@ -83,10 +90,16 @@ class AgentSettings(BaseModel):
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
 
+    @property
+    def hub_urls(self) -> tuple[str, ...]:
+        """Every hub's base URL, in the order given."""
+        return tuple(u.strip().rstrip("/") for u in self.hub.split(",") if u.strip())
+
     @model_validator(mode="after")
     def _hub_is_http(self) -> AgentSettings:
-        if not self.hub.startswith(("http://", "https://")):
-            raise ValueError("hub must be an http:// or https:// URL")
+        urls = self.hub_urls
+        if not urls or not all(u.startswith(("http://", "https://")) for u in urls):
+            raise ValueError("hub must be an http:// or https:// URL, or several, comma-separated")
         return self
 
 
@@ -97,7 +110,11 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
     )
     parser.add_argument("--kubeconfig", default=env("KUBECONFIG"))
     parser.add_argument("--context", default=env("MULTIQ_AGENT_CONTEXT"))
-    parser.add_argument("--hub", default=env("MULTIQ_AGENT_HUB"), help="hub base URL")
+    parser.add_argument(
+        "--hub",
+        default=env("MULTIQ_AGENT_HUB"),
+        help="hub base URL, or several hubs' URLs, comma-separated (it follows the leader)",
+    )
     token = parser.add_mutually_exclusive_group()
     token.add_argument("--token", default=env("MULTIQ_AGENT_TOKEN"))
     token.add_argument("--token-file", default=env("MULTIQ_AGENT_TOKEN_FILE"))
@@ -117,7 +134,7 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         parser.error("missing " + ", ".join(missing))
     return AgentSettings(
         cluster=args.cluster,
-        hub=args.hub.rstrip("/"),
+        hub=",".join(u.strip().rstrip("/") for u in args.hub.split(",")),
         token=tok,
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         context=args.context,

@@ -1,6 +1,13 @@
-"""Wiring of the hub: open the store, build the state mirror, fleet, dispatcher, config
-pusher and log hub, register routes and middlewares, and run the eternal tasks under a guard
-that logs crashes. `build_app(settings)` returns the aiohttp application.
+"""Wiring of the hub: open the store, build the state mirror, fleet, log hub, the leader-only
+work and the election, register routes and middlewares, and run the eternal tasks under a
+guard that logs crashes. `build_app(settings)` returns the aiohttp application.
+
+Every hub mirrors the store and serves reads. Which hub does the rest — dispatch, config
+push, queue statuses, agent sessions — is decided by hub.election (with etcd, the hub that
+won the election; with SQLite, the only one) and done by hub.leader; a hub that does not
+lead forwards writes to the leader and refuses agent sessions (hub.http.leader). Every
+write of every part goes through one `LeaderFencedStore`, which lets writes through only
+while this hub leads, fenced by its election key.
 
 Called by: hub.main (the `multiq-hub` command) and tests (aiohttp test server).
 """
@@ -10,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -22,28 +29,36 @@ from hub.answers import AgentAnswers
 from hub.auth import TokenAuthority, load_users_file
 from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
+from hub.election import Campaign, EtcdCampaign, HubElection, SoleCampaign
 from hub.fleet import Fleet
+from hub.http.leader import LeaderRouting
 from hub.http.logs import LogRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
 from hub.http.submit import SubmitRoutes
+from hub.leader import LeaderWork
 from hub.loghub import LogHub
 from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
-from hub.queue_status import QueueStatusWriter
-from hub.sessions import SessionRoutes
+from hub.role import Role
 from hub.settings import HubSettings
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
-from hub.store.etcd import EtcdStore
+from hub.store.etcd import EtcdStore, parse_endpoints
+from hub.store.fencing import LeaderFencedStore
 from hub.store.sqlite import SqliteStore
+from hub.tasks import cancel_all, start_guarded
 
 __all__ = ["HUB", "VERSION", "Hub", "build_app", "open_store"]
 
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+# A hub answers requests once its role is known: alone on its store, once it leads; beside
+# others, once it has observed who leads. Or after this long, if that keeps failing (it
+# goes on trying; a follower that knows no leader holds writes a while, then answers 503).
+STARTUP_ROLE_SECONDS = 30.0
 
 
 @dataclass
@@ -51,42 +66,48 @@ class Hub:
     """Everything one running hub holds; stored on the app under `HUB`."""
 
     settings: HubSettings
-    store: Store
+    store: LeaderFencedStore
     repo: ObjectRepository
     state: HubState
     authority: TokenAuthority
     fleet: Fleet
-    dispatcher: Dispatcher
-    answers: AgentAnswers
-    config: ConfigPusher
     logs: LogHub
+    role: Role
+    leader: LeaderWork
+    election: HubElection
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The current (or next) term's dispatcher."""
+        return self.leader.dispatcher
+
+    @property
+    def answers(self) -> AgentAnswers:
+        return self.leader.answers
+
+    @property
+    def config(self) -> ConfigPusher:
+        return self.leader.config
 
 
 HUB = web.AppKey("hub", Hub)
 
 
 async def open_store(spec: str) -> Store:
-    """`sqlite:PATH` or `etcd:HOST:PORT` (the first endpoint of a comma-separated list)."""
+    """`sqlite:PATH`, or `etcd://HOST:PORT[,HOST:PORT…]` (also `etcd:HOST:PORT[,…]`): every
+    endpoint is used, the next when one is unavailable."""
     scheme, _, rest = spec.partition(":")
     if scheme == "sqlite" and rest:
         return await SqliteStore.open(rest)
-    if scheme == "etcd" and rest:
-        host, _, port = rest.split(",")[0].rpartition(":")
-        return await EtcdStore.connect(host or "127.0.0.1", int(port or 2379))
-    raise ValueError(f"unknown store {spec!r}: want sqlite:PATH or etcd:HOST:PORT")
+    if scheme == "etcd" and rest.removeprefix("//"):
+        return await EtcdStore.connect_to(parse_endpoints(rest.removeprefix("//")))
+    raise ValueError(f"unknown store {spec!r}: want sqlite:PATH or etcd://HOST:PORT[,HOST:PORT…]")
 
 
-async def _guard(name: str, run: Callable[[], Awaitable[None]]) -> None:
-    """Run an eternal task; log (and restart after a pause) if it ever ends or crashes."""
-    while True:
-        try:
-            await run()
-            log.error("task %s ended unexpectedly; restarting", name)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("task %s crashed; restarting in 1s", name)
-        await asyncio.sleep(1)
+def _campaign(backend: Store, settings: HubSettings) -> Campaign:
+    if isinstance(backend, EtcdStore):
+        return EtcdCampaign(backend, settings.url, ttl=settings.election_ttl_seconds)
+    return SoleCampaign(backend, settings.url)
 
 
 def _wire_listeners(hub: Hub) -> None:
@@ -102,7 +123,9 @@ def _wire_listeners(hub: Hub) -> None:
 
     def workload_changed(key: str, old: Workload | None, new: Workload | None) -> None:
         hub.dispatcher.wake()
-        if new is None and old is not None:
+        # Only the leader acts on a deletion; a later leader learns of it from the store (and
+        # from the agents' Hellos, which list what they hold).
+        if new is None and old is not None and hub.leader.leading:
             hub.answers.on_workload_deleted(key, old)
             asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
 
@@ -115,63 +138,62 @@ async def _forget_source(store: Store, key: str) -> None:
         await store.delete(f"{SOURCE_PREFIX}{key}", expected=None)
 
 
-async def build_app(settings: HubSettings, *, store: Store | None = None) -> web.Application:
-    """Open the store (unless given one) and build the whole hub; tasks start with the app."""
+async def build_app(
+    settings: HubSettings, *, store: Store | None = None, campaign: Campaign | None = None
+) -> web.Application:
+    """Open the store (unless given one) and build the whole hub; tasks start with the app.
+    `campaign` (default: from the store) decides when this hub leads."""
     users = load_users_file(settings.users_file).users if settings.users_file else []
     authority = TokenAuthority(users)
-    opened = store or await open_store(settings.store)
-    repo = ObjectRepository(opened)
-    state = HubState(opened)
+    backend = store or await open_store(settings.store)
+    fenced = LeaderFencedStore(backend)
+    repo = ObjectRepository(fenced)
+    state = HubState(fenced)
     fleet = Fleet(repo, authority, secrets_dir=settings.secrets_dir)
-    dispatcher = Dispatcher(
-        state,
-        fleet,
-        offer_timeout_seconds=settings.offer_timeout_seconds,
-        interval_seconds=settings.dispatch_interval_seconds,
-    )
-    hub = Hub(
-        settings,
-        opened,
-        repo,
-        state,
-        authority,
-        fleet,
-        dispatcher,
-        AgentAnswers(dispatcher),
-        ConfigPusher(state, fleet),
-        LogHub(fleet, tail_lines=settings.log_tail_lines),
-    )
+    logs = LogHub(fleet, tail_lines=settings.log_tail_lines)
+    role = Role(settings.url)
+    leader = LeaderWork(settings=settings, state=state, fleet=fleet, repo=repo, logs=logs)
+    campaign = campaign or _campaign(backend, settings)
+    election = HubElection(campaign, role=role, store=fenced, work=leader)
+    hub = Hub(settings, fenced, repo, state, authority, fleet, logs, role, leader, election)
     _wire_listeners(hub)
-    statuses = QueueStatusWriter(
-        state, fleet, dispatcher, repo, interval_seconds=settings.queue_status_interval_seconds
-    )
+    routing = LeaderRouting(role, forward_wait_seconds=settings.forward_wait_seconds)
     app = web.Application(
-        middlewares=[error_middleware, make_auth_middleware(authority)],
+        middlewares=[error_middleware, make_auth_middleware(authority), routing.middleware],
         client_max_size=settings.max_body_bytes,
     )
     app[HUB] = hub
 
-    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        tasks = [
-            asyncio.create_task(_guard("state", state.run), name="hub-state"),
-            asyncio.create_task(_guard("dispatch", dispatcher.run), name="hub-dispatch"),
-            asyncio.create_task(_guard("config-push", hub.config.run), name="hub-config-push"),
-            asyncio.create_task(_guard("queue-status", statuses.run), name="hub-queue-status"),
-        ]
-        await state.synced.wait()
-        yield
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for cluster in fleet.clusters.values():
-            for lane in (cluster.control, cluster.logs):
-                if lane is not None:
-                    await lane.close()
-        if store is None:
-            await opened.close()
+    campaigning: list[asyncio.Task[None]] = []
 
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        await routing.start()
+        mirror = start_guarded("state", state.run)
+        await state.synced.wait()
+        campaigning.append(start_guarded("election", election.run))
+        # Serve once the role means something: the sole hub leads; a replica knows who does.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STARTUP_ROLE_SECONDS):
+                if campaign.alone:
+                    while not role.leading:
+                        await role.changed()
+                else:
+                    await role.observed_once.wait()
+        yield
+        await end_term(app)
+        await cancel_all([mirror])
+        await routing.close()
+        if store is None:
+            await fenced.close()
+
+    async def end_term(_: web.Application) -> None:
+        # At shutdown, before aiohttp waits for open connections: ending the term closes the
+        # agents' sessions (they would hold the shutdown up) and gives the leadership up, so
+        # another hub leads at once rather than when the lease expires.
+        await cancel_all(campaigning)
+        campaigning.clear()
+
+    app.on_shutdown.append(end_term)
     app.cleanup_ctx.append(lifecycle)
     _add_routes(app, hub)
     return app
@@ -184,8 +206,15 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
         return web.json_response({"status": "ok"})
 
     async def readyz(_: web.Request) -> web.Response:
+        # Ready: the mirror is in sync, so reads are served here, whatever the role.
         ready = hub.state.synced.is_set()
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
+        body = {
+            "ready": ready,
+            "role": "leader" if hub.role.leading else "follower",
+            "leader": hub.role.leader_url,
+            "url": hub.role.url,
+        }
+        return web.json_response(body, status=200 if ready else 503)
 
     async def version(_: web.Request) -> web.Response:
         return web.json_response({"version": VERSION, "api": "multiq.dev/v1alpha1"})
@@ -201,5 +230,5 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
     app.router.add_get("/openapi.json", openapi)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
-    SessionRoutes(hub.fleet, hub.answers, hub.config, hub.logs).add_to(app)
+    hub.leader.sessions.add_to(app)
     ResourceRoutes(hub.repo, kinds).add_to(app)

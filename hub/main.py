@@ -3,6 +3,11 @@
     multiq-hub --port 8470 --store sqlite:/var/lib/multiq/hub.db \\
                --users-file users.yaml --secrets-dir /etc/multiq/secrets
 
+Several hubs on one etcd cluster, one of which leads at a time (hub.election):
+
+    multiq-hub --store etcd://h1:2379,h2:2379,h3:2379 \\
+               --host 0.0.0.0 --advertise-url http://hub-0.hubs:8470 --election-ttl 5 …
+
 Every flag has a MULTIQ_HUB_<FLAG> environment variable (e.g. MULTIQ_HUB_STORE) for
 containers. Called by: the console script, `qctl dev up`, e2e tests.
 """
@@ -39,7 +44,18 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
     parser.add_argument(
         "--store",
         default=_env("store", defaults.store),
-        help="sqlite:PATH (default) or etcd:HOST:PORT",
+        help="sqlite:PATH (default), or etcd://HOST:PORT[,HOST:PORT…] for several hubs",
+    )
+    parser.add_argument(
+        "--advertise-url",
+        default=_env("advertise-url"),
+        help="where agents and the other hubs reach this hub (default: http://HOST:PORT)",
+    )
+    parser.add_argument(
+        "--election-ttl",
+        type=int,
+        default=int(_env("election-ttl", str(defaults.election_ttl_seconds)) or 5),
+        help="seconds after which another hub leads when the leader is gone (etcd only)",
     )
     parser.add_argument(
         "--users-file",
@@ -67,6 +83,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
             host=args.host,
             port=args.port,
             store=args.store,
+            advertise_url=args.advertise_url or None,
+            election_ttl_seconds=args.election_ttl,
             users_file=Path(args.users_file) if args.users_file else None,
             secrets_dir=Path(args.secrets_dir) if args.secrets_dir else None,
             offer_timeout_seconds=args.offer_timeout,
@@ -84,7 +102,11 @@ GC_THRESHOLDS = (50_000, 10, 10)
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
-    print(f"multiq-hub {VERSION} listening on http://{settings.host}:{settings.port}", flush=True)
+    print(
+        f"multiq-hub {VERSION} listening on http://{settings.host}:{settings.port}"
+        f" (advertised as {settings.url})",
+        flush=True,
+    )
     app = build_app(settings)
     gc.freeze()  # what start-up built (modules, pydantic schemas) is never collected
     gc.set_threshold(*GC_THRESHOLDS)

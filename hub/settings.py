@@ -6,9 +6,10 @@ frozen object passed to hub.app.build_app. Called by: hub.main, tests, `qctl dev
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["HubSettings"]
 
@@ -18,8 +19,19 @@ class HubSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8470, ge=0, le=65535)
-    # "sqlite:PATH" (embedded, the default) or "etcd:HOST:PORT[,HOST:PORT…]" (HA).
+    # "sqlite:PATH" (embedded, the default) or "etcd://HOST:PORT[,HOST:PORT…]" (HA: several
+    # hubs share the etcd cluster, every endpoint is used; "etcd:HOST:PORT[,…]" also works).
     store: str = "sqlite:multiq-hub.db"
+    # Where the other hubs and the agents reach this hub (its leader URL when it leads);
+    # None: http://HOST:PORT.
+    advertise_url: str | None = None
+    # The lease of the leader's election key (etcd only): when the leader dies, another hub
+    # leads at most this long after. Short, so failover is quick; the leader refreshes it
+    # every third of it.
+    election_ttl_seconds: int = Field(default=5, ge=2, le=60)
+    # How long a hub that does not lead holds a write while no leader is known (an election
+    # under way) before it answers 503.
+    forward_wait_seconds: float = Field(default=15.0, gt=0)
     users_file: Path | None = None
     # Agent tokens named by MemberCluster.spec.tokenRef.secretName are read from
     # SECRETS_DIR/<secretName>/<key>, the layout of a Kubernetes secret volume.
@@ -35,3 +47,25 @@ class HubSettings(BaseModel):
     queue_status_interval_seconds: float = Field(default=2.0, gt=0)
     # Lines of each workload's logs kept after its pods are gone.
     log_tail_lines: int = Field(default=1000, ge=0)
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _advertise_url_is_http(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("advertise_url must be an http:// or https:// URL")
+        return url.rstrip("/")
+
+    @property
+    def url(self) -> str:
+        """This hub's advertised URL: `advertise_url`, else http://HOST:PORT (a wildcard
+        host is replaced by this machine's name)."""
+        if self.advertise_url:
+            return self.advertise_url
+        host = self.host
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.getfqdn()
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

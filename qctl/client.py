@@ -4,6 +4,12 @@ Paths follow Kubernetes conventions (`/apis/multiq.dev/v1alpha1[/namespaces/NS]/
 errors come back as Kubernetes Status objects and become one-line QctlErrors here, including
 each field error. Streams (watch, logs) are newline-delimited JSON.
 
+Given several hubs (they share one store; one leads, the others forward writes to it), the
+client sends each request to the hub that answered last, and moves on to the next hub when
+one cannot be reached. A request goes to another hub only if nothing of it reached the
+first (the connection could not be made), or if it is a read: a write whose connection broke
+after it was sent may have been done, and is reported as such rather than sent twice.
+
 Called by: qctl command modules.
 """
 
@@ -44,18 +50,41 @@ def resource_path(kind: type[Object], namespace: str | None, name: str | None = 
     return path
 
 
+# Safe to send to another hub even after the connection broke mid-request.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# With several hubs, how long to try connecting to one before moving on to the next.
+FAILOVER_CONNECT_SECONDS = 3.0
+
+
 class HubClient:
     def __init__(self, context: ResolvedContext, *, timeout: float = 30.0) -> None:
         self._context = context
+        self._servers = context.servers
+        self._current = 0  # the hub that answered last
         headers = {"Accept": "application/json", "User-Agent": "qctl"}
         if context.token:
             headers["Authorization"] = f"Bearer {context.token}"
+        connect = timeout if len(self._servers) == 1 else min(timeout, FAILOVER_CONNECT_SECONDS)
         self._session = aiohttp.ClientSession(
-            base_url=context.server,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=None),
+            timeout=aiohttp.ClientTimeout(total=None, connect=connect, sock_read=None),
         )
         self._timeout = timeout
+
+    @property
+    def server(self) -> str:
+        """The hub requests go to first: the one that answered last."""
+        return self._servers[self._current]
+
+    def _hubs(self) -> list[int]:
+        """Indexes of the hubs to try, the one that answered last first."""
+        count = len(self._servers)
+        return [(self._current + i) % count for i in range(count)]
+
+    def _unreachable(self, failures: list[str]) -> QctlError:
+        if len(failures) == 1:
+            return QctlError(f"cannot reach the hub at {failures[0]}")
+        return QctlError("cannot reach any hub:\n  " + "\n  ".join(failures))
 
     async def __aenter__(self) -> Self:
         return self
@@ -92,35 +121,58 @@ class HubClient:
         body: Mapping[str, Any] | None = None,
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        try:
-            async with self._session.request(
-                method,
-                path,
-                json=body,
-                params=params,
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
-            ) as response:
-                await self._raise_for(response)
-                result: dict[str, Any] = await response.json()
-                return result
-        except aiohttp.ClientConnectionError as exc:
-            raise QctlError(f"cannot reach the hub at {self._context.server}: {exc}") from exc
-        except TimeoutError as exc:
-            raise QctlError(f"the hub at {self._context.server} did not answer in time") from exc
+        failures: list[str] = []
+        for index in self._hubs():
+            server = self._servers[index]
+            try:
+                async with self._session.request(
+                    method,
+                    server + path,
+                    json=body,
+                    params=params,
+                    timeout=aiohttp.ClientTimeout(total=self._timeout),
+                ) as response:
+                    self._current = index
+                    await self._raise_for(response)
+                    result: dict[str, Any] = await response.json()
+                    return result
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                failures.append(f"{server}: {exc}")  # nothing reached it: try the next
+            except aiohttp.ClientConnectionError as exc:
+                if method not in _READS:
+                    raise QctlError(
+                        f"lost the hub at {server} during {method} {path}: it may or may not "
+                        f"have been done ({exc}); look before trying again"
+                    ) from exc
+                failures.append(f"{server}: {exc}")
+            except TimeoutError as exc:
+                raise QctlError(f"the hub at {server} did not answer in time") from exc
+        raise self._unreachable(failures)
 
     async def stream(
         self, path: str, *, params: Mapping[str, str] | None = None
     ) -> AsyncIterator[dict[str, Any]]:
         """Yield each JSON line of a streaming response until the server closes it."""
-        try:
-            async with self._session.get(path, params=params) as response:
-                await self._raise_for(response)
-                async for raw in response.content:
-                    line = raw.strip()
-                    if line:
-                        yield json.loads(line)
-        except aiohttp.ClientConnectionError as exc:
-            raise QctlError(f"lost the hub at {self._context.server}: {exc}") from exc
+        failures: list[str] = []
+        for index in self._hubs():
+            server = self._servers[index]
+            try:
+                async with self._session.get(server + path, params=params) as response:
+                    self._current = index
+                    await self._raise_for(response)
+                    try:
+                        async for raw in response.content:
+                            line = raw.strip()
+                            if line:
+                                yield json.loads(line)
+                    except aiohttp.ClientConnectionError as exc:
+                        raise QctlError(f"lost the hub at {server}: {exc}") from exc
+                    return
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                failures.append(f"{server}: {exc}")
+            except aiohttp.ClientConnectionError as exc:
+                raise QctlError(f"lost the hub at {server}: {exc}") from exc
+        raise self._unreachable(failures)
 
     # --- verbs ------------------------------------------------------------------------------
 

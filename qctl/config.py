@@ -10,6 +10,11 @@ The file is `$MULTIQ_CONFIG`, else `$XDG_CONFIG_HOME/multiq/config.yaml`, else
         token: dev-admin-token
         namespace: default
 
+Several hubs sharing one store are named together: `server: http://h1:8470,http://h2:8470`
+(or a YAML list), `--server URL,URL`, `MULTIQ_SERVER=URL,URL`. qctl tries them in order and
+moves on when one cannot be reached; any hub serves any request (those that do not lead
+forward writes to the one that does).
+
 Flags beat environment variables (MULTIQ_SERVER, MULTIQ_TOKEN, MULTIQ_CONTEXT,
 MULTIQ_NAMESPACE), which beat the file. Called by: qctl.main (resolve) and `qctl dev up`
 (writes a context for the local federation).
@@ -22,11 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from qctl.errors import InputError, UsageError
 
-__all__ = ["ConfigFile", "Context", "ResolvedContext", "config_path", "load", "resolve", "save"]
+__all__ = [
+    "ConfigFile",
+    "Context",
+    "ResolvedContext",
+    "config_path",
+    "load",
+    "resolve",
+    "save",
+    "split_servers",
+]
 
 
 class Context(BaseModel):
@@ -34,8 +48,16 @@ class Context(BaseModel):
 
     name: str
     server: str
+    """One hub's URL, or several hubs' separated by commas (a YAML list is accepted too)."""
     token: str | None = None
     namespace: str = "default"
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _join_a_list(cls, value: object) -> object:
+        if isinstance(value, list):
+            return ",".join(str(v) for v in value)
+        return value
 
 
 class ConfigFile(BaseModel):
@@ -56,9 +78,19 @@ class ConfigFile(BaseModel):
 @dataclass(frozen=True, slots=True)
 class ResolvedContext:
     server: str
+    """One hub's URL, or several separated by commas."""
     token: str | None
     namespace: str
     source: str
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Every hub's URL, in the order to try them."""
+        return split_servers(self.server)
+
+
+def split_servers(text: str) -> tuple[str, ...]:
+    return tuple(u.strip().rstrip("/") for u in text.split(",") if u.strip())
 
 
 def config_path() -> Path:
@@ -110,8 +142,11 @@ def resolve(
             "no hub to talk to: pass --server, set MULTIQ_SERVER, or run `qctl dev up`, "
             f"which writes a context to {config_path()}"
         )
+    servers = split_servers(chosen_server)
+    if not servers:
+        raise UsageError(f"no hub URL in {chosen_server!r}")
     return ResolvedContext(
-        server=chosen_server.rstrip("/"),
+        server=",".join(servers),
         token=token or env.get("MULTIQ_TOKEN") or (ctx.token if ctx else None),
         namespace=namespace or env.get("MULTIQ_NAMESPACE") or (ctx.namespace if ctx else "default"),
         source=f"context {ctx.name!r}" if ctx else "flags and environment",

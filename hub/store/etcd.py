@@ -18,13 +18,25 @@ code. Watches use aetcd's multiplexed watch stream with `prev_kv` (a DELETED eve
 last value); a pump task moves events into a bounded buffer; when a slow consumer lets it
 fill, the etcd watch is cancelled (aetcd's own queue is unbounded) and reopened from the last
 queued revision once the consumer catches up. Reads that fail as `Unavailable` are retried
-briefly (`_read_retry`); writes are not, since a lost reply may hide a commit.
+for up to a request timeout (`_read_retry`); writes are not, since a lost reply may hide a
+commit.
+
+Endpoints. A store is given every member of the etcd cluster (`etcd://h1:2379,h2:2379,…`);
+aetcd's Client talks to one, so `_Endpoints` holds the client of the member in use and, when a
+call through it fails as unavailable, moves every later call to the next member (round
+robin). The failed call itself is not repeated behind its caller's back: reads retry by
+themselves (on the next member), writes report `Unavailable` (their outcome is unknown),
+watches end and their consumers reopen them. The client left behind is closed a request
+timeout later, so calls still in flight on a healthy but slow member can finish.
 
 Leader election (`EtcdElection`) follows etcd's own concurrency recipe: each candidate puts a
 key under the election prefix attached to its lease; the oldest key (lowest create revision)
 leads; the others wait for the deletion of the key just older than theirs. The leader keeps
-its lease alive and declares leadership lost as soon as it can no longer be sure the lease
-is alive (a refresh said it expired, or refreshes failed until the lease's deadline).
+its lease alive (a refresh every third of the TTL, retried at once on another member when
+one fails) and declares leadership lost as soon as it can no longer be sure the lease is
+alive (a refresh said it expired, or refreshes failed until the lease's deadline). Election
+keys live beside the store's objects, not among them (`<root>.elections/<name>/…`), so
+listing or watching the store never meets them.
 Noticing takes time, so leader-only writes go through `store.fenced(leadership)`: each
 transaction also compares the leader key's create revision, so a deposed leader's writes fail
 with `NotLeader` however late it notices — the store-level half of "a workload runs in at
@@ -40,7 +52,7 @@ import copy
 import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -51,6 +63,7 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
 )
 
@@ -73,7 +86,7 @@ from hub.store.base import (
     validate_prefix,
 )
 
-__all__ = ["EtcdElection", "EtcdStore", "Leadership"]
+__all__ = ["DEFAULT_PORT", "Endpoint", "EtcdElection", "EtcdStore", "Leadership", "parse_endpoints"]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +96,14 @@ _UNAVAILABLE_CODES = frozenset(
     {rpc.StatusCode.UNAVAILABLE, rpc.StatusCode.DEADLINE_EXCEEDED, rpc.StatusCode.CANCELLED}
 )
 _LIST_PAGE = 500
+# After a failed lease refresh, the next try (on the next member) comes this soon: the lease
+# has at most two thirds of its TTL left by then.
+_KEEPALIVE_RETRY_SECONDS = 0.1
 # Lists and watch batches may carry many values; gRPC's 4 MiB default is too small.
 _MAX_MESSAGE = 64 * 1024 * 1024
+# How soon a connection to a member that went away is tried again (gRPC's default grows to
+# two minutes; a restarted member should be usable again within a second).
+_RECONNECT_BACKOFF_MS = 1000
 
 
 def _translate(exc: BaseException) -> StoreError:
@@ -114,21 +133,115 @@ def _range_end(prefix: bytes) -> bytes:
     return bytes(aetcd.utils.prefix_range_end(prefix))
 
 
-def _read_retry() -> AsyncRetrying:
-    """Reads are idempotent: retry them briefly when etcd is momentarily unreachable."""
+def _read_retry(endpoints: int, patience: float) -> AsyncRetrying:
+    """Reads are idempotent: retry them when etcd is momentarily unavailable, at least once on
+    every endpoint (each failure moves the store to the next one) and for at least `patience`
+    seconds (etcd electing a new leader after losing one takes a second or two)."""
     return AsyncRetrying(
         retry=retry_if_exception_type(Unavailable),
-        stop=stop_after_attempt(3),
+        stop=stop_after_attempt(max(3, endpoints + 1)) & stop_after_delay(patience),
         wait=wait_exponential(multiplier=0.1, max=1.0),
         reraise=True,
     )
 
 
-class EtcdStore:
-    """The etcd `Store`. Create with `await EtcdStore.connect(host, port)`."""
+DEFAULT_PORT = 2379
 
-    def __init__(self, client: Any, *, root: str, timeout: float, watch_buffer: int) -> None:
-        self._client = client
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One etcd member's client address."""
+
+    host: str
+    port: int = DEFAULT_PORT
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_endpoints(text: str) -> tuple[Endpoint, ...]:
+    """`h1:2379,h2:2379,h3` (port 2379 when left out; IPv6 as `[::1]:2379`), optionally after
+    `etcd://`. `ValueError` for an empty list or a bad port."""
+    text = text.removeprefix("etcd://")
+    endpoints = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part.startswith("["):
+            host, _, rest = part[1:].partition("]")
+            port_text = rest.removeprefix(":")
+        elif part.count(":") == 1:
+            host, _, port_text = part.partition(":")
+        else:
+            host, port_text = part, ""
+        if not port_text:
+            port = DEFAULT_PORT
+        elif port_text.isdigit() and 0 < int(port_text) < 65536:
+            port = int(port_text)
+        else:
+            raise ValueError(f"etcd endpoint {part!r}: bad port {port_text!r}")
+        endpoints.append(Endpoint(host or "127.0.0.1", port))
+    if not endpoints:
+        raise ValueError(f"no etcd endpoint in {text!r}: want HOST:PORT[,HOST:PORT…]")
+    return tuple(endpoints)
+
+
+class _Endpoints:
+    """The etcd members a store may talk to and the aetcd client of the one in use; see the
+    module docstring. Shared by a store and its fenced views, so they move together."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        make_client: Callable[[Endpoint], Any],
+        *,
+        linger: float,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("an etcd store needs at least one endpoint")
+        self.endpoints = tuple(endpoints)
+        self._make_client = make_client
+        self._linger = linger
+        self._index = 0
+        self.client: Any = make_client(self.endpoints[0])
+        self._retired: set[asyncio.Task[None]] = set()
+
+    @property
+    def current(self) -> Endpoint:
+        return self.endpoints[self._index]
+
+    def fail_over(self, failed: Any, error: StoreError) -> None:
+        """The call through client `failed` found its member unavailable: use the next member
+        from now on (once, however many calls through `failed` report it)."""
+        if failed is not self.client or len(self.endpoints) < 2:
+            return
+        before = self.current
+        self._index = (self._index + 1) % len(self.endpoints)
+        self.client = self._make_client(self.current)
+        log.warning("etcd %s: %s; using %s from now on", before, error, self.current)
+        task = asyncio.get_running_loop().create_task(self._retire(failed))
+        self._retired.add(task)
+        task.add_done_callback(self._retired.discard)
+
+    async def _retire(self, client: Any) -> None:
+        await asyncio.sleep(self._linger)
+        with contextlib.suppress(Exception):
+            await client.close()
+
+    async def close(self) -> None:
+        for task in tuple(self._retired):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.client.close()
+
+
+class EtcdStore:
+    """The etcd `Store`. Create with `await EtcdStore.connect(host, port)` or, for a cluster,
+    `await EtcdStore.connect_to(parse_endpoints("h1:2379,h2:2379,h3:2379"))`."""
+
+    def __init__(
+        self, endpoints: _Endpoints, *, root: str, timeout: float, watch_buffer: int
+    ) -> None:
+        self._endpoints = endpoints
         self._root = root
         self._root_bytes = root.encode()
         self._timeout = timeout
@@ -142,27 +255,65 @@ class EtcdStore:
     async def connect(
         cls,
         host: str = "127.0.0.1",
-        port: int = 2379,
+        port: int = DEFAULT_PORT,
         *,
         root: str = "/multiq",
         request_timeout: float = 5.0,
         watch_buffer: int = 1_000,
     ) -> EtcdStore:
-        """Connect to etcd; every key lives under `root`; `request_timeout` bounds each call."""
+        """Connect to one etcd endpoint; see `connect_to`."""
+        return await cls.connect_to(
+            [Endpoint(host, port)],
+            root=root,
+            request_timeout=request_timeout,
+            watch_buffer=watch_buffer,
+        )
+
+    @classmethod
+    async def connect_to(
+        cls,
+        endpoints: Sequence[Endpoint],
+        *,
+        root: str = "/multiq",
+        request_timeout: float = 5.0,
+        watch_buffer: int = 1_000,
+    ) -> EtcdStore:
+        """Connect to etcd through `endpoints` (the first, then the next whenever the one in use
+        is unavailable); every key lives under `root`; `request_timeout` bounds each call."""
         if not root.startswith("/") or root.endswith("/"):
             raise ValueError(f"etcd root {root!r}: want /name")
-        client = aetcd.Client(
-            host=host,
-            port=port,
-            timeout=request_timeout,
-            options={
-                "grpc.max_receive_message_length": _MAX_MESSAGE,
-                "grpc.max_send_message_length": _MAX_MESSAGE,
-            },
-        )
-        store = cls(client, root=root, timeout=request_timeout, watch_buffer=watch_buffer)
-        await store._call(client.connect)
+
+        def make_client(endpoint: Endpoint) -> Any:
+            return aetcd.Client(
+                host=endpoint.host,
+                port=endpoint.port,
+                timeout=request_timeout,
+                options={
+                    "grpc.max_receive_message_length": _MAX_MESSAGE,
+                    "grpc.max_send_message_length": _MAX_MESSAGE,
+                    # A client of its own connections: gRPC otherwise shares one connection
+                    # per address among all channels of the process, and a new client for a
+                    # member that just came back would inherit the old one's reconnect
+                    # backoff (up to two minutes) and fail at once.
+                    "grpc.use_local_subchannel_pool": 1,
+                    "grpc.initial_reconnect_backoff_ms": _RECONNECT_BACKOFF_MS,
+                    "grpc.max_reconnect_backoff_ms": _RECONNECT_BACKOFF_MS,
+                },
+            )
+
+        pool = _Endpoints(endpoints, make_client, linger=request_timeout)
+        store = cls(pool, root=root, timeout=request_timeout, watch_buffer=watch_buffer)
+        await store._call(pool.client.connect)
         return store
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The etcd member in use now."""
+        return self._endpoints.current
+
+    @property
+    def _client(self) -> Any:
+        return self._endpoints.client
 
     async def __aenter__(self) -> Self:
         return self
@@ -193,18 +344,26 @@ class EtcdStore:
     async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
         if self._closed:
             raise Unavailable("store is closed")
+        client = self._endpoints.client
         try:
             return await fn()
         except (StoreError, ValueError, TypeError):
             raise
         except Exception as exc:
-            raise _translate(exc) from exc
+            error = _translate(exc)
+            self._call_failed(client, error)
+            raise error from exc
+
+    def _call_failed(self, client: Any, error: StoreError) -> None:
+        """A call through `client` failed with `error`: an unavailable member is left."""
+        if isinstance(error, Unavailable) and not self._closed:
+            self._endpoints.fail_over(client, error)
 
     async def _read(self, fn: Callable[[], Awaitable[_T]]) -> _T:
-        async for attempt in _read_retry():
+        async for attempt in _read_retry(len(self._endpoints.endpoints), self._timeout):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
-                    log.info("etcd read, attempt %d/3", attempt.retry_state.attempt_number)
+                    log.info("etcd read, attempt %d", attempt.retry_state.attempt_number)
                 return await self._call(fn)
         raise AssertionError("unreachable")  # pragma: no cover  (reraise=True)
 
@@ -243,7 +402,7 @@ class EtcdStore:
         `NotLeader`, nothing written). Reads and watches are unchanged; closing the view does
         not close this store."""
         view = copy.copy(self)
-        view._fence = (self._key(leadership.key), leadership.revision)
+        view._fence = (leadership.key.encode(), leadership.revision)
         view._owner = False
         view._watches = set()
         return view
@@ -422,7 +581,7 @@ class EtcdStore:
             await watch.stop(Unavailable("store is closed"))
         self._closed = True
         if self._owner:
-            await self._client.close()
+            await self._endpoints.close()
 
     # -- leases, for EtcdElection --
 
@@ -438,8 +597,9 @@ class EtcdStore:
         reply = await self._call(grant)
         return int(reply.ID), int(reply.TTL)
 
-    async def _lease_keepalive(self, lease_id: int) -> int:
-        """One refresh; the lease's remaining TTL in seconds (0: it has expired)."""
+    async def _lease_keepalive(self, lease_id: int, *, answer_within: float | None = None) -> int:
+        """One refresh; the lease's remaining TTL in seconds (0: it has expired). A member that
+        does not answer `answer_within` seconds (default: the request timeout) is unavailable."""
 
         async def refresh() -> int:
             await self._client.connect()
@@ -447,7 +607,7 @@ class EtcdStore:
             # One request then half-close: the server answers once and ends the stream.
             call = self._client.leasestub.LeaseKeepAlive(
                 iter([rpc.LeaseKeepAliveRequest(ID=lease_id)]),
-                timeout=self._timeout,
+                timeout=answer_within or self._timeout,
                 metadata=self._client.metadata,
             )
             async for reply in call:
@@ -488,6 +648,7 @@ class _EtcdWatch:
     _error: StoreError | None = None
     _suspended: bool = False  # buffer overflowed; reopen once drained
     _watch: Any = None
+    _watch_client: Any = None  # the aetcd client the etcd watch runs on
     _pump_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
@@ -501,6 +662,7 @@ class _EtcdWatch:
         start = store._prefix(self.prefix)
 
         async def open_watch() -> Any:
+            self._watch_client = store._client
             await store._client.connect()
             return await store._client.watch(
                 start,
@@ -560,6 +722,7 @@ class _EtcdWatch:
             raise
         except Exception as exc:
             self._error = _translate(exc)
+            self.store._call_failed(self._watch_client, self._error)
             self._wake.set()
         finally:
             with contextlib.suppress(Exception):
@@ -594,7 +757,7 @@ class Leadership:
     with every new leader, so it can serve as a fencing token."""
 
     candidate: str
-    key: str  # the election key, under the store's root
+    key: str  # the election key in etcd (beside the store's root, see the module docstring)
     revision: Revision
     lease_id: int
     lost: asyncio.Event
@@ -610,7 +773,7 @@ class EtcdElection:
     def __init__(self, store: EtcdStore, name: str, *, ttl: int = 10) -> None:
         validate_key("/" + name)
         self._store = store
-        self._prefix = f"/_elections/{name}/"
+        self._prefix = store._root_bytes + f".elections/{name}/".encode()
         self._ttl = ttl
         self._keepalive: asyncio.Task[None] | None = None
         self._leadership: Leadership | None = None
@@ -626,9 +789,8 @@ class EtcdElection:
             self._keep_alive(lease_id, ttl=ttl, granted_at=granted_at, lost=lost),
             name=f"etcd-lease:{lease_id:x}",
         )
-        key = f"{self._prefix}{lease_id:x}"
-        self._key = key
-        k = store._key(key)
+        k = self._prefix + f"{lease_id:x}".encode()
+        key = self._key = k.decode()
         try:
             reply = await store._txn(
                 [
@@ -684,13 +846,16 @@ class EtcdElection:
 
     @staticmethod
     async def _first_delete(watch: Any) -> None:
-        async for raw in watch:
-            if raw.kind == "DELETE":
-                return
+        try:
+            async for raw in watch:
+                if raw.kind == "DELETE":
+                    return
+        except Exception as exc:
+            raise _translate(exc) from exc
 
     async def _candidates(self) -> tuple[list[Any], Revision]:
         store = self._store
-        start = store._key(self._prefix)
+        start = self._prefix
         reply = await store._read(
             lambda: store._kv(
                 "Range",
@@ -713,7 +878,7 @@ class EtcdElection:
         """The leader now, then every change of leader (None: no leader). Use within
         `contextlib.aclosing` so the underlying watch is cancelled."""
         store = self._store
-        start = store._key(self._prefix)
+        start = self._prefix
         kvs, revision = await self._candidates()
         current = bytes(kvs[0].value).decode() if kvs else None
         yield current
@@ -758,19 +923,24 @@ class EtcdElection:
         # refreshed no earlier than when we sent that request. Past it we cannot know, so
         # leadership is declared lost even if etcd merely stopped answering.
         deadline = granted_at + ttl
+        pause = interval
         while not lost.is_set():
-            await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
             sent = loop.time()
             try:
                 async with asyncio.timeout_at(deadline):
-                    remaining = await self._store._lease_keepalive(lease_id)
+                    # A member that has not answered in a third of the TTL is given up for the
+                    # next one (the store fails over), while the lease still has time.
+                    remaining = await self._store._lease_keepalive(lease_id, answer_within=interval)
             except TimeoutError:
                 log.warning("lease %x: no refresh confirmed within its %ds TTL", lease_id, ttl)
                 lost.set()
                 return
             except StoreError as exc:
-                log.warning("lease %x: refresh failed, will retry: %s", lease_id, exc)
+                log.warning("lease %x: refresh failed, retrying: %s", lease_id, exc)
+                pause = _KEEPALIVE_RETRY_SECONDS
                 continue
+            pause = interval
             if remaining <= 0:
                 log.warning("lease %x expired", lease_id)
                 lost.set()

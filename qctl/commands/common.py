@@ -37,7 +37,9 @@ _COLORS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
 
 def add_connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True) -> None:
     group = parser.add_argument_group("connection")
-    group.add_argument("--server", help="hub URL (default: the current context)")
+    group.add_argument(
+        "--server", help="hub URL, or several comma-separated (default: the current context)"
+    )
     group.add_argument("--token", help="bearer token (default: the current context)")
     group.add_argument("--context", help="a context of the qctl config file")
     if namespaced:

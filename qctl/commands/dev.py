@@ -2,6 +2,7 @@
 and one agent per cluster — for trying MultiQ, developing it and demonstrating it.
 
     qctl dev up [--clusters 2] [--nodes 4] [--runtime process|simulated] [--port 8470]
+                [--ha N]
     qctl dev down
     qctl dev demo        up, submit examples/demo, stream their logs, then down
 
@@ -10,6 +11,10 @@ with a `default` flavor, cluster queue (sized to each cluster) and local queue, 
 context `dev`, and prints how to use it; `down` stops every process it started. `demo` runs
 in the foreground and stops everything when the demo ends or on Ctrl-C. Logs of every
 process are in `<state-dir>/logs/`.
+
+`--ha N` runs N hubs instead of one, on a local etcd (hub.store.localetcd, started as a
+command) rather than SQLite: one leads, the others follow, and agents and the `dev` context
+get every hub's URL, so killing the leader (`kill` the process `hub-<i>`) shows a failover.
 
 qctl never imports the hub, agent or kubesim: it starts their commands and talks HTTP.
 Called by: qctl.main; the README's first command (`./dev demo`).
@@ -70,6 +75,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (8 CPU each)")
         p.add_argument("--runtime", choices=("process", "simulated"), default="process")
         p.add_argument("--port", type=int, default=DEFAULT_PORT, help="the hub's port")
+        p.add_argument(
+            "--ha",
+            type=int,
+            default=0,
+            metavar="N",
+            help="run N hubs on a local etcd (one leads; they fail over) instead of one on SQLite",
+        )
 
     up = verbs.add_parser("up", help="start a local federation in the background")
     common(up)
@@ -136,6 +148,9 @@ class DevFederation:
     profile: Path | None = None
     processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _argv: dict[str, list[str]] = field(default_factory=dict)
+    # How many hubs share a local etcd (named hub-0, hub-1, …); 0: one hub ("hub") on SQLite.
+    ha: int = 0
+    hub_ports: list[int] = field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
@@ -143,7 +158,20 @@ class DevFederation:
 
     @property
     def url(self) -> str:
+        """The hub's URL; with --ha, every hub's, comma-separated (as agents and qctl take)."""
+        if self.ha:
+            return ",".join(self.hub_urls)
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def hub_names(self) -> list[str]:
+        return [f"hub-{i}" for i in range(self.ha)] if self.ha else ["hub"]
+
+    @property
+    def hub_urls(self) -> list[str]:
+        if not self.ha:
+            return [self.url]
+        return [f"http://127.0.0.1:{port}" for port in self.hub_ports]
 
     @property
     def context(self) -> ResolvedContext:
@@ -263,6 +291,9 @@ class DevFederation:
         return (self.state_dir / "secrets" / f"agent-token-{name}" / "token").read_text()
 
     def _spawn_hub(self, *, detach: bool) -> None:
+        if self.ha:
+            self._spawn_hubs_on_etcd(detach=detach)
+            return
         db = self.state_dir / "hub.db"
         self._spawn(
             "hub",
@@ -279,6 +310,47 @@ class DevFederation:
             ],
             detach=detach,
         )
+
+    def _spawn_hubs_on_etcd(self, *, detach: bool) -> None:
+        """A local etcd (fixed ports, so it can be restarted where it was) and `ha` hubs."""
+        endpoints_file = self.state_dir / "etcd.endpoints"
+        endpoints_file.unlink(missing_ok=True)
+        client, peer = _free_port(0), _free_port(0)
+        self._spawn(
+            "etcd",
+            [
+                sys.executable,
+                "-m",
+                "hub.store.localetcd",
+                "--data-dir",
+                str(self.state_dir / "etcd"),
+                "--ports",
+                f"{client}:{peer}",
+                "--endpoints-file",
+                str(endpoints_file),
+            ],
+            detach=detach,
+        )
+        self._wait_for(endpoints_file.exists, "etcd")
+        self.hub_ports = [self.port, *(_free_port(0) for _ in range(self.ha - 1))]
+        for name, port in zip(self.hub_names, self.hub_ports, strict=True):
+            self._spawn(
+                name,
+                [
+                    _tool("multiq-hub"),
+                    "--port",
+                    str(port),
+                    "--store",
+                    f"etcd://{endpoints_file.read_text().strip()}",
+                    "--advertise-url",
+                    f"http://127.0.0.1:{port}",
+                    "--users-file",
+                    str(self.state_dir / "users.yaml"),
+                    "--secrets-dir",
+                    str(self.state_dir / "secrets"),
+                ],
+                detach=detach,
+            )
 
     def _wait_for(self, ready: Any, what: str) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -411,6 +483,8 @@ class DevFederation:
 
     def save(self) -> None:
         state = {"port": self.port, "pids": {n: p.pid for n, p in self.processes}, "url": self.url}
+        if self.ha:
+            state["hubs"] = dict(zip(self.hub_names, self.hub_urls, strict=True))
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
 
@@ -446,7 +520,9 @@ def _group_alive(pgid: int) -> bool:
 def _plan(args: argparse.Namespace, state_dir: Path) -> DevFederation:
     if args.clusters < 1 or args.nodes < 1:
         raise UsageError("--clusters and --nodes must be at least 1")
-    return DevFederation(state_dir, args.clusters, args.nodes, args.runtime, args.port)
+    if args.ha < 0:
+        raise UsageError("--ha must be at least 1 (or 0 for one hub on SQLite)")
+    return DevFederation(state_dir, args.clusters, args.nodes, args.runtime, args.port, ha=args.ha)
 
 
 def run_up(args: argparse.Namespace, out: TextIO) -> int:
@@ -463,8 +539,9 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
     config = qconfig.load()
     config.upsert(qconfig.Context(name="dev", server=fed.url, token=fed.admin_token))
     path = qconfig.save(config)
+    hubs = f"hubs {', '.join(fed.hub_urls)} on a local etcd" if fed.ha else f"hub {fed.url}"
     out.write(
-        f"MultiQ dev federation is up: hub {fed.url}, clusters {', '.join(fed.names)} "
+        f"MultiQ dev federation is up: {hubs}, clusters {', '.join(fed.names)} "
         f"({fed.nodes} nodes each, {fed.runtime} runtime).\n"
         f"qctl context 'dev' written to {path}.\n\n"
         "Try:\n"

@@ -1,5 +1,5 @@
 """Kubernetes calls are retried on transient errors only, counted and spaced as one sequence
-whether or not the first attempt failed."""
+whether or not the first attempt failed; the hub is dialled again quickly early in an outage."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import logging
 import time
 
 import pytest
+from tenacity import AsyncRetrying, RetryCallState
 
 from agent.errors import K8sConflictError, K8sServerError, K8sTooManyRequestsError
-from agent.retry import k8s_call
+from agent.retry import hub_reconnect, k8s_call
 
 
 class Flaky:
@@ -66,3 +67,21 @@ async def test_a_first_attempt_refused_with_retry_after_waits_that_long() -> Non
     assert await k8s_call("create job", fn, initial=0.01, maximum=0.02) == "ok"
     assert time.monotonic() - started >= 0.3
     assert fn.calls == 2
+
+
+def _reconnect_wait(policy: AsyncRetrying, *, attempt: int, outage_seconds: float) -> float:
+    """The pause `policy` takes before the next dial, `attempt` dials into an outage."""
+    state = RetryCallState(policy, fn=None, args=(), kwargs={})
+    state.attempt_number = attempt
+    state.outcome_timestamp = state.start_time + outage_seconds
+    return float(policy.wait(state))
+
+
+def test_reconnecting_to_the_hub_stays_quick_early_in_an_outage_then_backs_off_to_its_cap() -> None:
+    policy = hub_reconnect(initial=0.5, maximum=30.0, quick_max=1.0, quick_for=60.0)
+
+    # A change of leader or a hub restart: back within a second, however many dials failed.
+    assert _reconnect_wait(policy, attempt=1, outage_seconds=0.1) <= 1.0
+    assert _reconnect_wait(policy, attempt=12, outage_seconds=30.0) <= 1.0
+    # A long outage: the capped exponential backoff.
+    assert _reconnect_wait(policy, attempt=12, outage_seconds=61.0) == 30.0

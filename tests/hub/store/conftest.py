@@ -1,18 +1,14 @@
-"""Fixtures for the store suites: a real etcd server per session, stores per test.
+"""Fixtures for the store suites: stores per test, on SQLite or on the session's etcd server
+(`etcd_server`, tests/hub/conftest.py).
 
-The etcd server (Debian's etcd-server) starts once, lazily, the first time a test needs it,
-with its data on tmpfs when available (fsync on tmpfs is cheap, which keeps the suite fast;
-durability across crashes is the SQLite suite's business). Each etcd-backed store gets its
-own root prefix, so tests sharing the server never see each other's keys. A missing etcd
-binary fails the tests that need it: CI installs it, and nothing may be skipped silently.
+Each etcd-backed store gets its own root prefix, so tests sharing the server never see each
+other's keys.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +16,10 @@ import pytest
 
 from hub.store.base import Store
 from hub.store.etcd import EtcdStore
-from hub.store.localetcd import EtcdNotInstalledError, LocalEtcd
+from hub.store.localetcd import LocalEtcd
 from hub.store.sqlite import SqliteStore
 
 StoreFactory = Callable[..., Awaitable[Store]]
-
-
-@pytest.fixture(scope="session")
-def etcd_server() -> Iterator[LocalEtcd]:
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() else None
-    data_dir = Path(tempfile.mkdtemp(prefix="multiq-test-etcd-", dir=base))
-    try:
-        server = LocalEtcd.start(data_dir)
-    except EtcdNotInstalledError as exc:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 async def connect_etcd(server: LocalEtcd, **options: Any) -> EtcdStore:
