@@ -486,7 +486,7 @@ class _Run:
         for planned in steps:
             step = []
             for fault in planned:
-                if fault.kind in HA_FAULTS and self.fed.ha is None:
+                if fault.kind in HA_FAULTS and self.fed.ha_control is None:
                     self.skipped[str(fault.kind)] = ha_unavailable() or "no HA federation"
                 else:
                     step.append(fault)
@@ -524,20 +524,20 @@ class _Run:
             fed.restart("hub")
             return ""
         if kind is FaultKind.ETCD_KILL:
-            assert fed.ha is not None
-            await fed.ha.kill_etcd()
+            assert fed.ha_control is not None
+            await fed.ha_control.kill_etcd()
             try:
                 await asyncio.sleep(fault.hold)
             finally:
-                await fed.ha.restart_etcd()
+                await fed.ha_control.restart_etcd()
             return ""
         if kind is FaultKind.LEADER_KILL:
-            assert fed.ha is not None
-            leader = await fed.ha.kill_leader()
+            assert fed.ha_control is not None
+            leader = await fed.ha_control.kill_leader()
             try:
                 await asyncio.sleep(fault.hold)
             finally:
-                await fed.ha.restart_hub(leader)
+                await fed.ha_control.restart_hub(leader)
             return leader
         assert target is not None
         agent = f"agent-{target}"

@@ -97,7 +97,7 @@ def ha_unavailable() -> str | None:
     `--election-ttl` flag), `ChaosFederation.start_async` is to start etcd
     (`hub.store.localetcd`), two or three hubs on it (`--store etcd://…`, `--advertise-url`),
     one link per agent and hub, and agents with every link's URL (`--hub a,b`); then set
-    `ChaosFederation.ha` to an `HaControl` over them (the leader is the hub whose `/readyz`
+    `ChaosFederation.ha_control` to an `HaControl` over them (the leader is the hub whose `/readyz`
     says it leads) and return None here."""
     usage = subprocess.run(
         [_tool("multiq-hub"), "--help"], capture_output=True, text=True, check=False
@@ -120,7 +120,7 @@ class ChaosFederation(DevFederation):
     timings: ChaosTimings = field(default_factory=ChaosTimings)
     links: dict[str, FaultyLink] = field(default_factory=dict)
     cluster_urls: dict[str, str] = field(default_factory=dict)
-    ha: HaControl | None = None
+    ha_control: HaControl | None = None
 
     # --- start and stop ---------------------------------------------------------------------
 
