@@ -75,6 +75,8 @@ WITNESS_EXTRA_SECONDS = 10.0
 """A witness outlives its partition by this much: the hub lets go of it during the partition
 and starts it elsewhere while the cut-off copy, unfenced, would still run."""
 WITNESS_WAIT_SECONDS = 20.0
+SETTLE_SLACK_SECONDS = 20.0
+"""Beyond the longest workload's duration, how long settling may take at most."""
 HEARTBEAT_DETECTION_SECONDS = 45.0
 """How late the hub may notice a frozen or black-holed agent whose connection stays open: by
 its WebSocket heartbeat (hub.sessions: a ping 20 s after the last message received, the
@@ -314,6 +316,8 @@ class _Run:
     skipped: dict[str, str] = field(default_factory=dict)
     crashes: list[str] = field(default_factory=list)
     witnesses: int = 0
+    longest: float = 0.0
+    """The longest duration of a workload submitted so far (seconds)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.config.seed)
@@ -403,6 +407,7 @@ class _Run:
 
     async def _submit_one(self, client: HubClient, wl: PlannedWorkload) -> None:
         key = f"default/{workload_name(wl.body['kind'], wl.name)}"
+        self.longest = max(self.longest, wl.duration)
         give_up = time.monotonic() + SUBMIT_GIVE_UP_SECONDS
         attempts = 0
         while True:
@@ -454,7 +459,10 @@ class _Run:
         self.view = view
 
     async def _settle(self) -> None:
-        deadline = time.monotonic() + self.config.settle_seconds
+        # A workload the faults stopped runs again from its start: give the longest one
+        # submitted its whole duration again, however short the configured settle is.
+        wait = max(self.config.settle_seconds, self.longest + SETTLE_SLACK_SECONDS)
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             self._restart_crashed()
             if all(key in self.view and self.view[key].finished for key in self.accepted):
