@@ -12,9 +12,11 @@ always disarm what it armed:
     POST /_kubesim/faults/clear                     disarm errors and resume
     POST /_kubesim/nodes/{name}/fail | recover | cordon | uncordon
     GET  /_kubesim/status                           counts, revision, open watches
+    GET  /_kubesim/history/pods                     every pod's run, kept after deletion
+                                                    (kubesim.history)
 
 Wired into the app by `kubesim.cluster`; the same operations are methods on `Cluster`
-(`cluster.faults`, `cluster.nodes`, `cluster.api.watches`) for in-process tests.
+(`cluster.faults`, `cluster.nodes`, `cluster.api.watches`, `cluster.history`) for in-process tests.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ def add_admin_routes(app: web.Application, cluster: Cluster) -> None:
             }
         )
 
+    async def pod_history(_: web.Request) -> web.Response:
+        return json_response(cluster.history.to_wire())
+
     prefix = ADMIN_PREFIX.rstrip("/")
     app.router.add_post(f"{prefix}/faults/drop-watches", drop_watches)
     app.router.add_post(f"{prefix}/faults/compact", compact)
@@ -100,3 +105,4 @@ def add_admin_routes(app: web.Application, cluster: Cluster) -> None:
     app.router.add_post(f"{prefix}/faults/clear", clear)
     app.router.add_post(f"{prefix}/nodes/{{name}}/{{action}}", node_action)
     app.router.add_get(f"{prefix}/status", status)
+    app.router.add_get(f"{prefix}/history/pods", pod_history)

@@ -1,10 +1,10 @@
 """One simulated cluster (API server + controllers + kubelet) and the multi-cluster simulator.
 
 `Cluster` owns everything of one member cluster: the store, the object registry, the
-aiohttp site on its own 127.0.0.1 port, and the in-process controllers (garbage collector,
-namespaces, CRDs, Job controller, scheduler, node leases, kubelet). `Simulator` runs several
-clusters in one event loop and writes their kubeconfigs. Used by `kubesim.cli` (`kubesim up`)
-and `kubesim.testing` (in-process start for tests).
+aiohttp site on its own 127.0.0.1 port, the in-process controllers (garbage collector,
+namespaces, CRDs, Job controller, scheduler, node leases, kubelet) and the pod history.
+`Simulator` runs several clusters in one event loop and writes their kubeconfigs. Used by
+`kubesim.cli` (`kubesim up`) and `kubesim.testing` (in-process start for tests).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.nodes import NodeController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.history import DEFAULT_LIMIT, PodHistory
 from kubesim.kubeconfig import write_kubeconfig, write_merged_kubeconfig
 from kubesim.kubelet.agent import Kubelet
 from kubesim.logs import LogBook
@@ -73,6 +74,8 @@ class ClusterConfig:
     """Base delay before a Job replaces a failed pod (doubling per failure; real: 10 s)."""
     work_dir: Path | None = None
     """Process runtime: parent of per-pod working directories (default: a temp dir)."""
+    pod_history_limit: int = DEFAULT_LIMIT
+    """Pod runs kept after their pods are gone (`kubesim.history`); 0 keeps none."""
 
 
 class Controller(Protocol):
@@ -92,6 +95,9 @@ class Cluster:
         self.registry.events_enabled = self.config.record_events
         self.logs = LogBook()
         self.faults = FaultInjector()
+        self.history = PodHistory(self.config.name, limit=self.config.pod_history_limit)
+        if self.config.pod_history_limit > 0:
+            self.store.subscribe(self.types.core("pods"), self.history.observe)
         self.api = ApiContext(
             cluster_name=self.config.name,
             types=self.types,
