@@ -151,6 +151,8 @@ class DevFederation:
     # How many hubs share a local etcd (named hub-0, hub-1, …); 0: one hub ("hub") on SQLite.
     ha: int = 0
     hub_ports: list[int] = field(default_factory=list)
+    # With `ha`, the hubs' --election-ttl (seconds); None: the hub's default.
+    election_ttl: int | None = None
 
     @property
     def names(self) -> list[str]:
@@ -344,6 +346,7 @@ class DevFederation:
                     f"etcd://{endpoints_file.read_text().strip()}",
                     "--advertise-url",
                     f"http://127.0.0.1:{port}",
+                    *(["--election-ttl", str(self.election_ttl)] if self.election_ttl else []),
                     "--users-file",
                     str(self.state_dir / "users.yaml"),
                     "--secrets-dir",
