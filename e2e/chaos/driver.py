@@ -5,21 +5,25 @@ on a schedule, wait for the end, and count what MultiQ promised and did not keep
     report.ok, report.to_json(), report.failure_message()
 
 One run:
-1. start a `ChaosFederation` (kubesim clusters in the simulated runtime, the hub, one agent
-   per cluster behind a `FaultyLink`, short fencing timings, a queue per dispatch mode);
+1. start a `ChaosFederation` (kubesim clusters in the simulated runtime; with `ha` ≥ 2 that
+   many hubs on a local etcd, else one hub on SQLite; one agent per cluster behind its links
+   to every hub, short fencing timings, a queue per dispatch mode);
 2. submit `workloads` (e2e.chaos.workloads) at `rate` per second — a submission the hub
    cannot take (it is down) is retried; one that was stored but not answered comes back 409
    on the retry and counts as accepted;
 3. meanwhile inject the planned faults (e2e.chaos.faults) step by step, each healed in a
-   `finally` so no fault outlives the run; the HA faults are skipped, with the reason, when
-   the federation has no `HaControl`. Before partitions (SIGSTOP, cut, black hole; two at a
-   time on different clusters) it starts one *witness* per cluster, a workload that outlives
-   the partition, and strikes clusters where one runs: then a partition always cuts off work
-   the hub may start elsewhere;
-4. meanwhile poll the hub's workloads, recording each change of a workload's terminal state;
+   `finally` so no fault outlives the run. A hub's SIGKILL strikes a hub picked at random
+   (the leader or not) when there are several; the etcd and leader faults need hubs on etcd
+   and are skipped, with the reason, with one hub on SQLite. Before partitions (SIGSTOP, cut,
+   black hole; two at a time on different clusters) it starts one *witness* per cluster, a
+   workload that outlives the partition, and strikes clusters where one runs: then a
+   partition always cuts off work the hub may start elsewhere;
+4. meanwhile poll the hub's workloads (any hub: the client is given every hub's URL),
+   recording each change of a workload's terminal state;
 5. once every submission and fault is done, wait (at most `settle_seconds`) until every
-   accepted workload finished, then read the hub's final view and every cluster's pod
-   history, and judge them (e2e.chaos.invariants), with each fault's time to recover.
+   accepted workload finished, then read the final view (from the leader, with several hubs)
+   and every cluster's pod history, and judge them (e2e.chaos.invariants), with each fault's
+   time to recover.
 
 Processes of the federation that exit on their own are restarted and reported as crashes.
 Called by: e2e/test_chaos.py (bounded), bench/chaos.py (the long run).
@@ -53,7 +57,13 @@ from e2e.chaos.faults import (
     plan_faults,
     recovery_seconds,
 )
-from e2e.chaos.federation import MODES, ChaosFederation, ChaosTimings, ha_unavailable
+from e2e.chaos.federation import (
+    MODES,
+    SINGLE_HUB,
+    ChaosFederation,
+    ChaosTimings,
+    HaFaultError,
+)
 from e2e.chaos.invariants import ClusterHistory, HubWorkload, Observation, Verdict, check
 from e2e.chaos.proxy import Mode
 from e2e.chaos.workloads import PlannedWorkload, plan_workloads, witness
@@ -102,17 +112,19 @@ class ChaosConfig:
     poll_seconds: float = 2.0
     clusters: int = 3
     nodes: int = 3
+    ha: int = 2
+    """Hubs on a local etcd (one leads, the others stand by); 0: one hub on SQLite."""
     timings: ChaosTimings = field(default_factory=ChaosTimings)
     kubesim_error_count: int = 20
     seed: int = 15
 
     @classmethod
     def bounded(cls) -> ChaosConfig:
-        """The run inside `./dev test`: 300 short workloads and one or two faults of each
-        kind, under four minutes on a 2-core machine."""
+        """The run inside `./dev test`: two hubs on etcd, 300 short workloads and one or two
+        faults of each kind (HA ones included), about four minutes on a 2-core machine."""
         return cls(
             workloads=300,
-            rate=2.4,
+            rate=2.3,
             fault_start=5.0,
             fault_gap=2.5,
             settle_seconds=45.0,
@@ -133,7 +145,8 @@ class ChaosConfig:
 
     @classmethod
     def long(cls) -> ChaosConfig:
-        """The bench: every fault, ten hub and ten agent kills, workloads up to ~20 s."""
+        """The bench: every fault, ten hub and ten agent kills, workloads up to ~20 s; two
+        hubs on etcd (`dataclasses.replace(…, ha=0)` for one hub on SQLite)."""
         return cls(
             workloads=600,
             rate=1.5,
@@ -160,6 +173,10 @@ class ChaosConfig:
     @property
     def submission_seconds(self) -> float:
         return self.workloads / self.rate
+
+    @property
+    def hub_side(self) -> str:
+        return f"{self.ha} hubs on etcd" if self.ha else "one hub on SQLite"
 
 
 def _holds(timings: ChaosTimings) -> dict[FaultKind, float]:
@@ -189,13 +206,16 @@ class ChaosReport:
     """Workload key -> dispatch mode."""
     not_accepted: dict[str, str]
     """Submitted name -> why the hub never took it."""
+    not_injected: list[str]
+    """Planned faults that could not be injected, and why (an HA fault finding no leader, no
+    standby, or etcd not coming back): the run did not test what it was to test."""
     crashes: list[str]
     origin: float
     wall_seconds: float
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok and not self.not_accepted
+        return self.verdict.ok and not self.not_accepted and not self.not_injected
 
     def worst_recovery(self) -> FaultRecord | None:
         timed = [f for f in self.faults if f.recovered_after is not None]
@@ -229,10 +249,12 @@ class ChaosReport:
         worst = self.worst_recovery()
         return {
             "ok": self.ok,
+            "hubs": self.config.hub_side,
             "workloads": counts,
             "by_mode": by_mode,
             "faults": faults_by_kind,
             "skipped_faults": self.skipped,
+            "not_injected": self.not_injected,
             "recovery": {
                 "worst_seconds": None if worst is None else round(worst.recovered_after or 0.0, 2),
                 "worst_fault": None if worst is None else worst.to_json(self.origin),
@@ -257,6 +279,7 @@ class ChaosReport:
             for mode, by in summary["by_mode"].items()
         )
         lines = [
+            f"hubs: {summary['hubs']}",
             f"workloads: {counts}",
             f"by dispatch mode: {modes}",
             "(an overlap within one generation is a double dispatch, e.g. AllAtOnce copies "
@@ -267,6 +290,8 @@ class ChaosReport:
         if self.not_accepted:
             lines.append(f"{len(self.not_accepted)} submission(s) never accepted, e.g.:")
             lines += [f"  - {n}: {why}" for n, why in list(self.not_accepted.items())[:5]]
+        if self.not_injected:
+            lines.append("faults not injected: " + "; ".join(self.not_injected))
         if self.crashes:
             lines.append("processes that exited on their own: " + ", ".join(self.crashes))
         lines.append("faults (seconds after the first submission):")
@@ -290,6 +315,7 @@ async def run_chaos(config: ChaosConfig, state_dir: Path) -> ChaosReport:
         runtime="simulated",
         port=0,
         timings=config.timings,
+        ha=config.ha,
     )
     try:
         await fed.start_async()
@@ -314,6 +340,7 @@ class _Run:
     view: dict[str, HubWorkload] = field(default_factory=dict)
     records: list[FaultRecord] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    not_injected: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
     witnesses: int = 0
     longest: float = 0.0
@@ -372,6 +399,7 @@ class _Run:
             skipped=self.skipped,
             modes=self.modes,
             not_accepted=self.not_accepted,
+            not_injected=self.not_injected,
             crashes=self.crashes,
             origin=self.origin,
             wall_seconds=0.0,
@@ -470,6 +498,19 @@ class _Run:
             await asyncio.sleep(self.config.poll_seconds)
 
     async def _final_view(self, client: HubClient) -> dict[str, HubWorkload]:
+        """The workloads as the leader shows them (any hub, when none leads or there is one)."""
+        ha = self.fed.ha_control
+        if ha is not None:
+            try:
+                leader = await ha.leader()
+            except HaFaultError as error:
+                _log.warning("final view from any hub: %s", error)
+            else:
+                async with HubClient(ha.context_of(leader), timeout=10) as at_leader:
+                    return await self._read_view(at_leader)
+        return await self._read_view(client)
+
+    async def _read_view(self, client: HubClient) -> dict[str, HubWorkload]:
         deadline = time.monotonic() + HUB_READY_SECONDS
         while True:
             try:
@@ -495,7 +536,7 @@ class _Run:
             step = []
             for fault in planned:
                 if fault.kind in HA_FAULTS and self.fed.ha_control is None:
-                    self.skipped[str(fault.kind)] = ha_unavailable() or "no HA federation"
+                    self.skipped[str(fault.kind)] = SINGLE_HUB
                 else:
                     step.append(fault)
             if not step:
@@ -516,7 +557,12 @@ class _Run:
         self, client: HubClient, http: aiohttp.ClientSession, fault: PlannedFault, note: str
     ) -> None:
         started = time.time()
-        detail = await self._inject(client, http, fault)
+        try:
+            detail = await self._inject(client, http, fault)
+        except HaFaultError as error:
+            self.not_injected.append(f"{fault.kind} at {started - self.origin:.1f}s: {error}")
+            _log.warning("fault %s not injected: %s", fault.kind, error)
+            return
         detail = "; ".join(d for d in (note, detail) if d)
         self.records.append(FaultRecord(fault.kind, fault.target, started, time.time(), detail))
         _log.info("fault %s %s done: %s", fault.kind, fault.target, detail)
@@ -527,10 +573,18 @@ class _Run:
         """Break, hold, heal; returns a note on what was done."""
         fed, kind, target = self.fed, fault.kind, fault.target
         if kind is FaultKind.HUB_KILL:
-            fed.kill("hub", signal.SIGKILL)
-            await asyncio.sleep(fault.hold)
-            fed.restart("hub")
-            return ""
+            if fed.ha_control is None:
+                fed.kill("hub", signal.SIGKILL)
+                await asyncio.sleep(fault.hold)
+                fed.restart("hub")
+                return ""
+            hub = self.rng.choice(fed.ha_control.hubs)
+            role = await fed.ha_control.kill_hub(hub)
+            try:
+                await asyncio.sleep(fault.hold)
+            finally:
+                await fed.ha_control.restart_hub(hub)
+            return f"{hub} ({role})"
         if kind is FaultKind.ETCD_KILL:
             assert fed.ha_control is not None
             await fed.ha_control.kill_etcd()

@@ -1,18 +1,25 @@
 """The federation the chaos driver breaks: kubesim clusters (simulated runtime, real durations),
-the hub, and one agent per cluster that reaches the hub only through its own `FaultyLink`.
+the hub side — one hub on SQLite, or several hubs on a local etcd (hub HA) — and one agent per
+cluster that reaches the hubs only through its own `FaultyLink`s.
 
 It is `qctl dev up`'s federation (`DevFederation`: its process spawning, kill and restart,
-secrets, bootstrap and readiness checks) with three differences:
+secrets, bootstrap and readiness checks, and with `ha` its etcd and hubs) with these
+differences:
 
-- each agent's `--hub` is its link's URL, so the driver can cut or black-hole one agent's
-  traffic without touching a process;
+- each agent has one link per hub (`AgentLinks`) and its `--hub` is every link's URL, so the
+  driver can cut or black-hole one agent's traffic to every hub without touching a process,
+  and the agent finds the leader by itself, as in production (a follower's leader hint is
+  rewritten by the link to the agent's link to the leader: e2e.chaos.proxy). One proxy per
+  (agent, hub) rather than one per agent forwarding to "the current leader": the chaos
+  harness then needs no idea of who leads, and the agent's own way of following the leader
+  (dial every hub, follow the hint, redial after a term ends) is what runs under the faults;
+- with several hubs the election TTL is short (`ChaosTimings.election_ttl_seconds`), and
+  `ha_control` (`HaControl`) kills and restarts etcd and the hubs, the leader found by asking
+  each hub's `/readyz`;
 - the MemberClusters carry short fencing timings (`ChaosTimings`), so losing a cluster and
   letting go of its work happen within a test;
 - the fleet has one ClusterSet, ClusterQueue, LocalQueue and GlobalQueue per dispatch mode
   (`MODES`: BestFit, AllAtOnce, Incremental), each cluster queue a share of every cluster.
-
-Several hubs on one etcd (hub HA) are being built on another branch; `ha_unavailable()`
-says why the HA faults cannot run here, and `HaControl` is the hook they will use.
 
 Called by: e2e.chaos.driver.
 """
@@ -21,20 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import yaml
 
-from e2e.chaos.proxy import FaultyLink
+from e2e.chaos.proxy import AgentLinks
 from qctl.commands.dev import (
     ADMIN_GROUP,
     NODE_CPU,
@@ -44,13 +49,15 @@ from qctl.commands.dev import (
     _free_port,
     _tool,
 )
+from qctl.config import ResolvedContext
 
 __all__ = [
     "MODES",
+    "SINGLE_HUB",
     "ChaosFederation",
     "ChaosTimings",
     "HaControl",
-    "ha_unavailable",
+    "HaFaultError",
     "queue_of",
 ]
 
@@ -66,69 +73,138 @@ def queue_of(mode: str) -> str:
 @dataclass(frozen=True)
 class ChaosTimings:
     """Fencing on every MemberCluster, short enough for a test (the API checks
-    lossTimeoutSeconds ≥ leaseSeconds + graceSeconds), and the Incremental step."""
+    lossTimeoutSeconds ≥ leaseSeconds + graceSeconds), the Incremental step, and with several
+    hubs their election TTL (the hub's least is 2 s; the default 5 s)."""
 
     loss_timeout_seconds: int = 12
     lease_seconds: int = 6
     grace_seconds: int = 4
     incremental_interval_seconds: int = 3
+    election_ttl_seconds: int = 3
 
 
-class HaControl(Protocol):
-    """What the driver needs from a federation with several hubs on etcd (the hub-ha
-    branch): kill and restart etcd, and find, kill and restart the leader hub."""
+SINGLE_HUB = (
+    "one hub on SQLite (no etcd to kill, no standby to take over); several hubs run them "
+    "(ChaosConfig.ha ≥ 2: the bounded test, bench.chaos without --single)"
+)
+"""Why a federation without `ha_control` skips the HA faults."""
+LEADER_WAIT_SECONDS = 30.0
+"""How long the HA faults wait for some hub to lead (an election after the last fault)."""
+ROLE_TIMEOUT_SECONDS = 2.0
+DOWN = "down"
+"""The role of a hub whose `/readyz` does not answer (or answers not ready)."""
 
-    async def kill_etcd(self) -> None: ...
 
-    async def restart_etcd(self) -> None: ...
+class HaFaultError(RuntimeError):
+    """An HA fault could not be injected as planned: no hub led, no standby ran, or etcd did
+    not come back — itself a finding about hub HA."""
+
+
+@dataclass
+class HaControl:
+    """The HA faults' handle on a federation of several hubs on one local etcd: SIGKILL etcd
+    and restart it on its data and ports; find the hub that leads (its `/readyz` says
+    "leader"); SIGKILL a hub, or the leader while a standby runs, and restart it with the
+    arguments it first had."""
+
+    fed: ChaosFederation
+
+    @property
+    def hubs(self) -> list[str]:
+        return self.fed.hub_names
+
+    def url_of(self, hub: str) -> str:
+        return dict(zip(self.fed.hub_names, self.fed.hub_urls, strict=True))[hub]
+
+    def context_of(self, hub: str) -> ResolvedContext:
+        """A qctl context that talks to `hub` alone."""
+        return ResolvedContext(self.url_of(hub), self.fed.admin_token, "default", hub)
+
+    async def roles(self) -> dict[str, str]:
+        """Each hub's role as its `/readyz` says: "leader", "follower" or `DOWN`."""
+        timeout = aiohttp.ClientTimeout(total=ROLE_TIMEOUT_SECONDS)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            found = await asyncio.gather(*(_role(http, self.url_of(h)) for h in self.hubs))
+        return dict(zip(self.hubs, found, strict=True))
+
+    async def leader(self, *, within: float = LEADER_WAIT_SECONDS) -> str:
+        """The hub that leads, once exactly one says so (waits out an election)."""
+        deadline = time.monotonic() + within
+        while True:
+            roles = await self.roles()
+            leaders = [hub for hub, role in roles.items() if role == "leader"]
+            if len(leaders) == 1:
+                return leaders[0]
+            if time.monotonic() > deadline:
+                raise HaFaultError(f"no single hub led within {within:.0f}s: {roles}")
+            await asyncio.sleep(0.2)
+
+    async def kill_hub(self, hub: str) -> str:
+        """SIGKILL `hub`; its role just before."""
+        role = (await self.roles())[hub]
+        self.fed.kill(hub, signal.SIGKILL)
+        return role
 
     async def kill_leader(self) -> str:
-        """SIGKILL the hub that leads now (a standby keeps running); its process name."""
-        ...
+        """SIGKILL the hub that leads while another runs, ready to take over; its name."""
+        leader = await self.leader()
+        roles = await self.roles()
+        standby = [hub for hub, role in roles.items() if hub != leader and role != DOWN]
+        if not standby:
+            raise HaFaultError(f"no standby hub runs beside the leader {leader}: {roles}")
+        self.fed.kill(leader, signal.SIGKILL)
+        return leader
 
-    async def restart_hub(self, name: str) -> None: ...
+    async def restart_hub(self, hub: str) -> None:
+        self.fed.restart(hub)
+
+    async def kill_etcd(self) -> None:
+        self.fed.kill("etcd", signal.SIGKILL)
+
+    async def restart_etcd(self) -> None:
+        """Start etcd again on its data and ports; return once it is healthy (it writes its
+        endpoints file then)."""
+        self.fed.etcd_endpoints_file.unlink(missing_ok=True)
+        self.fed.restart("etcd")
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not self.fed.etcd_endpoints_file.exists():
+            if self.fed.exited("etcd") or time.monotonic() > deadline:
+                raise HaFaultError(f"etcd did not come back; see {self.fed.state_dir / 'logs'}")
+            await asyncio.sleep(0.1)
 
 
-@functools.cache
-def ha_unavailable() -> str | None:
-    """Why this federation cannot run the HA faults, or None once it can.
-
-    The hook for hub HA (branch hub-ha): once `multiq-hub` campaigns on etcd (its
-    `--election-ttl` flag), `ChaosFederation.start_async` is to start etcd
-    (`hub.store.localetcd`), two or three hubs on it (`--store etcd://…`, `--advertise-url`),
-    one link per agent and hub, and agents with every link's URL (`--hub a,b`); then set
-    `ChaosFederation.ha_control` to an `HaControl` over them (the leader is the hub whose `/readyz`
-    says it leads) and return None here."""
-    usage = subprocess.run(
-        [_tool("multiq-hub"), "--help"], capture_output=True, text=True, check=False
-    ).stdout
-    if "--election-ttl" not in usage:
-        return (
-            "hub HA is not on this branch: multiq-hub does not campaign for leadership on "
-            "etcd (no --election-ttl) and agents take one hub URL (issue #15, branch hub-ha); "
-            "the etcd SIGKILL and leader SIGKILL faults need it"
-        )
-    return (
-        "multiq-hub campaigns on etcd, but the chaos launcher does not start several hubs yet: "
-        "write ChaosFederation's HA start and its HaControl (e2e/chaos/federation.py, "
-        "ha_unavailable)"
-    )
+async def _role(http: aiohttp.ClientSession, url: str) -> str:
+    try:
+        async with http.get(url + "/readyz") as reply:
+            body = await reply.json()
+            return str(body["role"]) if reply.status == 200 else DOWN
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError):
+        return DOWN
 
 
 @dataclass
 class ChaosFederation(DevFederation):
     timings: ChaosTimings = field(default_factory=ChaosTimings)
-    links: dict[str, FaultyLink] = field(default_factory=dict)
+    links: dict[str, AgentLinks] = field(default_factory=dict)
+    """Each cluster's agent's links, one per hub."""
     cluster_urls: dict[str, str] = field(default_factory=dict)
     ha_control: HaControl | None = None
+    """Set once started with hubs on etcd (`ha` ≥ 1); None for one hub on SQLite."""
+
+    @property
+    def etcd_endpoints_file(self) -> Path:
+        """Written by the local etcd once healthy (DevFederation._spawn_hubs_on_etcd)."""
+        return self.state_dir / "etcd.endpoints"
 
     # --- start and stop ---------------------------------------------------------------------
 
     async def start_async(self) -> None:
-        """Start kubesim, the hub, one link and one agent per cluster; return once every
-        agent is connected and has reported capacity."""
+        """Start kubesim, the hub (or etcd and `ha` hubs), the links and one agent per
+        cluster; return once every agent is connected and has reported capacity."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port(0)
+        if self.ha:
+            self.election_ttl = self.timings.election_ttl_seconds
         self._write_secrets()
         kube_dir = self.state_dir / "kubeconfigs"
         self._spawn(
@@ -158,12 +234,15 @@ class ChaosFederation(DevFederation):
         for name in self.names:
             self.cluster_urls[name] = _server_of(kube_dir / f"{name}.kubeconfig")
         await self._bootstrap()
+        hub_ports = self.hub_ports if self.ha else [self.port]
         for name in self.names:
-            link = FaultyLink(f"agent-{name}", "127.0.0.1", self.port)
-            await link.start()
-            self.links[name] = link
-            self._spawn(f"agent-{name}", self._agent_argv(name, link.url), detach=False)
+            links = AgentLinks(f"agent-{name}", [("127.0.0.1", port) for port in hub_ports])
+            await links.start()
+            self.links[name] = links
+            self._spawn(f"agent-{name}", self._agent_argv(name, ",".join(links.urls)), detach=False)
         await self._wait_connected()
+        if self.ha:
+            self.ha_control = HaControl(self)
 
     def _agent_argv(self, name: str, hub_url: str) -> list[str]:
         token_file = self.state_dir / "secrets" / f"agent-token-{name}" / "token"
@@ -200,6 +279,10 @@ class ChaosFederation(DevFederation):
     def process(self, name: str) -> int | None:
         """The pid (and process group) of a running process of the federation."""
         return next((p.pid for n, p in self.processes if n == name), None)
+
+    def exited(self, name: str) -> bool:
+        """True when the process is not running (it exited, or was killed and not restarted)."""
+        return not any(n == name and p.poll() is None for n, p in self.processes)
 
     def signal(self, name: str, sig: int) -> None:
         """Send `sig` to a process's group without forgetting the process (SIGSTOP, SIGCONT)."""

@@ -56,6 +56,7 @@ def report() -> ChaosReport:
             "default/job-d": "Incremental",
         },
         not_accepted={},
+        not_injected=[],
         crashes=["agent-sim-2 (exit 1) at 12.0s"],
         origin=ORIGIN,
         wall_seconds=75.04,
@@ -65,6 +66,7 @@ def report() -> ChaosReport:
 def test_the_json_counts_workloads_by_mode_and_faults_by_kind_with_the_worst_recovery() -> None:
     out = report().to_json()
     assert out["ok"] is False
+    assert out["hubs"] == "2 hubs on etcd"
     assert out["workloads"] == {
         "submitted": 4,
         "accepted": 4,
@@ -108,7 +110,8 @@ def test_the_json_counts_workloads_by_mode_and_faults_by_kind_with_the_worst_rec
 
 def test_the_failure_message_names_invariants_workloads_clusters_times_and_faults() -> None:
     message = report().failure_message()
-    assert message.splitlines()[0].startswith(
+    assert message.splitlines()[0] == "hubs: 2 hubs on etcd"
+    assert message.splitlines()[1].startswith(
         "workloads: submitted 4, accepted 4, finished 2, lost 1, overlapping 1"
     )
     assert "BestFit: accepted 1, overlapping 1" in message
@@ -135,6 +138,7 @@ def test_a_run_that_kept_every_promise_is_ok_with_no_violations() -> None:
         skipped={},
         modes={"default/job-a": "BestFit"},
         not_accepted={},
+        not_injected=[],
         crashes=[],
         origin=ORIGIN,
         wall_seconds=1.0,
@@ -145,3 +149,9 @@ def test_a_run_that_kept_every_promise_is_ok_with_no_violations() -> None:
     not_taken = ChaosReport(**{**clean.__dict__, "not_accepted": {"c0001": "422: bad"}})
     assert not not_taken.ok
     assert "1 submission(s) never accepted" in not_taken.failure_message()
+    fault_missed = ChaosReport(
+        **{**clean.__dict__, "not_injected": ["leader-sigkill at 9.0s: no single hub led"]}
+    )
+    assert not fault_missed.ok
+    assert fault_missed.to_json()["not_injected"] == ["leader-sigkill at 9.0s: no single hub led"]
+    assert "faults not injected: leader-sigkill at 9.0s" in fault_missed.failure_message()
