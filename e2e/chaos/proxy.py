@@ -1,4 +1,4 @@
-"""A TCP proxy between one agent and the hub that the chaos driver turns into a bad network.
+"""A TCP proxy between one agent and a hub that the chaos driver turns into a bad network.
 
 Each agent dials its own `FaultyLink` to each hub (its `--hub` is the links' URLs, one per
 hub: `AgentLinks`), which forwards to that hub. The driver switches all of an agent's links'
@@ -20,7 +20,7 @@ follows the leader as it would in production, and always through its links. It s
 at the first 101 (the WebSocket's bytes pass as they come).
 
 Only the asyncio loop that started a link may drive it. Called by: e2e.chaos.federation
-(one link per agent), e2e.chaos.driver (the faults), tests/chaos (the modes).
+(an `AgentLinks` per agent), e2e.chaos.driver (the faults), tests/chaos (the modes).
 """
 
 from __future__ import annotations
