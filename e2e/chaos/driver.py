@@ -54,6 +54,7 @@ from e2e.chaos.faults import (
     FaultKind,
     FaultRecord,
     PlannedFault,
+    aim_at_witnesses,
     plan_faults,
     recovery_seconds,
 )
@@ -663,19 +664,7 @@ class _Run:
                     workload = pod["labels"].get("multiq.dev/workload-name")
                     if workload in names and pod["startedAt"] and not pod["stoppedAt"]:
                         running.setdefault(cluster, workload)
-        aimed: list[PlannedFault] = []
-        notes: list[str] = []
-        free = sorted(running)
-        for fault in step:
-            if not free:
-                aimed.append(fault)
-                notes.append("no witness ran there before the fault")
-                continue
-            target = fault.target if fault.target in free else free[0]
-            free.remove(target)
-            aimed.append(dataclasses.replace(fault, target=target))
-            notes.append(f"witness {running[target]} ran there")
-        return aimed, notes
+        return aim_at_witnesses(step, running, self.fed.names)
 
     def _restart_crashed(self) -> None:
         """A product process that exited by itself is a finding: note it, start it again."""

@@ -4,6 +4,7 @@ afterwards, how long the federation took to recover from each.
 `plan_faults` lists the faults in the steps the driver takes one after another, spread over
 clusters: the partitions first (the work they strike runs longest after them), two at a
 time on three clusters, then the others one by one.
+`aim_at_witnesses` moves a step's partitions onto distinct clusters where a witness runs.
 `recovery_seconds` reads the pod histories after the run: the federation has recovered from
 a fault when a pod is *created* after the fault ended — in the faulted cluster for a
 cluster's fault, anywhere for a hub's — that is, once dispatch reached a cluster again and
@@ -29,6 +30,7 @@ __all__ = [
     "FaultKind",
     "FaultRecord",
     "PlannedFault",
+    "aim_at_witnesses",
     "plan_faults",
     "recovery_seconds",
 ]
@@ -135,6 +137,38 @@ def plan_faults(
     steps = [tuple(partitions[i : i + at_once]) for i in range(0, len(partitions), at_once)]
     rng.shuffle(steps)
     return steps + [(f,) for f in faults if f.kind not in PARTITIONS]
+
+
+def aim_at_witnesses(
+    step: Sequence[PlannedFault], running: Mapping[str, str], clusters: Sequence[str]
+) -> tuple[list[PlannedFault], list[str]]:
+    """The step's faults aimed at distinct clusters, each with a note: first at clusters
+    where a witness runs (`running`: cluster -> witness; a fault's own target if it can),
+    then, when witnesses run out, at their planned cluster or another not struck yet — never
+    two faults of a step on one cluster, which would partition fewer clusters than planned
+    (and heal one fault's link when the other's ends)."""
+    free = sorted(running)
+    struck: set[str] = set()
+    aimed: list[PlannedFault] = []
+    notes: list[str] = []
+    for fault in step:
+        witnessed = bool(free)
+        choices = free if witnessed else [c for c in clusters if c not in struck]
+        target = next((c for c in choices if c == fault.target), choices[0] if choices else None)
+        if target is None:  # more faults than clusters: it strikes where it was planned
+            aimed.append(fault)
+            notes.append("no witness ran there before the fault")
+            continue
+        if witnessed:
+            free.remove(target)
+        struck.add(target)
+        aimed.append(replace(fault, target=target))
+        notes.append(
+            f"witness {running[target]} ran there"
+            if witnessed
+            else "no witness ran there before the fault"
+        )
+    return aimed, notes
 
 
 def recovery_seconds(

@@ -19,6 +19,8 @@ from e2e.chaos.faults import (
     PARTITIONS,
     FaultKind,
     FaultRecord,
+    PlannedFault,
+    aim_at_witnesses,
     plan_faults,
     recovery_seconds,
 )
@@ -140,6 +142,27 @@ def test_the_partitions_and_freezes_of_the_presets_outlast_the_loss_timeout() ->
         for kind in PARTITIONS:
             assert kind in CLUSTER_FAULTS
             assert config.holds[kind] > config.timings.loss_timeout_seconds
+
+
+def test_a_steps_partitions_strike_clusters_where_witnesses_run_each_a_different_one() -> None:
+    cut, stop = FaultKind.LINK_CUT, FaultKind.AGENT_STOP
+    step = [PlannedFault(cut, "sim-0", 15.0), PlannedFault(stop, "sim-0", 60.0)]
+    aimed, notes = aim_at_witnesses(step, {"sim-1": "job-w1", "sim-2": "job-w2"}, CLUSTERS)
+    assert [(f.kind, f.target) for f in aimed] == [(cut, "sim-1"), (stop, "sim-2")]
+    assert notes == ["witness job-w1 ran there", "witness job-w2 ran there"]
+    # A fault's own cluster is kept when a witness runs there.
+    aimed, _ = aim_at_witnesses(step[:1], {"sim-0": "job-w0", "sim-1": "job-w1"}, CLUSTERS)
+    assert aimed[0].target == "sim-0"
+
+
+def test_when_witnesses_run_out_a_steps_faults_still_strike_different_clusters() -> None:
+    cut = FaultKind.LINK_CUT
+    step = [PlannedFault(cut, "sim-0", 15.0), PlannedFault(cut, "sim-0", 15.0)]
+    aimed, notes = aim_at_witnesses(step, {"sim-0": "job-w0"}, CLUSTERS)
+    assert [f.target for f in aimed] == ["sim-0", "sim-1"]
+    assert notes == ["witness job-w0 ran there", "no witness ran there before the fault"]
+    aimed, _ = aim_at_witnesses(step, {}, CLUSTERS)
+    assert [f.target for f in aimed] == ["sim-0", "sim-1"]
 
 
 def test_recovery_is_the_wait_for_the_next_pod_created_where_the_fault_struck() -> None:
