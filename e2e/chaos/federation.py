@@ -84,8 +84,8 @@ class ChaosTimings:
 
 
 SINGLE_HUB = (
-    "one hub on SQLite (no etcd to kill, no standby to take over); several hubs run them "
-    "(ChaosConfig.ha ≥ 2: the bounded test, bench.chaos without --single)"
+    "one hub on SQLite (no etcd to kill, no standby to take over); hubs on etcd run them "
+    "(ChaosConfig.ha of 2 or more: the bounded test, bench.chaos without --single)"
 )
 """Why a federation without `ha_control` skips the HA faults."""
 LEADER_WAIT_SECONDS = 30.0
