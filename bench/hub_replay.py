@@ -28,11 +28,12 @@ other cluster, `ml` (GPUs); the GlobalQueues `default` (BestFit over batch), `al
 Workloads arrive at 40/s with six bursts of 2% of them each within a second: small, medium,
 GPU, burst and capped ones, and a few huge ones that fit no cluster until one cluster grows
 part-way through (parked until then). One cluster's agent is slow for 20 s (its offers time
-out); in the middle of a burst one cluster is cut off for 300 s (its reservation requests end
-at once, its bound work goes elsewhere once `let_go_time` allows), and later another for 60 s
-(its agent fences itself; the hub kept the binding and offers the work again when it is
-back). Durations and capacity make the fleet fill in the
-bursts and drain after.
+out). Another's agent is slow for the 20 s before its cluster is cut off, in the middle of a
+burst, for 300 s: the offers it had not answered are open, its reservation requests end at
+once, its bound work goes elsewhere once `let_go_time` allows. Later a third cluster is cut
+off for 60 s: its agent fences itself, and the hub, which kept the binding, offers the work
+again when it is back. Durations and capacity make the fleet fill in the bursts and drain
+after.
 
 The replay checks the promise as it goes (docs/exactly-once.md), from what the clusters really
 run, which the hub cannot see: no workload runs in two clusters at once, nor is held bound by
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import heapq
 import io
 import json
@@ -117,13 +119,14 @@ GRACE_SECONDS = 15.0
 """Shorter than the defaults (900, 60, 30) so that a loss plays out within the run; they keep
 the rule a MemberCluster is checked for: lossTimeout ≥ lease + grace."""
 SLOW_AGENT_SECONDS = (20.0, 40.0)
-"""One agent is slow for 20 s: it acts on what it receives 40 s late, after the offer
+"""A slow agent is slow for 20 s: it acts on what it receives 40 s late, after the offer
 timeout."""
-LOSSES = ((1, 300.0), (3, 60.0))
-"""(in which burst, for how long): cluster losses, each LOSS_INTO_BURST_SECONDS into a burst,
-while reservation requests are open. The first outlasts the loss timeout (its bound work is
-let go), the second only the lease (its agent fences itself, and the hub, which kept the
-binding, offers the work again when it is back)."""
+LOSSES = ((1, 300.0, True), (3, 60.0, False))
+"""(in which burst, for how long, slow before): cluster losses, each LOSS_INTO_BURST_SECONDS
+into a burst. The first outlasts the loss timeout (its bound work is let go), and its agent is
+slow before it, so offers are open when it goes; the second outlasts only the lease (its
+agent fences itself, and the hub, which kept the binding, offers the work again when it is
+back)."""
 LOSS_INTO_BURST_SECONDS = 0.15
 GROWTH_AT = 0.6
 """When (share of the arrival span) one cluster's batch queue grows enough for huge work."""
@@ -262,9 +265,12 @@ class World:
         # (Fewer than two clusters: one loss.)
         self.lost = [
             (cluster, burst(index), seconds)
-            for cluster, (index, seconds) in zip(lost, LOSSES, strict=False)
+            for cluster, (index, seconds, _) in zip(lost, LOSSES, strict=False)
         ]
-        self.slow = (pick(4), 0.2 * self.span, 0.2 * self.span + SLOW_AGENT_SECONDS[0])
+        self.slow = {pick(4): (0.2 * self.span, 0.2 * self.span + SLOW_AGENT_SECONDS[0])}
+        for (cluster, at, _), (_, _, slow_before) in zip(self.lost, LOSSES, strict=False):
+            if slow_before:
+                self.slow[cluster] = (at - SLOW_AGENT_SECONDS[0], at)
         self.grows = (pick(1), GROWTH_AT * self.span)
 
     def _room(self, index: int) -> dict[tuple[str, str], dict[str, int]]:
@@ -462,12 +468,19 @@ class ToAgent:
 
 @dataclass
 class LossRecord:
+    """What became of the work a lost cluster held when it was lost."""
+
     cluster: str
     lost_at: float
     back_at: float
-    let_go_allowed_after: float | None = None
+    reservations: set[str] = field(default_factory=set)
+    """Reservation requests it held (nominated, not bound) and that have not ended yet."""
+    reservations_at_loss: int = 0
     reservations_ended_within: float = 0.0
-    reservations_ended: int = 0
+    reservations_let_go: int = 0
+    """Ended by the cycle's let-go (the others by a binding elsewhere, or a timeout)."""
+    bound_at_loss: int = 0
+    let_go_allowed_after: float | None = None
     bound_let_go: int = 0
     bound_let_go_after: float | None = None
     let_go_ran_elsewhere: int = 0
@@ -501,9 +514,29 @@ class Referee:
         if len(self.examples) < 10:
             self.examples.append(f"t={self.clock.now:.3f}s {kind}: {detail}")
 
+    def cluster_lost(self, cluster: str, held: Mapping[str, Workload], back_at: float) -> None:
+        """`held`: the unfinished workloads the hub has bound or offered to the cluster."""
+        loss = self.losses[cluster] = LossRecord(cluster, self.clock.now, back_at)
+        for key, wl in held.items():
+            st = wl.status
+            if st is not None and st.cluster_name == cluster:
+                loss.bound_at_loss += 1
+            elif st is not None and cluster in st.nominated_cluster_names:
+                loss.reservations.add(key)
+        loss.reservations_at_loss = len(loss.reservations)
+
     # --- the hub's writes -------------------------------------------------------------------
 
     def on_write(self, key: str, old: Workload | None, new: Workload) -> None:
+        for loss in self.losses.values():
+            if key in loss.reservations and (
+                new.status is None
+                or loss.cluster not in new.status.nominated_cluster_names
+                or transitions.is_finished(new)
+            ):
+                loss.reservations.discard(key)
+                ended = self.clock.now - loss.lost_at
+                loss.reservations_ended_within = max(loss.reservations_ended_within, ended)
         st = new.status
         bound = st.cluster_name if st is not None else None
         was = old.status.cluster_name if old is not None and old.status is not None else None
@@ -620,10 +653,32 @@ class Mirror:
             listener(key, old, wl)
 
 
+class GcWatch:
+    """Wall time the garbage collector takes (`gc.callbacks`): with 100,000 workloads held, a
+    full collection is a pause any cycle it falls into pays for."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.longest = 0.0
+        self.full = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._started
+        self.seconds += took
+        self.longest = max(self.longest, took)
+        self.full += info.get("generation") == 2
+
+
 @dataclass
 class CycleStats:
     wall: list[float] = field(default_factory=list)
     """Wall seconds of each `dispatch` call."""
+    gc_in_dispatch: list[float] = field(default_factory=list)
+    """Of which collecting garbage."""
     shell_seconds: float = 0.0
     placed: int = 0
     placed_max: int = 0
@@ -646,11 +701,17 @@ class HubPlay:
     mirror, the offer book, the fleet and the fleet-quota tallies they keep."""
 
     def __init__(
-        self, clock: Clock, world: World, referee: Referee, profiler: cProfile.Profile | None
+        self,
+        clock: Clock,
+        world: World,
+        referee: Referee,
+        profiler: cProfile.Profile | None,
+        gc_watch: GcWatch,
     ) -> None:
         self.clock = clock
         self.referee = referee
         self.profiler = profiler
+        self.gc_watch = gc_watch
         self.mirror = Mirror([referee.on_write, self._workload_changed])
         self.book = DispatchBook()
         self.tallies = Tallies()
@@ -698,6 +759,7 @@ class HubPlay:
         now = clock.moment()
         started = time.perf_counter()
         snapshot = self.snapshot()
+        collecting = self.gc_watch.seconds
         before = time.perf_counter()
         if self.profiler is not None:
             self.profiler.enable()
@@ -706,6 +768,7 @@ class HubPlay:
             self.profiler.disable()
         after = time.perf_counter()
         stats.wall.append(after - before)
+        stats.gc_in_dispatch.append(self.gc_watch.seconds - collecting)
         self._score(snapshot, plan, now)
         applying = time.perf_counter()
         self.expiry_checked_at = plan.expiry_checked_at
@@ -763,8 +826,7 @@ class HubPlay:
                 continue
             after = (now - facts.lost_since).total_seconds()
             if not gone.bound:
-                loss.reservations_ended += 1
-                loss.reservations_ended_within = max(loss.reservations_ended_within, after)
+                loss.reservations_let_go += 1
                 continue
             allowed = let_go_time(facts)
             if allowed is None or now < allowed:
@@ -1381,12 +1443,12 @@ class Replay:
         self.seed = seed
         self.referee = Referee(self.clock)
         self.profiler = cProfile.Profile(time.thread_time) if profile else None
-        self.hub = HubPlay(self.clock, self.world, self.referee, self.profiler)
+        self.gc_watch = GcWatch()
+        self.hub = HubPlay(self.clock, self.world, self.referee, self.profiler, self.gc_watch)
         rng = random.Random(seed + 1)
         jobs = {job.key: job for job in self.world.arrivals}
-        slow_cluster, slow_from, slow_to = self.world.slow
         for name in self.world.names:
-            slow = (slow_from, slow_to) if name == slow_cluster else None
+            slow = self.world.slow.get(name)
             agent = AgentPlay(
                 name,
                 self.clock,
@@ -1408,8 +1470,7 @@ class Replay:
         for job in world.arrivals:
             clock.at(job.created, partial(self._submit, job))
         for cluster, at, seconds in world.lost:
-            self.referee.losses[cluster] = LossRecord(cluster, at, at + seconds)
-            clock.at(at, hub.agents[cluster].disconnect)
+            clock.at(at, partial(self._lose, cluster, at + seconds))
             clock.at(at + seconds, hub.agents[cluster].connect)
         grows, at = world.grows
         cq, flavor, factor = GROWS
@@ -1417,10 +1478,22 @@ class Replay:
         until = world.span + TAIL_SECONDS
         total = len(world.arrivals)
         started = time.perf_counter()
-        while len(self.referee.finished) < total and clock.step(until):
-            pass
+        gc.callbacks.append(self.gc_watch)
+        try:
+            while len(self.referee.finished) < total and clock.step(until):
+                pass
+        finally:
+            gc.callbacks.remove(self.gc_watch)
         self.wall = time.perf_counter() - started
         return self
+
+    def _lose(self, cluster: str, back_at: float) -> None:
+        mirror = self.hub.mirror
+        keys = mirror.by_cluster.get(cluster, ())
+        self.referee.cluster_lost(
+            cluster, {key: mirror.workloads[key].workload for key in keys}, back_at
+        )
+        self.hub.agents[cluster].disconnect()
 
     def _submit(self, job: Job) -> None:
         self.referee.created[job.key] = self.clock.now
@@ -1434,6 +1507,7 @@ class Replay:
         cycles = max(1, hub.cycles)
         wall = sorted(stats.wall)
         in_dispatch = sum(wall)
+        without_gc = sorted(w - g for w, g in zip(stats.wall, stats.gc_in_dispatch, strict=True))
         violations = Counter(referee.violations)
         unfinished = [k for k in referee.created if k not in referee.finished]
         for key in unfinished:
@@ -1444,6 +1518,9 @@ class Replay:
         never_arrived = total - len(referee.created)
         if never_arrived:
             violations["never_submitted"] += never_arrived
+        outliving = sum(len(loss.reservations) for loss in referee.losses.values())
+        if outliving:
+            violations["reservation_outlived_the_loss"] += outliving
         return {
             "benchmark": "hub_replay",
             "workloads": total,
@@ -1460,6 +1537,16 @@ class Replay:
                 "p50": _ms(_percentile(wall, 0.50)),
                 "p99": _ms(_percentile(wall, 0.99)),
                 "max": _ms(wall[-1] if wall else 0.0),
+            },
+            "cycle_wall_ms_without_gc": {
+                "p99": _ms(_percentile(without_gc, 0.99)),
+                "max": _ms(without_gc[-1] if without_gc else 0.0),
+            },
+            "gc": {
+                "full_collections": self.gc_watch.full,
+                "seconds": round(self.gc_watch.seconds, 2),
+                "seconds_in_dispatch": round(sum(stats.gc_in_dispatch), 2),
+                "longest_ms": _ms(self.gc_watch.longest),
             },
             "dispatch_ms_per_workload": round(1000 * in_dispatch / max(1, total), 3),
             "shell_wall_seconds": round(stats.shell_seconds, 2),
@@ -1480,7 +1567,6 @@ class Replay:
             "parked_over_fleet_quota_peak": stats.over_quota_peak,
             "offer_timeouts": dict(sorted(stats.expired.items())),
             "let_go": stats.let_go.get("bound", 0),
-            "reservations_ended_by_loss": stats.let_go.get("reservations", 0),
             "cluster_losses": [_loss(loss) for loss in referee.losses.values()],
             "refused_reports": dict(sorted(stats.refused.items())),
             "messages_to_lost_clusters": stats.dropped_messages,
@@ -1530,8 +1616,11 @@ def _loss(loss: LossRecord) -> dict[str, Any]:
         "cluster": loss.cluster,
         "lost_at_s": round(loss.lost_at, 1),
         "back_after_s": round(loss.back_at - loss.lost_at, 1),
-        "reservations_ended": loss.reservations_ended,
+        "reservations_at_loss": loss.reservations_at_loss,
         "reservations_ended_within_s": round(loss.reservations_ended_within, 3),
+        "reservations_let_go": loss.reservations_let_go,
+        "reservations_outliving_the_loss": len(loss.reservations),
+        "bound_at_loss": loss.bound_at_loss,
         "let_go_allowed_after_s": _round(loss.let_go_allowed_after),
         "bound_let_go": loss.bound_let_go,
         "bound_let_go_after_s": _round(loss.bound_let_go_after),
