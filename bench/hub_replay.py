@@ -39,11 +39,13 @@ The replay checks the promise as it goes (docs/exactly-once.md), from what the c
 run, which the hub cannot see: no workload runs in two clusters at once, nor is held bound by
 two agents at once; none runs where the hub has not bound it, and the hub never unbinds one
 still running; a lost cluster's bound work is let go only once the fencing rule allows; every
-workload finishes (Succeeded) — none lost, none stuck. Prints one JSON object (figures below
-in `Replay.report`); `invariant_violations` must be 0. `--profile N` prints the N costliest
-functions of `dispatch` (cProfile on thread time) to stderr. `--agents-never-fence` plays
-agents that keep running when their lease runs out, as before fencing: the checks then find
-work running twice.
+workload finishes (Succeeded) — none lost, none stuck. (A workload that finished on a cluster
+cut off before its report went out runs again elsewhere once let go: one running copy at a
+time is the promise, so `ran_to_completion_twice` counts it without calling it a breach.)
+Prints one JSON object (figures below in `Replay.report`); `invariant_violations` must be 0.
+`--profile N` prints the N costliest functions of `dispatch` (cProfile on thread time) to
+stderr. `--agents-never-fence` plays agents that keep running when their lease runs out, as
+before fencing: the checks then find work running in two clusters at once.
 
 Called by: people measuring the hub (README, "Tests and benchmarks"), tests/bench.
 """

@@ -1,7 +1,8 @@
-"""The hub replay benchmark at a tiny scale: its own checks of the promise hold (nothing runs
-twice, nothing runs unbound, nothing is lost or stuck), a cluster loss plays out by the
-fencing rules, the fleet quota and the parking hold work back, and its JSON has the figures.
-Its checks are not vacuous: agents that do not fence make them find work running twice."""
+"""The hub replay benchmark at a tiny scale: its own checks of the promise hold (nothing
+runs in two clusters at once, nothing runs unbound, nothing is lost or stuck), a cluster loss
+plays out by the fencing rules, the fleet quota and the parking hold work back, and its JSON
+has the figures. Its checks are not vacuous: agents that do not fence make them find work
+running in two clusters at once."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_a_cluster_back_before_the_loss_timeout_keeps_its_work_and_runs_it_again
     assert short_loss["offers_resent_on_return"] >= short_loss["runs_fenced_by_agent"]
 
 
-def test_agents_that_do_not_fence_are_caught_running_work_twice() -> None:
+def test_agents_that_do_not_fence_are_caught_running_work_in_two_clusters_at_once() -> None:
     # Seed 3: some of the lost cluster's work outlasts the loss timeout there.
     report = tiny(WORKLOADS, seed=3, agents_fence=False)
     assert report["violations"].get("two_running_copies", 0) > 0
