@@ -41,7 +41,8 @@ from agent.inventory import Inventory
 from agent.k8s.client import JsonObject
 from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
-from agent.records import Materialize, Persist, Record, Reject, Report, Step, StopJobs
+from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
+from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache, api_admission
 from agent.state import StateStore
 from agent.status import observe
@@ -159,7 +160,9 @@ class AdmissionShell:
     async def _apply(self, key: str, step: Step) -> None:
         """Apply a transition: the record first, then its effects in order."""
         self._set(key, step.record)
-        for effect in step.effects:
+        effects = list(step.effects)
+        while effects:
+            effect = effects.pop(0)
             if isinstance(effect, Report | Reject):
                 self.reporter.report(effect.payload)
             elif isinstance(effect, Persist):
@@ -170,7 +173,30 @@ class AdmissionShell:
             elif isinstance(effect, StopJobs):
                 namespace, name = key.split("/", 1)
                 jobs = self.inventory.workload_jobs(namespace, name)
-                await self.materializer.stop(namespace, name, jobs, effect.job_names)
+                try:
+                    await self.materializer.stop(namespace, name, jobs, effect.job_names)
+                except K8S_TRANSIENT as exc:
+                    # The cluster's API is failing beyond the client's retries. What follows
+                    # a stop is the report that the Jobs are gone (the hub may then run the
+                    # workload elsewhere): it waits until they really are.
+                    log.warning("stopping %s: %s; retrying in the background", key, exc)
+                    self._start_stopping(key, effect, effects)
+                    return
+
+    def _start_stopping(self, key: str, stop: StopJobs, after: list[Effect]) -> None:
+        task = asyncio.create_task(self._keep_stopping(key, stop, after), name=f"stop {key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _keep_stopping(self, key: str, stop: StopJobs, after: list[Effect]) -> None:
+        namespace, name = key.split("/", 1)
+        await self.materializer.stop_for_good(namespace, name, stop.job_names)
+        for effect in after:
+            if isinstance(effect, Report | Reject):
+                self.reporter.report(effect.payload)
+            elif isinstance(effect, Persist):
+                self.book.persist(key, with_offer=effect.with_offer)
+        self._wake.set()
 
     def held_summary(self) -> list[HeldWorkload]:
         return [
@@ -268,7 +294,9 @@ class AdmissionShell:
             for key, record in list(self.held.items()):
                 await self._apply(key, records.on_fence(record, message.message, now))
         else:
-            await self.materializer.reap(self.inventory.managed_jobs(), self.held)
+            # A generation given back must not keep running either (its stop may have failed).
+            running = {k for k, r in self.held.items() if not r.given_back}
+            await self.materializer.reap(self.inventory.managed_jobs(), running)
         self._changed()
 
     def _changed(self) -> None:

@@ -442,6 +442,18 @@ class Materializer:
         else:
             await self.delete_all(namespace, name)
 
+    async def stop_for_good(self, namespace: str, name: str, job_names: Sequence[str]) -> None:
+        """`stop`, however long the cluster's API keeps failing (more slowly each time)."""
+        delay = 0.5
+        while True:
+            try:
+                await self.stop(namespace, name, (), job_names)
+                return
+            except K8S_TRANSIENT as exc:
+                log.warning("stopping %s/%s: %s; retrying in %.1fs", namespace, name, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
     async def reap(self, managed: Sequence[JsonObject], held: Container[str]) -> None:
         """Delete the running Jobs among `managed` whose workload is not `held` (a finished
         Job runs nothing: its own TTL decides when it goes)."""

@@ -147,6 +147,11 @@ class Record:
         return self.phase in _FINISHED
 
     @property
+    def given_back(self) -> bool:
+        """Evicted or withdrawn here: this generation must not run here again."""
+        return self.phase in _GIVEN_BACK
+
+    @property
     def settled(self) -> bool:
         """Finished, or given back: it holds no quota and runs nothing here any more."""
         return self.phase in _FINISHED or self.phase in _GIVEN_BACK

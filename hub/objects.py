@@ -33,7 +33,7 @@ from hub.errors import (
 from hub.store import base as store_base
 from hub.store.base import JsonObject, Revision, Store, StoredObject
 
-__all__ = ["ObjectRepository", "object_key", "prefix_for", "to_wire"]
+__all__ = ["ObjectRepository", "object_key", "prefix_for", "to_wire", "translate_store_error"]
 
 T = TypeVar("T", bound=Object)
 
@@ -59,7 +59,8 @@ def to_wire(stored: StoredObject) -> JsonObject:
     return value
 
 
-def _translate(exc: store_base.StoreError) -> HubError:
+def translate_store_error(exc: store_base.StoreError) -> HubError:
+    """The store's error as the hub's (one map, hub.errors gives the HTTP status)."""
     if isinstance(exc, store_base.NotFound):
         return NotFoundError(str(exc))
     if isinstance(exc, store_base.AlreadyExists):
@@ -96,7 +97,7 @@ class ObjectRepository:
             where = f" in namespace {namespace!r}" if kind.NAMESPACED else ""
             raise NotFoundError(f'{kind.plural()} "{name}" not found{where}') from exc
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
 
     async def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
         wire = await self.get_wire(kind, name, namespace)
@@ -108,7 +109,7 @@ class ObjectRepository:
         try:
             listing = await self.store.list(prefix_for(kind, namespace))
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
         return [to_wire(item) for item in listing.items], listing.revision
 
     async def list(self, kind: type[T], namespace: str | None = None) -> list[T]:
@@ -148,7 +149,7 @@ class ObjectRepository:
         except store_base.AlreadyExists as exc:
             raise AlreadyExistsError(f'{obj.plural()} "{meta.name}" already exists') from exc
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
         return to_wire(stored)
 
     async def replace(self, obj: Object, *, keep_status: bool = True) -> JsonObject:
@@ -184,7 +185,7 @@ class ObjectRepository:
                     new.pop("status", None)
             stored = await self.store.update(key, new, expected=expected or current.revision)
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
         return to_wire(stored)
 
     async def modify(
@@ -198,7 +199,7 @@ class ObjectRepository:
         try:
             stored = await store_base.modify(self.store, object_key(kind, name, namespace), mutate)
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
         return to_wire(stored)
 
     async def delete(
@@ -210,7 +211,7 @@ class ObjectRepository:
         except store_base.NotFound as exc:
             raise NotFoundError(f'{kind.plural()} "{name}" not found') from exc
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc
         return to_wire(stored)
 
     # --- watch ------------------------------------------------------------------------------
@@ -224,4 +225,4 @@ class ObjectRepository:
                 async for event in events:
                     yield event.type.value, to_wire(event.object)
         except store_base.StoreError as exc:
-            raise _translate(exc) from exc
+            raise translate_store_error(exc) from exc

@@ -24,7 +24,7 @@ from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
 from hub.errors import AlreadyExistsError, BadRequestError, InvalidObjectError
 from hub.http.middleware import PRINCIPAL, read_body
-from hub.objects import ObjectRepository
+from hub.objects import ObjectRepository, translate_store_error
 from hub.placement.routing import CLUSTER_SET_ANNOTATION
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
@@ -129,7 +129,10 @@ class SubmitRoutes:
         key = f"{SOURCE_PREFIX}{ns}/{name}"
         store = self.repo.store
         try:
-            await store.create(key, wire)
-        except store_base.AlreadyExists:
-            # Left by an earlier workload of the same name that was deleted.
-            await store.update(key, wire, expected=None)
+            try:
+                await store.create(key, wire)
+            except store_base.AlreadyExists:
+                # Left by an earlier workload of the same name that was deleted.
+                await store.update(key, wire, expected=None)
+        except store_base.StoreError as exc:
+            raise translate_store_error(exc) from exc

@@ -93,6 +93,10 @@ def _screen(
         return ClusterVerdict(name, Verdict.NOT_IN_CLUSTER_SET, "not in the workload's cluster set")
     if not cluster.connected:
         return ClusterVerdict(name, Verdict.DISCONNECTED, "its agent is not connected")
+    if not cluster.reported:
+        return ClusterVerdict(
+            name, Verdict.AWAITING_CAPACITY, "connected, its capacity not reported yet"
+        )
     if cluster.cordoned:
         return ClusterVerdict(name, Verdict.CORDONED, "cordoned by an admin")
     if request.required_terms and not any(

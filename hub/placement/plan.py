@@ -21,6 +21,7 @@ class Verdict(enum.StrEnum):
     ONLY_CLUSTER = "OnlyCluster"  # full now, but no other cluster could ever take it: queue there
     NOT_IN_CLUSTER_SET = "NotInClusterSet"
     DISCONNECTED = "Disconnected"
+    AWAITING_CAPACITY = "AwaitingCapacity"  # connected, its first capacity report not in yet
     CORDONED = "Cordoned"
     AFFINITY_MISMATCH = "ClusterAffinityMismatch"
     NO_SUCH_QUEUE = "ClusterQueueMissing"

@@ -59,6 +59,9 @@ class ClusterView:
     connected: bool
     cordoned: bool = False
     queues: Mapping[str, QueueView] = field(default_factory=dict)
+    reported: bool = True
+    """Its agent has reported its capacity since connecting (until then its queues are not
+    known, which must not read as "it has none")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
     WorkloadStatusReport,
 )
+from kubesim.testing import RunningSimulator
 from tests.agent.conftest import (
     AgentRunner,
     FakeHub,
@@ -34,6 +35,25 @@ async def job_names(kube: KubeClient) -> list[str]:
     return sorted(
         j["metadata"]["name"] for j in listed.items if not j["metadata"].get("deletionTimestamp")
     )
+
+
+async def test_a_withdrawal_the_api_keeps_refusing_is_reported_only_once_its_jobs_are_gone(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient, sim: RunningSimulator
+) -> None:
+    agent = await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("stubborn", script="sleep 30"))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "stubborn"))
+    # More failures in a row than the client retries: the stop fails, the agent carries on.
+    sim.clusters[0].faults.fail_next(12, 500)
+    await hub.send(Withdraw(workload=key, generation=1, reason="Rebalance"))
+    gone = await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "stubborn"), within=30)
+    assert gone.generation == 1
+    # The hub heard it only once the Jobs were gone: it may run the workload elsewhere now.
+    assert "stubborn" not in await job_names(kube)
+    assert given_back(agent, key)
 
 
 async def test_a_withdrawn_workload_is_stopped_and_reported_withdrawn(

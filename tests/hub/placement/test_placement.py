@@ -136,6 +136,16 @@ def test_a_full_cluster_is_not_chosen_while_a_disconnected_one_may_come_back() -
     assert verdict_of(p, "a") is Verdict.INSUFFICIENT_HEADROOM
 
 
+def test_a_connected_cluster_yet_to_report_its_capacity_is_not_ruled_out() -> None:
+    # A hub that just took over hears capacity reports one by one: the first cluster to
+    # report must not be taken for the only one that can run what does not fit it now.
+    silent = replace(cluster("b", 0), queues={}, reported=False)
+    p = place([cluster("a", 2), silent], request(4, "a", "b"), NOW)
+    assert p.offer_to == ()
+    assert verdict_of(p, "b") is Verdict.AWAITING_CAPACITY
+    assert verdict_of(p, "a") is Verdict.INSUFFICIENT_HEADROOM
+
+
 def test_a_cluster_that_rejected_the_workload_leaves_the_other_as_the_only_one() -> None:
     offers = (Offer(ClusterName("b"), NOW - timedelta(seconds=5), "rejected", "no quota"),)
     p = place([cluster("a", 2), cluster("b", 2)], request(4, "a", "b", offers=offers), NOW)

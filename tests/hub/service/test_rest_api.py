@@ -98,6 +98,16 @@ async def test_a_job_submission_becomes_a_durable_workload(hub: HubUnderTest) ->
     assert source.value["kind"] == "Job"
 
 
+async def test_a_submission_while_the_store_is_unavailable_is_a_503(hub: HubUnderTest) -> None:
+    await hub.apply(*fleet_objects())
+    await hub.hub.store.close()  # as an etcd outage looks to the hub: Unavailable
+    status, body = await hub.call(
+        "POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=job()
+    )
+    assert status == 503, body
+    assert body["reason"] == "ServiceUnavailable"
+
+
 async def test_yaml_submissions_are_accepted(hub: HubUnderTest) -> None:
     await hub.apply(*fleet_objects())
     status, wl = await hub.call(
