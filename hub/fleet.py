@@ -240,7 +240,7 @@ class Fleet:
                     ClusterName(state.name),
                     state.labels,
                     connected=state.connected,
-                    reported=state.capacity is not None,
+                    reported=state.capacity is not None or bool(state.cells),
                     cordoned=state.cordoned,
                     queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
                 )
