@@ -469,7 +469,13 @@ class Envelope(StrictModel):
         ack: int | None = None,
         trace_context: TraceContext | None = None,
     ) -> Envelope:
-        return cls(
+        if seq < 0 or (ack is not None and ack < 0):
+            raise ValueError("seq and ack are never negative")
+        if isinstance(payload, Ack) and ack is None:
+            raise ValueError("an Ack must carry `ack`")
+        # Built, not validated: the payload is a validated model already, and its type
+        # makes the envelope's. Validating it again cost a sender more than encoding it.
+        return cls.model_construct(
             type=MessageType(payload.type),
             seq=seq,
             ack=ack,

@@ -16,7 +16,6 @@ Called by: hub.app (routes). Uses hub.objects for storage semantics.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from hub.auth import Principal, namespaces_of, require_admin, require_namespace
 from hub.errors import BadRequestError, ForbiddenError
 from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import ObjectRepository
-from hub.store.base import Revision
+from hub.store.base import Revision, encode_json
 
 __all__ = ["ACCESS", "Access", "ResourceRoutes", "label_selector_matches", "parse_label_selector"]
 
@@ -246,10 +245,7 @@ class ResourceRoutes:
         return web.json_response(deleted)
 
 
-_WATCH_ENCODER = json.JSONEncoder(separators=(",", ":"))
-"""Built once: json.dumps with options builds an encoder per call, i.e. per watch event."""
-
-
 async def _send(response: web.StreamResponse, event_type: str, obj: Mapping[str, Any]) -> None:
-    line = _WATCH_ENCODER.encode({"type": event_type, "object": obj}) + "\n"
-    await response.write(line.encode())
+    # The object is a stored value: its spec's JSON is shared with the store's writes.
+    encoded = encode_json(dict(obj))
+    await response.write(f'{{"type":"{event_type}","object":{encoded}}}\n'.encode())

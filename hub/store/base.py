@@ -58,6 +58,7 @@ __all__ = [
     "TooLarge",
     "Unavailable",
     "WatchStream",
+    "encode_json",
     "encode_value",
     "modify",
     "prefix_end",
@@ -275,11 +276,36 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 """Built once: json.dumps with any non-default option builds an encoder per call."""
 
 
+_SPECS: dict[int, tuple[object, str]] = {}
+"""The JSON of `spec` members already encoded, by the identity of the spec dict (which holds
+it, so the identity cannot be reused). Values handed to the store are never changed (the
+`Store` contract), and a workload's status writes hand over its stored spec itself, so a
+workload's pod templates are encoded once, not at every status write."""
+_SPECS_KEPT = 20_000
+
+
+def encode_json(value: JsonObject) -> str:
+    """Compact JSON of a stored value (non-ASCII kept), its `spec` encoded once per object."""
+    spec = value.get("spec")
+    if type(spec) is not dict or not spec:
+        return _ENCODER.encode(value)
+    found = _SPECS.get(id(spec))
+    if found is None or found[0] is not spec:
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        found = _SPECS[id(spec)] = (spec, _ENCODER.encode(spec))
+    parts = [
+        f"{_ENCODER.encode(k)}:{found[1] if k == 'spec' else _ENCODER.encode(v)}"
+        for k, v in value.items()
+    ]
+    return "{" + ",".join(parts) + "}"
+
+
 def encode_value(key: str, value: JsonObject) -> bytes:
     """The stored form: compact UTF-8 JSON. `TypeError` for non-JSON values, `TooLarge`."""
     if not isinstance(value, dict):
         raise TypeError(f"store values are JSON objects, not {type(value).__name__}")
-    data = _ENCODER.encode(value)
+    data = encode_json(value)
     encoded = data.encode()
     if len(encoded) > MAX_VALUE_BYTES:
         raise TooLarge(key, size=len(encoded))

@@ -175,6 +175,15 @@ def test_an_ack_round_trips_and_must_say_what_it_acknowledges() -> None:
         Envelope.from_json('{"type": "Ack", "seq": 1, "payload": {}}')
 
 
+def test_wrapping_checks_what_validation_would_without_validating_the_payload_again() -> None:
+    with pytest.raises(ValueError, match="an Ack must carry `ack`"):
+        Envelope.wrap(Ack(), seq=1)
+    with pytest.raises(ValueError, match="never negative"):
+        Envelope.wrap(LogClose(stream_id="s"), seq=-1)
+    envelope = Envelope.wrap(LogClose(stream_id="s"), seq=3, ack=2)
+    assert Envelope.from_json(envelope.to_json()) == envelope
+
+
 def test_every_message_type_has_a_direction() -> None:
     assert set(MessageType) == AGENT_TO_HUB | HUB_TO_AGENT
     assert {MessageType.ACK} == AGENT_TO_HUB & HUB_TO_AGENT
