@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import QCTL, ROOT, workload
+from e2e.conftest import QCTL, ROOT, JobWatch, workload
 from e2e.test_federation import eventually, sleeper_job, state_of
 from qctl.commands.dev import DevFederation
 
@@ -64,59 +64,6 @@ def submit(fed: DevFederation, job: Path) -> bool:
         cwd=ROOT,
     )
     return result.returncode == 0 and "submitted" in result.stdout
-
-
-class JobWatch:
-    """`kubectl get jobs --watch` on one cluster for the whole run: every workload that ever
-    had a Job there, even one deleted a moment later."""
-
-    def __init__(self, fed: DevFederation, cluster: str) -> None:
-        kubeconfig = fed.state_dir / "kubeconfigs" / f"{cluster}.kubeconfig"
-        self.cluster = cluster
-        self.process = subprocess.Popen(
-            [
-                "kubectl",
-                "--kubeconfig",
-                str(kubeconfig),
-                "get",
-                "jobs",
-                "-A",
-                "--watch",
-                "-o",
-                "json",
-                "-l",
-                "multiq.dev/workload-name",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.workloads: set[str] = set()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        decoder = json.JSONDecoder()
-        buffer = ""
-        for line in self.process.stdout:
-            buffer += line
-            while buffer.strip():
-                try:
-                    job, end = decoder.raw_decode(buffer.lstrip())
-                except json.JSONDecodeError:
-                    break
-                buffer = buffer.lstrip()[end:]
-                name = job["metadata"].get("labels", {}).get("multiq.dev/workload-name")
-                if name:
-                    self.workloads.add(name)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-        self._reader.join(10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
 
 
 def first_dispatched(fed: DevFederation, names: list[str]) -> bool:
