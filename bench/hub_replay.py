@@ -88,10 +88,10 @@ from hub.placement.cycle import (
     CycleSettings,
     DispatchPlan,
     HubSnapshot,
-    OfferDecision,
     dispatch,
     let_go_time,
     record_plan,
+    status_change,
 )
 from hub.placement.reconcile import reconcile
 from hub.placement.routing import Routing
@@ -845,86 +845,30 @@ class HubPlay:
     def _apply(self, plan: DispatchPlan, now: datetime) -> None:
         write = self.mirror.write
         for expiry in plan.expired:
-            self._expire(expiry.key, expiry.cluster, expiry.bound, now)
+            written = write(expiry.key, status_change(expiry, now))
+            if expiry.bound and written is not None and written.status is not None:
+                generation = written.status.dispatch_generation or 1
+                message = ToAgent("withdraw", expiry.key, generation, reason="OfferTimedOut")
+                self.send(expiry.cluster, message)
         for gone in plan.let_go:
-            if gone.bound:
-                change = partial(
-                    transitions.requeue, reason="ClusterLost", message=gone.message, now=now
-                )
-            else:
-                change = partial(
-                    transitions.mark_offer_failed,
-                    cluster=gone.cluster,
-                    reason="ClusterLost",
-                    message=gone.message,
-                    now=now,
-                )
-            write(gone.key, change)
+            write(gone.key, status_change(gone, now))
         for wait in plan.waits:
-            write(wait.key, partial(_waiting, reason=wait.reason, message=wait.message, now=now))
+            write(wait.key, status_change(wait, now))
         for offer in plan.offers:
-            self._commit_offer(offer, now)
-
-    def _expire(self, key: str, cluster: str, bound: bool, now: datetime) -> None:
-        message = "the agent did not answer the offer in time"
-        if not bound:
-            change = partial(
-                transitions.mark_offer_failed,
-                cluster=cluster,
-                reason="OfferTimedOut",
-                message=message,
-                now=now,
-            )
-            self.mirror.write(key, change)
-            return
-        withdrawing = partial(
-            transitions.mark_withdrawing,
-            cluster=cluster,
-            reason="OfferTimedOut",
-            message=f"{message}; asked to give it back",
-            now=now,
-        )
-        written = self.mirror.write(key, withdrawing)
-        if written is not None and written.status is not None:
-            generation = written.status.dispatch_generation or 1
-            self.send(cluster, ToAgent("withdraw", key, generation, reason="OfferTimedOut"))
-
-    def _commit_offer(self, offer: OfferDecision, now: datetime) -> None:
-        key = offer.key
-        clusters = [str(c) for c in offer.clusters]
-        change: Change
-        if offer.bound:
-            change = partial(
-                transitions.mark_bound_offer,
-                cluster=clusters[0],
-                generation=offer.generation,
-                now=now,
-            )
-        else:
-            change = partial(
-                transitions.mark_offered, clusters=clusters, generation=offer.generation, now=now
-            )
-        written = self.mirror.write(key, change)
-        if written is None:
-            for cluster in clusters:
-                self.book.close_offer(key, cluster)
-                self.book.give_back_room(key, cluster)
-            return
-        for cluster in clusters:
-            self.send(cluster, ToAgent("offer", key, offer.generation, bound=offer.bound))
+            if write(offer.key, status_change(offer, now)) is None:
+                for cluster in offer.clusters:
+                    self.book.close_offer(offer.key, cluster)
+                    self.book.give_back_room(offer.key, cluster)
+                continue
+            for cluster in offer.clusters:
+                self.send(cluster, ToAgent("offer", offer.key, offer.generation, bound=offer.bound))
 
     def _workload_changed(self, key: str, old: Workload | None, new: Workload) -> None:
         """hub.dispatch.Dispatcher._workload_changed, and the wake every change brings."""
         self.tallies.stale(key)
-        record = self.book.records.get(key)
-        if record is not None:
+        if key in self.book.records:
             entry = self.mirror.workloads.get(key)
-            if record.parked is not None and (
-                entry is None or entry.workload is not record.parked_as
-            ):
-                self.book.update(key, parked=None, parked_as=None)
-            if entry is None or transitions.is_finished(entry.workload):
-                self.book.drop(key)
+            self.book.workload_changed(key, entry.workload if entry is not None else None)
         self.wake()
 
     def send(self, cluster: str, message: ToAgent) -> None:
@@ -1025,11 +969,6 @@ class HubPlay:
             self.send(cluster, ToAgent("offer", key, generation, bound=bound))
         self.wake()
         return len(plan.resend)
-
-
-def _waiting(wl: Workload, *, reason: str, message: str, now: datetime) -> Workload:
-    transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
-    return wl
 
 
 def _refusal_kind(refusal: str) -> str:

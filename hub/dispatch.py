@@ -23,9 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 from api.v1alpha1.federation import ClusterSet, Fencing, GlobalQueue, MemberCluster, Tenant
@@ -42,13 +41,16 @@ from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
 from hub.placement.book import DispatchBook
 from hub.placement.cycle import (
+    OFFER_TIMED_OUT,
     ClusterFacts,
     CycleSettings,
     DispatchPlan,
+    Expiry,
     HubSnapshot,
     OfferDecision,
     dispatch,
     record_plan,
+    status_change,
 )
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
@@ -204,89 +206,36 @@ class Dispatcher:
     async def _apply(self, plan: DispatchPlan, now: datetime) -> None:
         record_plan(self.book, plan, now)
         # Decisions were made in order; their writes go out together (one group commit).
-        work = [self._expire(e.key, e.cluster, e.bound, now) for e in plan.expired]
-        work += [self._let_go(g.key, g.cluster, g.bound, g.message, now) for g in plan.let_go]
-        work += [self._write_waiting(w.key, w.reason, w.message, now) for w in plan.waits]
+        work: list[Coroutine[Any, Any, object]] = [
+            self._expire(e.key, e.cluster, e.bound, now) for e in plan.expired
+        ]
+        work += [self.writer.update(g.key, status_change(g, now)) for g in plan.let_go]
+        work += [self.writer.change(w.key, status_change(w, now)) for w in plan.waits]
         work += [self._commit_offer(offer, now) for offer in plan.offers]
         await asyncio.gather(*work)
 
     async def _expire(self, key: str, cluster: str, bound: bool, now: datetime) -> None:
-        message = "the agent did not answer the offer in time"
-        if not bound:
-            change = partial(
-                transitions.mark_offer_failed,
-                cluster=cluster,
-                reason="OfferTimedOut",
-                message=message,
-                now=now,
-            )
-            await self.writer.update(key, change)
-            return
-        # Bound: the agent may be creating the Job right now. Ask for the offer back and keep
-        # the binding until it answers Withdrawn (or is lost).
-        withdrawing = partial(
-            transitions.mark_withdrawing,
-            cluster=cluster,
-            reason="OfferTimedOut",
-            message=f"{message}; asked to give it back",
-            now=now,
-        )
-        written = await self.writer.update(key, withdrawing)
-        if written is not None and written.status is not None:
+        written = await self.writer.update(key, status_change(Expiry(key, cluster, bound), now))
+        if bound and written is not None and written.status is not None:
             generation = written.status.dispatch_generation or 1
-            self.send(
-                cluster,
-                Withdraw(
-                    workload=key, generation=generation, reason="OfferTimedOut", message=message
-                ),
+            withdraw = Withdraw(
+                workload=key, generation=generation, reason="OfferTimedOut", message=OFFER_TIMED_OUT
             )
-
-    async def _let_go(
-        self, key: str, cluster: str, bound: bool, message: str, now: datetime
-    ) -> None:
-        if bound:
-            change = partial(transitions.requeue, reason="ClusterLost", message=message, now=now)
-        else:
-            change = partial(
-                transitions.mark_offer_failed,
-                cluster=cluster,
-                reason="ClusterLost",
-                message=message,
-                now=now,
-            )
-        await self.writer.update(key, change)
-
-    async def _write_waiting(self, key: str, reason: str, message: str, now: datetime) -> None:
-        def change(wl: Workload) -> Workload:
-            transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
-            return wl
-
-        await self.writer.change(key, change)
+            self.send(cluster, withdraw)
 
     async def _commit_offer(self, offer: OfferDecision, now: datetime) -> None:
         """Make the offer durable in the workload's status, then send it."""
         key = offer.key
-        clusters = [str(c) for c in offer.clusters]
         entry = self.state.workloads.get(key)
-        if offer.bound:
-            change = partial(
-                transitions.mark_bound_offer,
-                cluster=clusters[0],
-                generation=offer.generation,
-                now=now,
-            )
-        else:
-            change = partial(
-                transitions.mark_offered, clusters=clusters, generation=offer.generation, now=now
-            )
+        change = status_change(offer, now)
         written = await self.writer.update_cached(key, entry, change) if entry else None
         if written is None:  # lost a race (or deleted): decided again next cycle
-            for cluster in clusters:
+            for cluster in offer.clusters:
                 self.book.close_offer(key, cluster)
                 self.book.give_back_room(key, cluster)
             return
         source = await self.source(written)
-        for cluster in clusters:
+        for cluster in offer.clusters:
             self.send(cluster, self.offer_message(written, offer.generation, offer.bound, source))
 
     def offer_message(
@@ -314,14 +263,9 @@ class Dispatcher:
 
     def _workload_changed(self, key: str) -> None:
         self.tallies.stale(key)  # counted again before the next placement or status
-        record = self.book.records.get(key)
-        if record is None:
-            return
-        entry = self.state.workloads.get(key)
-        if record.parked is not None and (entry is None or entry.workload is not record.parked_as):
-            self.book.update(key, parked=None, parked_as=None)
-        if entry is None or transitions.is_finished(entry.workload):
-            self.book.drop(key)  # done with dispatching: a long-lived hub must not grow
+        if key in self.book.records:
+            entry = self.state.workloads.get(key)
+            self.book.workload_changed(key, entry.workload if entry is not None else None)
 
     # --- fleet usage ------------------------------------------------------------------------
 

@@ -162,6 +162,18 @@ class DispatchBook:
         self.put(key, record)
         return record
 
+    def workload_changed(self, key: str, workload: Workload | None) -> None:
+        """The mirror's entry for `key` changed: a parked workload that changed is a
+        candidate again, and one finished or deleted is forgotten (a long-lived hub must not
+        grow)."""
+        record = self.records.get(key)
+        if record is None:
+            return
+        if record.parked is not None and workload is not record.parked_as:
+            self.update(key, parked=None, parked_as=None)
+        if workload is None or workload.is_condition_true("Finished"):
+            self.drop(key)
+
     def room_grew(self) -> None:
         self.room_epoch += 1
 

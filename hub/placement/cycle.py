@@ -29,13 +29,15 @@ Called by: hub.dispatch (every cycle), tests, bench.hub_replay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol
 
 from api.quantity import Quantity
 from api.v1alpha1.workload import Workload
+from hub import transitions
 from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
 from hub.placement.core import headroom_score, place
 from hub.placement.routing import Route, Routing, workload_requests
@@ -64,6 +66,7 @@ __all__ = [
     "fleet_quota_reason",
     "let_go_time",
     "record_plan",
+    "status_change",
     "waiting_due",
 ]
 
@@ -602,6 +605,66 @@ def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:
                 parked_as=None,
             ),
         )
+
+
+Change = Callable[[Workload], Workload]
+OFFER_TIMED_OUT = "the agent did not answer the offer in time"
+
+
+def status_change(decision: Expiry | LetGo | Wait | OfferDecision, now: datetime) -> Change:
+    """How a decision of the plan changes the workload's stored status (hub.transitions):
+    written with compare-and-swap by the shell. A bound offer that timed out keeps its
+    binding: the agent is asked to give it back (it may be creating the Job right now)."""
+    match decision:
+        case OfferDecision(bound=True):
+            cluster = str(decision.clusters[0])
+            return partial(
+                transitions.mark_bound_offer,
+                cluster=cluster,
+                generation=decision.generation,
+                now=now,
+            )
+        case OfferDecision():
+            clusters = [str(c) for c in decision.clusters]
+            return partial(
+                transitions.mark_offered, clusters=clusters, generation=decision.generation, now=now
+            )
+        case Expiry(bound=True):
+            message = f"{OFFER_TIMED_OUT}; asked to give it back"
+            return partial(
+                transitions.mark_withdrawing,
+                cluster=decision.cluster,
+                reason="OfferTimedOut",
+                message=message,
+                now=now,
+            )
+        case Expiry():
+            return partial(
+                transitions.mark_offer_failed,
+                cluster=decision.cluster,
+                reason="OfferTimedOut",
+                message=OFFER_TIMED_OUT,
+                now=now,
+            )
+        case LetGo(bound=True):
+            return partial(
+                transitions.requeue, reason="ClusterLost", message=decision.message, now=now
+            )
+        case LetGo():
+            return partial(
+                transitions.mark_offer_failed,
+                cluster=decision.cluster,
+                reason="ClusterLost",
+                message=decision.message,
+                now=now,
+            )
+        case Wait():
+            return partial(_waiting, reason=decision.reason, message=decision.message, now=now)
+
+
+def _waiting(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
+    transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
+    return wl
 
 
 def waiting_due(
