@@ -28,10 +28,10 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
-from agent import records
+from agent import outcomes, records
 from agent.book import Book
 from agent.engine.cycle import schedule
 from agent.engine.result import CycleResult
@@ -43,7 +43,7 @@ from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
 from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
 from agent.retry import K8S_TRANSIENT
-from agent.snapshots import SnapshotCache, api_admission
+from agent.snapshots import SnapshotCache
 from agent.state import StateStore
 from agent.status import observe
 from api.v1alpha1.messages import (
@@ -51,10 +51,8 @@ from api.v1alpha1.messages import (
     Cancel,
     ConfigSync,
     DispatchOffer,
-    HeldWorkload,
     OfferRejected,
     Withdraw,
-    WorkloadPhase,
     WorkloadStatusReport,
 )
 
@@ -160,16 +158,17 @@ class AdmissionShell:
     async def _apply(self, key: str, step: Step) -> None:
         """Apply a transition: the record first, then its effects in order."""
         self._set(key, step.record)
-        effects = list(step.effects)
-        while effects:
-            effect = effects.pop(0)
+        await self._effects(key, step.record, step.effects)
+
+    async def _effects(self, key: str, record: Record | None, effects: Sequence[Effect]) -> None:
+        for done, effect in enumerate(effects, start=1):
             if isinstance(effect, Report | Reject):
                 self.reporter.report(effect.payload)
             elif isinstance(effect, Persist):
                 self.book.persist(key, with_offer=effect.with_offer)
             elif isinstance(effect, Materialize):
-                assert step.record is not None
-                self._start_materialize(step.record)
+                assert record is not None
+                self._spawn(self._materialize(record), f"materialize {key}")
             elif isinstance(effect, StopJobs):
                 namespace, name = key.split("/", 1)
                 jobs = self.inventory.workload_jobs(namespace, name)
@@ -180,32 +179,22 @@ class AdmissionShell:
                     # a stop is the report that the Jobs are gone (the hub may then run the
                     # workload elsewhere): it waits until they really are.
                     log.warning("stopping %s: %s; retrying in the background", key, exc)
-                    self._start_stopping(key, effect, effects)
+                    rest = effects[done:]
+                    self._spawn(self._keep_stopping(key, record, effect, rest), f"stop {key}")
                     return
 
-    def _start_stopping(self, key: str, stop: StopJobs, after: list[Effect]) -> None:
-        task = asyncio.create_task(self._keep_stopping(key, stop, after), name=f"stop {key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _keep_stopping(self, key: str, stop: StopJobs, after: list[Effect]) -> None:
+    async def _keep_stopping(
+        self, key: str, record: Record | None, stop: StopJobs, after: Sequence[Effect]
+    ) -> None:
         namespace, name = key.split("/", 1)
         await self.materializer.stop_for_good(namespace, name, stop.job_names)
-        for effect in after:
-            if isinstance(effect, Report | Reject):
-                self.reporter.report(effect.payload)
-            elif isinstance(effect, Persist):
-                self.book.persist(key, with_offer=effect.with_offer)
+        await self._effects(key, record, after)
         self._wake.set()
 
-    def held_summary(self) -> list[HeldWorkload]:
-        return [
-            HeldWorkload(workload=r.key, generation=r.generation, phase=r.phase)
-            for r in sorted(self.held.values(), key=lambda r: r.key)
-        ]
-
-    def latest_reports(self) -> list[WorkloadStatusReport]:
-        return [r.last_report for r in self.held.values() if r.last_report is not None]
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def flavors(self) -> list[str]:
         return (
@@ -315,33 +304,14 @@ class AdmissionShell:
         result = await asyncio.to_thread(schedule, self.snapshot(), now)
         self.cycles += 1
         self._cycle_wakeup = result.next_wakeup
-        evictions = [(p.victim, "Preempted", p.message) for p in result.preempted]
-        evictions += [(e.workload, e.reason.value, e.message) for e in result.evicted]
-        for key, why, message in evictions:
-            record = self.held.get(key)
-            if record is not None:
-                log.info("evicting %s: %s: %s", key, why, message)
-                await self._apply(key, records.on_evict(record, why, message, now))
-        for admit in result.admitted:
-            record = self.held.get(admit.workload)
-            if record is not None:
-                step = records.on_engine_admit(record, api_admission(admit.admission), now)
-                await self._apply(admit.workload, step)
+        for key, step in outcomes.quota_steps(self.held, result, now):
+            await self._apply(key, step)
         if result.admitted:
             # Let the materialisations send their creates before the pending pass: the
             # quota is held from now, so every moment until the Jobs run is quota unused.
             await asyncio.sleep(0)
-        for key in result.new_preemptors:
-            record = self.held.get(key)
-            if record is not None and record.phase is WorkloadPhase.PENDING:
-                self._set(key, records.with_preempting(record, True))
-        for key, reason in result.pending.items():
-            record = self.held.get(key)
-            if record is None or record.phase is not WorkloadPhase.PENDING:
-                continue
-            step = records.on_pending(record, reason, now, self.cadence)
-            if step.record is not record or step.effects:
-                await self._apply(key, step)
+        for key, step in outcomes.waiting_steps(self.held, result, now, self.cadence):
+            await self._apply(key, step)
         if result.admitted or result.preempted or result.evicted:
             self._changed()
         if result.preempted or result.evicted:
@@ -350,18 +320,9 @@ class AdmissionShell:
 
     # materialisation -------------------------------------------------------------------------
 
-    def _start_materialize(self, record: Record) -> None:
-        task = asyncio.create_task(self._materialize(record), name=f"materialize {record.key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _current(self, started: Record) -> Record | None:
-        """The record a materialisation was started for, if it still waits for its Jobs
-        (not withdrawn, re-offered or forgotten meanwhile)."""
         record = self.held.get(started.key)
-        if record is None or record.offer is not started.offer or record.job_names:
-            return None
-        return record if record.phase is WorkloadPhase.ADMITTED else None
+        return record if records.awaits_jobs(record, started) else None
 
     async def _materialize(self, started: Record) -> None:
         status = started.workload.status

@@ -155,7 +155,7 @@ class Agent:
             agent_version=AGENT_VERSION,
             config_revision=cfg.revision if cfg else None,
             inventory=self.inventory.summary(self.admission.flavors()),
-            workloads=self.admission.held_summary(),
+            workloads=self.admission.book.held_summary(),
         )
 
     async def _on_connect(self) -> None:
@@ -167,7 +167,7 @@ class Agent:
         # The latest report of every held workload again, acknowledged or not: a hub that
         # crashed after acking (before storing) a report would otherwise never learn it.
         # Reports are idempotent, so this costs one message per held workload.
-        for report in self.admission.latest_reports():
+        for report in self.admission.book.latest_reports():
             self.session.report(report)
 
     async def _on_disconnect(self) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from agent.labels import Labels
 from agent.records import Cadence, Record, wakeup
+from api.v1alpha1.messages import HeldWorkload, WorkloadStatusReport
 
 __all__ = ["Book", "Put"]
 
@@ -109,6 +110,17 @@ class Book:
             record = self.records.get(key)
             if record is not None and wakeup(record, self.cadence) == when:
                 yield record  # (else stale: the record changed or went since)
+
+    def held_summary(self) -> list[HeldWorkload]:
+        """What a Hello lists: every held generation and its phase."""
+        return [
+            HeldWorkload(workload=r.key, generation=r.generation, phase=r.phase)
+            for r in sorted(self.records.values(), key=lambda r: r.key)
+        ]
+
+    def latest_reports(self) -> list[WorkloadStatusReport]:
+        """The last report of every held workload (sent again on every connect)."""
+        return [r.last_report for r in self.records.values() if r.last_report is not None]
 
     def next_wakeup(self) -> float | None:
         return self._timers[0][0] if self._timers else None

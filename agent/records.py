@@ -62,6 +62,7 @@ __all__ = [
     "Sighting",
     "Step",
     "StopJobs",
+    "awaits_jobs",
     "next_report",
     "observable",
     "on_bind",
@@ -404,6 +405,17 @@ def observable(record: Record) -> bool:
     return bool(record.job_names) and record.phase in (
         WorkloadPhase.ADMITTED,
         WorkloadPhase.RUNNING,
+    )
+
+
+def awaits_jobs(record: Record | None, started: Record) -> bool:
+    """Whether the record a materialisation was started for (`started`) still waits for its
+    Jobs: held, not withdrawn, re-offered, or given Jobs meanwhile."""
+    return (
+        record is not None
+        and record.offer is started.offer
+        and not record.job_names
+        and record.phase is WorkloadPhase.ADMITTED
     )
 
 

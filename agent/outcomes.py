@@ -1,0 +1,65 @@
+"""What an admission cycle's result does to the held records, as steps (agent.records.Step).
+
+The engine (`agent.engine.cycle.schedule`) decides over a snapshot; this turns its
+`CycleResult` into the records' transitions, in the order the shell applies them:
+`quota_steps` first (evictions and preemptions give quota back, admissions take it),
+`waiting_steps` after (the preemptors' flags and the pending reports of who still waits).
+Both are generators over the live records, and compute each step from the records as they
+are when it is taken: applying the step before it may have awaited (a Job stop), and a
+materialisation that finished meanwhile may have changed a record. Pure: no I/O, no clock.
+
+Called by: agent.admission (`AdmissionShell.cycle`); tests/agent/test_outcomes.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from agent import records
+from agent.engine.result import CycleResult
+from agent.records import Record, Step
+from agent.snapshots import api_admission
+from api.v1alpha1.messages import WorkloadPhase
+
+__all__ = ["quota_steps", "waiting_steps"]
+
+
+def quota_steps(
+    held: Mapping[str, Record], result: CycleResult, now: float
+) -> Iterator[tuple[str, Step]]:
+    """Evict the victims and the engine's evictions, then take the admissions (a
+    reservation, or an admission if the hub bound it already)."""
+    evictions = [(p.victim, "Preempted", p.message) for p in result.preempted]
+    evictions += [(e.workload, e.reason.value, e.message) for e in result.evicted]
+    for key, why, message in evictions:
+        record = held.get(key)
+        if record is not None:
+            yield key, records.on_evict(record, why, message, now)
+    for admit in result.admitted:
+        record = held.get(admit.workload)
+        if record is not None:
+            yield (
+                admit.workload,
+                records.on_engine_admit(record, api_admission(admit.admission), now),
+            )
+
+
+def waiting_steps(
+    held: Mapping[str, Record], result: CycleResult, now: float, cadence: records.Cadence
+) -> Iterator[tuple[str, Step]]:
+    """Mark the new preemptors (they wait for their victims to go), then report why each
+    workload still waits when a report is due, or reject it when waiting cannot help. Steps
+    that change nothing are left out."""
+    for key in result.new_preemptors:
+        record = held.get(key)
+        if record is not None and record.phase is WorkloadPhase.PENDING:
+            marked = records.with_preempting(record, True)
+            if marked is not record:
+                yield key, Step(marked)
+    for key, reason in result.pending.items():
+        record = held.get(key)
+        if record is None or record.phase is not WorkloadPhase.PENDING:
+            continue
+        step = records.on_pending(record, reason, now, cadence)
+        if step.record is not record or step.effects:
+            yield key, step

@@ -1,0 +1,158 @@
+"""What an admission cycle's result does to the held records (agent.outcomes): the records
+and the engine's result in, the steps out in the order the shell applies them. No cluster,
+no clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent import outcomes
+from agent.engine.result import (
+    Admit,
+    CycleResult,
+    Eviction,
+    EvictionReason,
+    PendingCode,
+    PendingReason,
+    Preemption,
+    PreemptionReason,
+    Unblock,
+)
+from agent.engine.snapshot import (
+    Admission,
+    ClusterQueueName,
+    FlavorName,
+    PodSetAssignment,
+    ResourceName,
+    WorkloadId,
+)
+from agent.records import Record, Report, Step, StopJobs, awaits_jobs
+from api.v1alpha1.messages import WorkloadPhase
+from tests.agent.test_records import CADENCE, NOW, held
+
+P = WorkloadPhase
+CQ = ClusterQueueName("cq")
+WAITING = PendingReason(PendingCode.WAITING_FOR_QUOTA, "waits for cpu", Unblock.QUOTA_RELEASED)
+
+
+def keyed(name: str, record: Record) -> Record:
+    return replace(record, key=f"team-a/{name}")
+
+
+def admit(key: str) -> Admit:
+    assignment = PodSetAssignment(
+        name="main", count=1, flavors={ResourceName("cpu"): FlavorName("default")}, usage={}
+    )
+    return Admit(WorkloadId(key), Admission(CQ, (assignment,)), borrowing=False)
+
+
+def phases(steps: list[tuple[str, Step]]) -> list[tuple[str, WorkloadPhase | None]]:
+    return [(key, step.record.phase if step.record else None) for key, step in steps]
+
+
+def test_victims_and_evictions_give_back_before_admissions_take_quota() -> None:
+    held_now = {
+        "team-a/victim": keyed("victim", held(P.RUNNING)),
+        "team-a/timed-out": keyed("timed-out", held(P.ADMITTED, materialised=True)),
+        "team-a/new": keyed("new", held(P.PENDING)),
+    }
+    result = CycleResult(
+        now=NOW,
+        admitted=(admit("team-a/new"),),
+        preempted=(
+            Preemption(
+                WorkloadId("team-a/victim"),
+                CQ,
+                WorkloadId("team-a/new"),
+                PreemptionReason.IN_CLUSTER_QUEUE,
+                "preempted by team-a/new",
+            ),
+        ),
+        evicted=(
+            Eviction(WorkloadId("team-a/timed-out"), EvictionReason.PODS_READY_TIMEOUT, "slow"),
+        ),
+    )
+    steps = list(outcomes.quota_steps(held_now, result, NOW))
+    assert phases(steps) == [
+        ("team-a/victim", P.EVICTED),
+        ("team-a/timed-out", P.EVICTED),
+        ("team-a/new", P.ADMITTED),
+    ]
+    assert any(isinstance(e, StopJobs) for e in steps[0][1].effects)
+    victim_report = next(e for e in steps[0][1].effects if isinstance(e, Report))
+    assert victim_report.payload.pending_reason == "Preempted"
+
+
+def test_a_step_is_computed_from_the_record_as_it_is_when_taken() -> None:
+    live = {"team-a/victim": keyed("victim", held(P.ADMITTED))}
+    result = CycleResult(
+        now=NOW,
+        evicted=(Eviction(WorkloadId("team-a/victim"), EvictionReason.DEACTIVATED, "off"),),
+    )
+    steps = outcomes.quota_steps(live, result, NOW)
+    # Its Jobs were made while the step before was applied: the stop must name them.
+    live["team-a/victim"] = replace(live["team-a/victim"], job_names=("victim-0",))
+    _, step = next(steps)
+    stop = next(e for e in step.effects if isinstance(e, StopJobs))
+    assert stop.job_names == ("victim-0",)
+
+
+def test_workloads_gone_meanwhile_get_no_step() -> None:
+    result = CycleResult(
+        now=NOW,
+        admitted=(admit("team-a/gone"),),
+        pending={WorkloadId("team-a/also-gone"): WAITING},
+        new_preemptors=frozenset({WorkloadId("team-a/also-gone")}),
+    )
+    assert list(outcomes.quota_steps({}, result, NOW)) == []
+    assert list(outcomes.waiting_steps({}, result, NOW, CADENCE)) == []
+
+
+def test_a_new_preemptor_is_marked_once_and_its_pending_reason_reported() -> None:
+    live = {"team-a/p": keyed("p", held(P.PENDING))}
+    result = CycleResult(
+        now=NOW,
+        pending={WorkloadId("team-a/p"): WAITING},
+        new_preemptors=frozenset({WorkloadId("team-a/p")}),
+    )
+    steps = outcomes.waiting_steps(live, result, NOW, CADENCE)
+    key, mark = next(steps)
+    assert mark.record is not None and mark.record.preempting and mark.effects == ()
+    live[key] = mark.record
+    _, pending = next(steps)
+    assert [e.payload.pending_reason for e in pending.effects if isinstance(e, Report)] == [
+        "WaitingForQuota"
+    ]
+    assert list(steps) == []
+    live["team-a/p"] = replace(live["team-a/p"], preempting=True)
+    again = CycleResult(now=NOW, new_preemptors=frozenset({WorkloadId("team-a/p")}))
+    assert list(outcomes.waiting_steps(live, again, NOW, CADENCE)) == []
+
+
+def test_a_pending_reason_already_reported_makes_no_step() -> None:
+    record = keyed("p", held(P.PENDING))
+    result = CycleResult(now=NOW, pending={WorkloadId("team-a/p"): WAITING})
+    _, first = next(outcomes.waiting_steps({"team-a/p": record}, result, NOW, CADENCE))
+    assert first.record is not None
+    later = list(outcomes.waiting_steps({"team-a/p": first.record}, result, NOW + 1, CADENCE))
+    assert later == []
+
+
+def test_a_workload_no_longer_pending_gets_no_pending_step() -> None:
+    live = {"team-a/p": keyed("p", held(P.ADMITTED))}
+    result = CycleResult(
+        now=NOW,
+        pending={WorkloadId("team-a/p"): WAITING},
+        new_preemptors=frozenset({WorkloadId("team-a/p")}),
+    )
+    assert list(outcomes.waiting_steps(live, result, NOW, CADENCE)) == []
+
+
+def test_a_materialisation_applies_only_to_the_record_it_was_started_for() -> None:
+    started = held(P.ADMITTED)
+    assert awaits_jobs(started, started)
+    assert not awaits_jobs(None, started)  # forgotten
+    assert not awaits_jobs(replace(started, job_names=("w",)), started)  # made meanwhile
+    assert not awaits_jobs(replace(started, phase=P.EVICTED), started)  # given back
+    reoffered = held(P.ADMITTED, generation=2)
+    assert not awaits_jobs(reoffered, started)
