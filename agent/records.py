@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_json
+
 from agent.engine.result import PendingCode, PendingReason, Unblock
 from agent.status import Observation, report_changed
 from api.meta import Condition
@@ -163,20 +165,17 @@ class Record:
         return self.offer.model_dump_json(by_alias=True, exclude_none=True)
 
     def state_json(self) -> str:
-        status = self.workload.status
-        return json.dumps(
-            {
-                "generation": self.generation,
-                "phase": self.phase.value,
-                "bound": self.bound,
-                "offeredAt": self.offered_at,
-                "reservedAt": self.reserved_at,
-                "jobNames": list(self.job_names),
-                "status": None
-                if status is None
-                else status.model_dump(mode="json", by_alias=True, exclude_none=True),
-            }
-        )
+        # pydantic_core's encoder: the status model goes in as it is, no dict made first.
+        state = {
+            "generation": self.generation,
+            "phase": self.phase.value,
+            "bound": self.bound,
+            "offeredAt": self.offered_at,
+            "reservedAt": self.reserved_at,
+            "jobNames": self.job_names,
+            "status": self.workload.status,
+        }
+        return to_json(state, by_alias=True, exclude_none=True).decode()
 
     @classmethod
     def from_json(cls, offer_text: str, state_text: str) -> Record:

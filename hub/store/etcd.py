@@ -50,7 +50,6 @@ import collections
 import contextlib
 import copy
 import functools
-import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ from typing import Any, Self, TypeVar
 
 import aetcd
 from aetcd import rpc
+from pydantic_core import from_json
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -336,7 +336,7 @@ class EtcdStore:
     def _object(self, kv: Any) -> StoredObject:
         return StoredObject(
             key=self._user_key(kv.key),
-            value=json.loads(kv.value),
+            value=from_json(kv.value),
             revision=Revision(kv.mod_revision),
             create_revision=Revision(kv.create_revision),
         )
@@ -473,7 +473,7 @@ class EtcdStore:
             current = Revision(kvs[0].mod_revision) if kvs else Revision(0)
             raise AlreadyExists(key, current=current)
         rev = Revision(reply.header.revision)
-        return StoredObject(key, json.loads(data), rev, rev)
+        return StoredObject(key, from_json(data), rev, rev)
 
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
@@ -490,7 +490,7 @@ class EtcdStore:
             raise self._failed(key, expected, reply)
         prev = reply.responses[0].response_put.prev_kv
         return StoredObject(
-            key, json.loads(data), Revision(reply.header.revision), Revision(prev.create_revision)
+            key, from_json(data), Revision(reply.header.revision), Revision(prev.create_revision)
         )
 
     async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
@@ -507,7 +507,7 @@ class EtcdStore:
         prev = reply.responses[0].response_delete_range.prev_kvs[0]
         return StoredObject(
             key,
-            json.loads(prev.value),
+            from_json(prev.value),
             Revision(reply.header.revision),
             Revision(prev.create_revision),
         )
@@ -566,7 +566,7 @@ class EtcdStore:
             EventType.DELETED,
             StoredObject(
                 key=self._user_key(kv.key),
-                value=json.loads(prev.value),
+                value=from_json(prev.value),
                 revision=Revision(kv.mod_revision),
                 create_revision=Revision(prev.create_revision),
             ),

@@ -40,7 +40,6 @@ import asyncio
 import collections
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import sqlite3
@@ -49,6 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
+
+from pydantic_core import from_json
 
 from hub.store.base import (
     AlreadyExists,
@@ -248,7 +249,7 @@ class _Writer:
             (rev, key, kind.value, data, created),
         )
         if value is None:
-            value = json.loads(data)
+            value = from_json(data)
         obj = StoredObject(key=key, value=value, revision=rev, create_revision=created)
         return _Outcome(obj, Event(kind, obj))
 
@@ -280,7 +281,7 @@ class _Reader:
         ).fetchone()
         if row is None:
             return None
-        return StoredObject(key, json.loads(row[0]), Revision(row[1]), Revision(row[2]))
+        return StoredObject(key, from_json(row[0]), Revision(row[1]), Revision(row[2]))
 
     def list_objects(self, prefix: str) -> Listing:
         # One read transaction: the items and the revision come from the same snapshot.
@@ -303,7 +304,7 @@ class _Reader:
         finally:
             self.conn.execute("COMMIT")
         items = tuple(
-            StoredObject(key, json.loads(value), Revision(rev), Revision(created))
+            StoredObject(key, from_json(value), Revision(rev), Revision(created))
             for key, value, rev, created in rows
         )
         return Listing(items=items, revision=Revision(revision))
@@ -331,7 +332,7 @@ class _Reader:
         events = [
             Event(
                 EventType(kind),
-                StoredObject(key, json.loads(value), Revision(rev), Revision(created)),
+                StoredObject(key, from_json(value), Revision(rev), Revision(created)),
             )
             for rev, key, kind, value, created in rows
         ]

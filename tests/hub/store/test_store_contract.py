@@ -203,8 +203,16 @@ async def test_values_must_be_json_objects(store: Store) -> None:
         await store.create("/q/a", ["not", "an", "object"])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         await store.create("/q/a", {"when": object()})
+    with pytest.raises(ValueError):
+        await store.create("/q/a", {"cpu": float("nan")})  # no NaN in JSON
     with pytest.raises(NotFound):
         await store.get("/q/a")
+
+
+async def test_text_that_spells_nan_or_infinity_is_stored_as_it_is(store: Store) -> None:
+    value = {"note": "NaN and -Infinity are words here", "ünïcode": "ß", "big": 10**30}
+    await store.create("/q/words", value)
+    assert (await store.get("/q/words")).value == value
 
 
 # --- concurrency --------------------------------------------------------------------------
