@@ -65,10 +65,14 @@ def headroom_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, 
 
 
 def _ever_fits(queue: QueueView, requests: Mapping[str, int]) -> bool:
-    return any(
-        all(amount <= flavor.capacity.get(r, 0) for r, amount in requests.items() if amount)
-        for flavor in queue.flavors
-    )
+    """Whether some flavor of the queue could hold the workload when empty. (Loops, not
+    nested generators: it runs for every cluster without room, every cycle.)"""
+    wanted = [(resource, amount) for resource, amount in requests.items() if amount]
+    for flavor in queue.flavors:
+        capacity = flavor.capacity
+        if all(amount <= capacity.get(resource, 0) for resource, amount in wanted):
+            return True
+    return False
 
 
 def _describe(requests: Mapping[str, int]) -> str:
@@ -128,6 +132,7 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
     verdicts: list[ClusterVerdict] = []
     scored: list[ClusterVerdict] = []
     open_offers = [o for o in request.offers if o.outcome is None]
+    described = ""  # the requests in words, written once per call when a verdict needs them
     for cluster in sorted(clusters, key=lambda c: c.name):
         screened = _screen(cluster, request, now)
         if screened is not None:
@@ -138,18 +143,18 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
         if fit is None and request.min_requests is not None:
             fit = headroom_score(queue, request.min_requests)
         if fit is None:
+            described = described or _describe(request.requests)
             if _ever_fits(queue, request.min_requests or request.requests):
                 verdict = ClusterVerdict(
                     cluster.name,
                     Verdict.INSUFFICIENT_HEADROOM,
-                    f"not enough free quota in {request.cluster_queue!r} for "
-                    f"{_describe(request.requests)} right now",
+                    f"not enough free quota in {request.cluster_queue!r} for {described} right now",
                 )
             else:
                 verdict = ClusterVerdict(
                     cluster.name,
                     Verdict.NEVER_FITS,
-                    f"{_describe(request.requests)} exceeds every flavor of "
+                    f"{described} exceeds every flavor of "
                     f"{request.cluster_queue!r} even when empty",
                 )
             verdicts.append(verdict)

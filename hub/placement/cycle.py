@@ -337,6 +337,9 @@ class _Cycle:
         self.taken: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
         self._views: Sequence[ClusterView] | None = snapshot.views
         self.failed: dict[Shape, tuple[str, PlacementRequest]] = {}
+        self.over_quota: dict[Shape, str] = {}
+        """Over-quota shapes found this cycle, with their reason: a queue's fleet usage only
+        grows within a cycle, so such a shape stays over, and its reason names no usage."""
         self.told: dict[str, str] = {}
         """Waiting messages this plan writes, by key."""
         self.dissolved: set[Shape] = set()
@@ -437,13 +440,18 @@ class _Cycle:
             self.wait(key, "Misconfigured", route)
             return
         requests = workload_requests(wl)
-        gq = route.global_queue.name if route.global_queue is not None else None
-        quota_reason = fleet_quota_reason(snap.routing, gq, requests, self.usage)
-        if quota_reason is not None:
-            self.wait(key, "FleetQuotaExceeded", quota_reason)
-            over: Shape = ("over quota", gq, tuple(sorted(requests.items())))
-            self.park(key, wl, over, quota_reason, over_quota=(str(gq), requests))
-            return
+        queue = route.global_queue
+        gq = queue.name if queue is not None else None
+        if queue is not None and queue.spec.fleet_quota:
+            over: Shape = ("over quota", queue.name, tuple(sorted(requests.items())))
+            quota_reason = self.over_quota.get(over)
+            if quota_reason is None:
+                quota_reason = fleet_quota_reason(snap.routing, gq, requests, self.usage)
+            if quota_reason is not None:
+                self.over_quota[over] = quota_reason
+                self.wait(key, "FleetQuotaExceeded", quota_reason)
+                self.park(key, wl, over, quota_reason, over_quota=(queue.name, requests))
+                return
         st = wl.status
         history = [Offer(ClusterName(c), when) for c, when in record.offers.items()] + [
             Offer(
@@ -550,7 +558,7 @@ class _Cycle:
                 latest=reason,
                 told=told,
             )
-        else:
+        elif group.latest != reason or group.told not in (None, told):
             group = replace(group, latest=reason, told=group.told if group.told == told else None)
         self.plan.groups[shape] = group
         self.plan.parks.append(Park(key, wl, shape))

@@ -79,6 +79,11 @@ class Routing:
     cluster_sets: Mapping[str, ClusterSet]
     members: Mapping[str, MemberCluster]
     _memo: dict[tuple[str, str, str | None], Route | str] = field(default_factory=dict)
+    _global_by_name: dict[str, GlobalQueue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Looked up for every over-quota candidate of every cycle: by name, not by a scan.
+        self._global_by_name = {gq.name: gq for gq in self.global_queues}
 
     @classmethod
     def of(
@@ -99,7 +104,7 @@ class Routing:
         )
 
     def global_queue(self, name: str) -> GlobalQueue | None:
-        return next((gq for gq in self.global_queues if gq.name == name), None)
+        return self._global_by_name.get(name)
 
     def capped_queues(self) -> list[GlobalQueue]:
         """The global queues with a fleet quota."""
