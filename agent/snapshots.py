@@ -10,15 +10,22 @@ are left out (they hold no quota), and the shell names the workloads it changed 
 last build, so a build costs what changed plus one dict copy. A reservation holds its quota
 like an admitted workload: its status carries the admission.
 
+The cycle is incremental too (`agent.engine.cycle.schedule_incremental`): the cache keeps the
+engine's `Carry` and the ids of the engine workloads it replaced since the last cycle, and
+`cycle` hands both to the engine, so a cycle over a deep queue costs what changed.
+
 Called by: agent.admission (every cycle, and on admission); agent.capacity reads the result.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from agent.engine.carry import Carry
+from agent.engine.cycle import schedule_incremental
 from agent.engine.from_api import build_snapshot, workload_from_api
+from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import Snapshot, WorkloadId
 from agent.engine.snapshot import Workload as EngineWorkload
@@ -65,6 +72,9 @@ class SnapshotCache:
         self._workloads: dict[str, _Converted] = {}
         self._engine: dict[WorkloadId, EngineWorkload] = {}
         """What the last snapshot held: the converted unfinished workloads, by engine id."""
+        self._carry: Carry | None = None
+        self._replaced: set[WorkloadId] | None = None
+        """Engine ids added, replaced or dropped since the last `cycle` (None: unknown)."""
 
     def build(
         self,
@@ -90,6 +100,7 @@ class SnapshotCache:
             changed = None
         if changed is None:
             self._engine = {}
+            self._replaced = None
             keys: Iterable[str] = held
         else:
             keys = changed
@@ -97,8 +108,26 @@ class SnapshotCache:
             self._refresh(key, held.get(key))
         return dataclasses.replace(self._base, workloads=dict(self._engine))
 
+    def cycle(self, snapshot: Snapshot) -> Callable[[float], CycleResult]:
+        """The admission cycle over `snapshot` (the last `build`), to call with `now` — in a
+        worker thread if need be: what changed is taken here, and the carry is only read and
+        replaced by the cycles, which run one at a time."""
+        replaced, self._replaced = self._replaced, set()
+        carry, self._carry = self._carry, None  # (a cycle that raises leaves none behind)
+
+        def run(now: float) -> CycleResult:
+            result, self._carry = schedule_incremental(snapshot, now, carry, replaced)
+            return result
+
+        return run
+
     def _refresh(self, key: str, item: Record | None) -> None:
         cached = self._workloads.get(key)
+        replaced = self._replaced
+        if replaced is not None:
+            replaced.add(WorkloadId(key))
+            if cached is not None:
+                replaced.add(cached.engine.id)
         if item is None or item.settled:
             if cached is not None:
                 self._engine.pop(cached.engine.id, None)
@@ -123,4 +152,6 @@ class SnapshotCache:
             )
             cached = _Converted(wl, wl.status, sticky, engine)
             self._workloads[key] = cached
+            if replaced is not None:
+                replaced.add(engine.id)
         self._engine[cached.engine.id] = cached.engine

@@ -44,8 +44,11 @@ was found for.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 
+from agent.engine.carry import INACTIVE, Carry, QueueIndex
 from agent.engine.flavors import (
     Assignment,
     Mode,
@@ -85,7 +88,7 @@ from agent.engine.snapshot import (
     WorkloadId,
 )
 
-__all__ = ["schedule"]
+__all__ = ["schedule", "schedule_incremental"]
 
 _ORDER = attrgetter("order_key")
 
@@ -93,6 +96,30 @@ _ORDER = attrgetter("order_key")
 def schedule(snapshot: Snapshot, now: float) -> CycleResult:
     """Run one admission cycle over `snapshot` at time `now`. Pure: reads only its arguments."""
     return _Cycle(snapshot, now).run()
+
+
+def schedule_incremental(
+    snapshot: Snapshot,
+    now: float,
+    carry: Carry | None = None,
+    changed: Iterable[WorkloadId] | None = None,
+) -> tuple[CycleResult, Carry]:
+    """The same cycle as `schedule`, with the same decisions, at the cost of what changed:
+    `carry` is what the last call returned (None: the first cycle), and `changed` the ids
+    whose workload object may differ since that call's snapshot — added, replaced or gone
+    (None: unknown; the carry is then rebuilt from the whole snapshot).
+
+    The carry is handed over: the returned one is the one to pass next time (the one passed
+    in is updated, not copied). The result's `pending` is a read-only view over the queues;
+    its `pending_changed` names the workloads whose reason may differ from the last cycle's
+    (None after a rebuild: any)."""
+    ids = None if changed is None else set(changed)
+    if carry is None:
+        carry = Carry()
+    incremental = carry.refresh(snapshot, ids)
+    result = _Cycle(snapshot, now, carry, ids if incremental else None).run()
+    carry.previous = result.pending
+    return result, carry
 
 
 class _Outcome:
@@ -117,7 +144,13 @@ class _Outcome:
 
 
 class _Cycle:
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        now: float,
+        carry: Carry | None = None,
+        changed: set[WorkloadId] | None = None,
+    ) -> None:
         self.snap = snapshot
         self.now = now
         self.tree = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)
@@ -140,11 +173,27 @@ class _Cycle:
         any count tried)."""
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
-        # One pass over the workloads; every later step walks only the part it needs.
+        self.carry = carry
+        self.changed = changed
+        self.tails: dict[ClusterQueueName, int] = {}
+        """Incremental only: where each queue's memoised tail starts (see `_tail_memoised`)."""
+        self.memo_version: dict[ClusterQueueName, int] = {}
+        self.tail_tried: dict[ClusterQueueName, int] = {}
         self.running: list[Workload] = []
         self.waiting: list[Workload] = []
+        ready = snapshot.config.wait_for_pods_ready
+        if carry is not None and not (ready.enabled and ready.block_admission):
+            self.running = list(carry.running.values())
+            return
+        # One pass over the workloads; every later step walks only the part it needs. (With
+        # blockAdmission the first unready admitted workload in the snapshot's order blocks,
+        # so the incremental cycle walks them in that order too.)
         for wl in snapshot.workloads.values():
-            (self.waiting if wl.admission is None else self.running).append(wl)
+            if wl.admission is None:
+                if carry is None:
+                    self.waiting.append(wl)
+            else:
+                self.running.append(wl)
 
     # step 1 -----------------------------------------------------------------------------------
 
@@ -455,6 +504,12 @@ class _Cycle:
                         and not strict
                     ):
                         self.pending[wl.id] = cached[2]
+                        if self.carry is not None and self._tail_memoised(name, bucket, i):
+                            # Every workload left in this queue would get the memo's
+                            # reason one by one: say so once (see `_Pending`).
+                            self.tails[name] = i
+                            i = len(bucket)
+                            break
                         continue
                     head = wl
                     break
@@ -495,6 +550,63 @@ class _Cycle:
                             self.pending[other.id] = capped
                         cursors[cq.name] = len(bucket)
             active = [n for n in still if cursors[n] < len(queues[n])]
+
+    def _tail_memoised(self, name: ClusterQueueName, bucket: list[Workload], start: int) -> bool:
+        """Incremental only: whether the walk from `start` to the end of the queue would give
+        every workload its shape's failure from the memo, without a gate or a head on the
+        way — then the walk is skipped and the queue is done for this cycle, as the walk
+        would leave it. The queue's index tells without walking: every shape with a workload
+        at or after `start` has a memoised failure that holds for any queueing time, and no
+        local queue, namespace or backoff present gates. Tried again only after the queue's
+        memo changed."""
+        if start >= len(bucket):
+            return False
+        version = self.memo_version.get(name, 0)
+        if self.tail_tried.get(name) == version:
+            return False
+        assert self.carry is not None
+        if not self._memoised(name, self.carry.queues[name], bucket[start].order_key):
+            self.tail_tried[name] = version
+            return False
+        return True
+
+    def _memoised(
+        self, name: ClusterQueueName, queue: QueueIndex, first: tuple[bool, int, float, str]
+    ) -> bool:
+        if queue.collided:
+            return False
+        failed = self.failed
+        for shape_hash, run in queue.shapes.items():
+            if run.keys[-1] < first:
+                continue  # none of this shape in the tail
+            cached = failed.get((name, shape_hash))
+            if (
+                cached is None
+                or cached[1] != -math.inf
+                or not (cached[0] is run.shape or cached[0] == run.shape)
+            ):
+                return False
+        cq = self.snap.cluster_queues[name]
+        for key in queue.local_queues:
+            lq_key = LocalQueueKey(key)
+            try:
+                gate = self.lq_gates[lq_key]
+            except KeyError:
+                gate = self.lq_gates[lq_key] = self._lq_gate(lq_key)
+            if gate is not None:
+                return False
+        for namespace in queue.namespaces:
+            ns_key = (name, namespace)
+            try:
+                gate = self.ns_gates[ns_key]
+            except KeyError:
+                gate = self.ns_gates[ns_key] = self._namespace_gate(cq, namespace)
+            if gate is not None:
+                return False
+        now = self.now
+        return not any(
+            wl.requeue_after is not None and wl.requeue_after > now for wl in queue.backoff.values()
+        )
 
     def _would_borrow(self, wl: Workload, cq: ClusterQueue) -> bool:
         """A cheap estimate for ordering: would the full request exceed unused nominal?"""
@@ -583,6 +695,7 @@ class _Cycle:
             # Usage only grows within a cycle: the same shape, queued no earlier, fails again.
             # (Not for LowerOrNewerEqualPriority, whose candidates depend on the age.)
             self.failed[(cq.name, wl.shape_hash)] = (wl.shape, self._age(wl, shielded), reason)
+            self.memo_version[cq.name] = self.memo_version.get(cq.name, 0) + 1
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod
@@ -668,18 +781,136 @@ class _Cycle:
     def run(self) -> CycleResult:
         self._load_admitted()  # 1
         self._evict()  # 2
-        self.buckets = self._route()  # 3
+        carry = self.carry
+        if carry is None:
+            self.buckets = self._route()  # 3
+        else:
+            # Routed and sorted already; copied (one memcpy per queue) because the carry
+            # changes before the next cycle and the result must not.
+            self.buckets = {name: list(queue.items) for name, queue in carry.queues.items()}
         self._rounds(self.buckets)  # 4
+        pending: Mapping[WorkloadId, PendingReason] = self.pending
+        changed: frozenset[WorkloadId] | None = None
+        if carry is not None:
+            view = _Pending(
+                self.pending,
+                dict(carry.unrouted),
+                {name: (self.buckets[name], start) for name, start in self.tails.items()},
+                self.failed,
+                self.snap,
+            )
+            pending = view
+            if self.changed is not None and isinstance(carry.previous, _Pending):
+                changed = view.changed_since(carry.previous, self.changed)
         return CycleResult(
             now=self.now,
             admitted=tuple(self.admitted),
             preempted=tuple(self.preempted),
             evicted=tuple(self.evicted),
-            pending=self.pending,
+            pending=pending,
             routed=self.buckets,  # 5: positions, when asked
             new_preemptors=frozenset(self.new_preemptors),
             nominated=self.nominated,
             next_wakeup=self.wakeup,
+            pending_changed=changed,
+        )
+
+
+_Memo = dict[tuple[str, int], tuple[tuple[object, ...], float, PendingReason]]
+
+
+class _Pending(Mapping[WorkloadId, PendingReason]):
+    """An incremental cycle's pending reasons: the workloads it looked at one by one, the
+    unroutable ones, and each skipped tail — a queue from a position to its end, where every
+    workload has its shape's failure from the cycle's memo (`_Cycle._tail_memoised`). A
+    read-only mapping equal to the look-at-everything cycle's dict; reading one reason costs
+    a lookup (a bisection for a tail), iterating costs what is pending."""
+
+    __slots__ = ("explicit", "memo", "snapshot", "tails", "unrouted")
+
+    def __init__(
+        self,
+        explicit: dict[WorkloadId, PendingReason],
+        unrouted: dict[WorkloadId, PendingReason],
+        tails: dict[ClusterQueueName, tuple[list[Workload], int]],
+        memo: _Memo,
+        snapshot: Snapshot,
+    ) -> None:
+        self.explicit = explicit
+        self.unrouted = unrouted
+        self.tails = tails
+        self.memo = memo
+        self.snapshot = snapshot
+
+    def _tail_reason(self, key: object) -> PendingReason | None:
+        if not self.tails:
+            return None
+        wl = self.snapshot.workloads.get(key)  # type: ignore[call-overload]
+        if wl is None or wl.admission is not None:
+            return None
+        lq = self.snapshot.local_queues.get(wl.local_queue)
+        if lq is None:
+            return None
+        tail = self.tails.get(lq.cluster_queue)
+        if tail is None:
+            return None
+        bucket, start = tail
+        at = bisect_left(bucket, wl.order_key, lo=start, key=_ORDER)
+        if at == len(bucket) or bucket[at] is not wl:
+            return None
+        return self.memo[(lq.cluster_queue, wl.shape_hash)][2]
+
+    def __getitem__(self, key: WorkloadId) -> PendingReason:
+        found = self.explicit.get(key) or self.unrouted.get(key) or self._tail_reason(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.explicit or key in self.unrouted or self._tail_reason(key) is not None
+
+    def __iter__(self) -> Iterator[WorkloadId]:
+        yield from self.explicit
+        yield from self.unrouted
+        for bucket, start in self.tails.values():
+            for wl in bucket[start:]:
+                yield wl.id
+
+    def __len__(self) -> int:
+        tails = sum(len(bucket) - start for bucket, start in self.tails.values())
+        return len(self.explicit) + len(self.unrouted) + tails
+
+    def changed_since(self, previous: _Pending, changed: set[WorkloadId]) -> frozenset[WorkloadId]:
+        """The pending workloads whose reason may differ from `previous` (the last cycle's,
+        over the same configuration): those either cycle looked at one by one, those that
+        changed, and those in a tail of both whose shape's reason changed. The rest sat in a
+        tail of both, reason unchanged: a workload before the last cycle's tail was looked
+        at then, and one that arrived is among `changed`."""
+        candidates = set(changed)
+        candidates.update(self.explicit)
+        candidates.update(previous.explicit)
+        moved_by_queue: dict[str, set[int]] = {}
+        for (queue, shape_hash), (_, _, reason) in self.memo.items():
+            if queue in self.tails:
+                old = previous.memo.get((queue, shape_hash))
+                if old is None or old[2] != reason:
+                    moved_by_queue.setdefault(queue, set()).add(shape_hash)
+        for name, (bucket, start) in self.tails.items():
+            before = previous.tails.get(name)
+            if before is None:
+                continue  # every workload here was looked at last time, or changed since
+            old_bucket, old_start = before
+            cut = old_bucket[old_start].order_key
+            moved = moved_by_queue.get(name)
+            if moved:
+                candidates.update(
+                    wl.id for wl in bucket[start:] if wl.shape_hash in moved and wl.order_key >= cut
+                )
+        return frozenset(
+            key
+            for key in candidates
+            if (current := self.get(key)) is not None
+            and (key in changed or previous.get(key) != current)
         )
 
 
@@ -711,6 +942,4 @@ def _misconfiguration(cq: ClusterQueue) -> str | None:
     return None
 
 
-_INACTIVE = PendingReason(
-    PendingCode.INACTIVE, "workload is inactive (spec.active=false)", Unblock.USER_ACTION
-)
+_INACTIVE = INACTIVE

@@ -1,0 +1,203 @@
+"""A deep queue at one agent, in real time: what the agent's CPU costs per admission while
+10,000 one-CPU Jobs of 1 s wait on 4 nodes × 8 CPUs.
+
+    .venv/bin/python -m bench.agent_deep_queue [--queued 10000] [--window 20] [--profile]
+
+Real parts, as `bench.agent_dispatch`: the agent (`agent.app.Agent`, the production timings)
+talks WebSocket to an in-process hub peer (the component tests' `FakeHub`) and HTTP to
+kubesim, run in its own process (so its CPU is not counted) from
+`examples/kubesim/small.profile` with every Job pod running 1 s of simulated runtime. One
+cluster queue of 32 CPUs, so at best 32 Jobs finish and 32 are admitted per second.
+
+The hub peer offers `--queued` workloads as a burst; once the agent holds them all (the
+queue is as deep as it gets), the figures are taken over `--window` seconds of the steady
+state that follows: admissions per second against the ideal 32 (an admission is the first
+report of a workload as admitted or later), and the CPU the process spent per admission
+(the agent, plus the hub peer receiving its reports; kubesim excluded). The queue is still
+≥ 9,000 deep when the window ends. Real time rather than simulated time because the cost
+asked about is the whole agent's — its admission cycles, status passes, pending reports,
+Job creates and watches — not the engine's alone (bench.engine_* measure that). Prints JSON;
+`--profile` adds the functions that took the most CPU in the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from agent.app import Agent
+from agent.k8s.client import open_client
+from agent.main import GC_THRESHOLDS
+from agent.settings import Timings
+from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    cluster_queue,
+    flavor,
+    job_source,
+    local_queue,
+    offer_for,
+)
+
+PROFILE = Path(__file__).resolve().parent.parent / "examples" / "kubesim" / "small.profile"
+CAPACITY_CPUS = 32
+"""4 nodes × 8 CPUs (small.profile), one CPU per Job."""
+JOB_SECONDS = 1.0
+IDEAL_PER_S = CAPACITY_CPUS / JOB_SECONDS
+
+_ADMITTED_OR_LATER = frozenset(
+    {WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED}
+)
+
+
+@asynccontextmanager
+async def _kubesim_process() -> AsyncIterator[Path]:
+    """kubesim in its own process (its CPU is not the agent's): yields its kubeconfig."""
+    with tempfile.TemporaryDirectory() as directory:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kubesim.cli", "up", "--dir", directory, "--base-port", "0",
+            "--profile", str(PROFILE), "--runtime", "simulated",
+            "--job-pod-duration", str(JOB_SECONDS), "--no-events",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        kubeconfig = Path(directory) / "kubesim-0.kubeconfig"
+        try:
+            await _wait(kubeconfig.exists)
+            await asyncio.sleep(0.5)
+            yield kubeconfig
+        finally:
+            process.terminate()
+            await process.wait()
+
+
+async def bench(queued: int, window: float, *, profile: bool = False) -> dict[str, object]:
+    config = ConfigSync(
+        revision=1,
+        resource_flavors=[flavor()],
+        cluster_queues=[cluster_queue(cpu=str(CAPACITY_CPUS))],
+        local_queues=[local_queue()],
+    )
+    hub = FakeHub(config)
+    await hub.start()
+    profiler = cProfile.Profile() if profile else None
+    try:
+        async with _kubesim_process() as kubeconfig, open_client(kubeconfig) as kube:
+            with tempfile.TemporaryDirectory() as state:
+                runner = AgentRunner(kube, hub, Path(state))
+                runner.timings = Timings()  # as deployed, not the tests' fast ones
+                agent: Agent = await runner.start()
+                await _wait(lambda: hub.control is not None and agent.admission.config is not None)
+                admitted: dict[str, float] = {}
+                seen = 0
+
+                def collect() -> None:
+                    nonlocal seen
+                    for env, at in zip(hub.envelopes[seen:], hub.arrivals[seen:], strict=True):
+                        p = env.payload
+                        if isinstance(p, WorkloadStatusReport) and p.phase in _ADMITTED_OR_LATER:
+                            admitted.setdefault(p.workload, at)
+                    seen = len(hub.envelopes)
+
+                started = time.perf_counter()
+                for i in range(queued):
+                    offer = offer_for(job_source(f"d{i}", cpu="1", script="true"))
+                    await hub.offer(offer)
+                await _wait(lambda: len(agent.admission.held) >= queued, within=600)
+                filled = time.perf_counter() - started
+                # Steady state from here: the queue is as deep as it gets.
+                collect()
+                cycles_before = agent.admission.cycles
+                admitted_before = len(admitted)
+                gc_before = sum(collector)
+                cpu_before = time.process_time()
+                window_start = time.perf_counter()
+                if profiler is not None:
+                    profiler.enable()
+                await asyncio.sleep(window)
+                if profiler is not None:
+                    profiler.disable()
+                cpu = time.process_time() - cpu_before
+                elapsed = time.perf_counter() - window_start
+                collect()
+                in_window = sum(1 for at in admitted.values() if at >= window_start)
+                cycles = agent.admission.cycles - cycles_before
+                gc_seconds = sum(collector) - gc_before
+                still_queued = queued - len(admitted)
+                await runner.stop()
+    finally:
+        await hub.stop()
+    out: dict[str, object] = {
+        "benchmark": "agent_deep_queue",
+        "queued": queued,
+        "nodes": "4 × 8 CPUs",
+        "job_seconds": JOB_SECONDS,
+        "kubesim": "separate process",
+        "fill_seconds": round(filled, 1),
+        "admitted_before_window": admitted_before,
+        "window_seconds": round(elapsed, 2),
+        "admissions_in_window": in_window,
+        "still_queued_after_window": still_queued,
+        "admissions_per_s": round(in_window / elapsed, 1),
+        "ideal_per_s": IDEAL_PER_S,
+        "admissions_per_s_of_ideal": round(in_window / elapsed / IDEAL_PER_S, 3),
+        "cpu_ms_per_admission": round(cpu * 1000 / in_window, 2) if in_window else None,
+        "cpu_cores": round(cpu / elapsed, 3),
+        "gc_ms_per_admission": round(gc_seconds * 1000 / in_window, 2) if in_window else None,
+        "admission_cycles_in_window": cycles,
+    }
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+        out["profile_tottime"] = text.getvalue().splitlines()
+    return out
+
+
+async def _wait(check: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.perf_counter() + within
+    while not check():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("setup did not complete")
+        await asyncio.sleep(0.05)
+
+
+collector: list[float] = []
+"""Seconds of each garbage collection since the start."""
+_collecting: list[float] = []
+
+
+def _time_collections(phase: str, _info: dict[str, int]) -> None:
+    if phase == "start":
+        _collecting[:] = [time.process_time()]
+    elif _collecting:
+        collector.append(time.process_time() - _collecting[0])
+
+
+def main() -> None:
+    # As `multiq-agent` runs (agent.main): start-up objects frozen, young collections rarer.
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.callbacks.append(_time_collections)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--queued", type=int, default=10_000)
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
+    parser.add_argument("--profile", action="store_true", help="add a cProfile of the window")
+    args = parser.parse_args()
+    result = bench(args.queued, args.window, profile=args.profile)
+    print(json.dumps(asyncio.run(result), indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
