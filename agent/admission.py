@@ -33,8 +33,8 @@ from typing import Any, Protocol
 
 from agent import outcomes, records
 from agent.book import Book
-from agent.engine.result import CycleResult, PendingReason
-from agent.engine.snapshot import Snapshot, WorkloadId
+from agent.engine.result import CycleResult
+from agent.engine.snapshot import Snapshot
 from agent.errors import K8sClientError, MaterializeError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject
@@ -52,7 +52,6 @@ from api.v1alpha1.messages import (
     DispatchOffer,
     OfferRejected,
     Withdraw,
-    WorkloadPhase,
     WorkloadStatusReport,
 )
 
@@ -84,18 +83,6 @@ def pause_after_pass(started: float, finished: float, min_interval: float) -> fl
     the start of a pass, so a pass that took longer is followed at once. Counting from its
     end would leave quota released during a long pass idle for one more interval."""
     return max(0.0, started + min_interval - finished)
-
-
-def _reported(record: Record, reason: PendingReason) -> bool:
-    """Whether the record's last report says this reason (`records.pending_report_due` would
-    then never report it again: only a new reason can)."""
-    last = record.last_report
-    return (
-        last is not None
-        and last.phase is WorkloadPhase.PENDING
-        and last.pending_reason == reason.code
-        and last.pending_message == reason.message
-    )
 
 
 class Reporter(Protocol):
@@ -140,9 +127,9 @@ class AdmissionShell:
         """Admission may have changed since the last cycle (offers, config, freed quota)."""
         self._cycle_wakeup: float | None = None
         """The engine's next time-based decision (backoffs, timeouts)."""
-        self._unreported: set[WorkloadId] = set()
-        """Pending workloads whose reason the last cycle did not report (a new message for
-        the same code, put off by the cadence): looked at again every cycle."""
+        self._put_off: set[str] = set()
+        """Pending workloads whose new reason the cadence held back (`outcomes.still_put_off`):
+        the next pending pass looks at them again."""
 
     # records ---------------------------------------------------------------------------------
 
@@ -325,32 +312,15 @@ class AdmissionShell:
             # Let the materialisations send their creates before the pending pass: the
             # quota is held from now, so every moment until the Jobs run is quota unused.
             await asyncio.sleep(0)
-        waiting = self._waiting(result)
-        for key, step in outcomes.waiting_steps(self.held, waiting, now, self.cadence):
+        put_off = self._put_off
+        for key, step in outcomes.waiting_steps(self.held, result, now, self.cadence, put_off):
             await self._apply(key, step)
-        self._unreported = {
-            key
-            for key, reason in waiting.pending.items()
-            if (record := self.held.get(key)) is not None
-            and record.phase is WorkloadPhase.PENDING
-            and not _reported(record, reason)
-        }
+        self._put_off = outcomes.still_put_off(self.held, result, put_off)
         if result.admitted or result.preempted or result.evicted:
             self._changed()
         if result.preempted or result.evicted:
             self._wake.set()  # released quota: the next cycle may admit the preemptor
         return result
-
-    def _waiting(self, result: CycleResult) -> CycleResult:
-        """The part of the result the pending pass must look at: over a deep queue most
-        reasons are the ones of the last cycle, already reported — only those that changed,
-        and those whose report was put off (`_unreported`), can make a step."""
-        changed = result.pending_changed
-        if changed is None:
-            return result
-        pending = result.pending
-        keys = changed | self._unreported
-        return dataclasses.replace(result, pending={k: pending[k] for k in keys if k in pending})
 
     # materialisation -------------------------------------------------------------------------
 

@@ -13,15 +13,16 @@ Called by: agent.admission (`AdmissionShell.cycle`); tests/agent/test_outcomes.p
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 
 from agent import records
-from agent.engine.result import CycleResult
+from agent.engine.result import CycleResult, PendingReason
+from agent.engine.snapshot import WorkloadId
 from agent.records import Record, Step
 from agent.snapshots import api_admission
 from api.v1alpha1.messages import WorkloadPhase
 
-__all__ = ["quota_steps", "waiting_steps"]
+__all__ = ["quota_steps", "still_put_off", "to_look_at", "waiting_steps"]
 
 
 def quota_steps(
@@ -45,21 +46,51 @@ def quota_steps(
 
 
 def waiting_steps(
-    held: Mapping[str, Record], result: CycleResult, now: float, cadence: records.Cadence
+    held: Mapping[str, Record],
+    result: CycleResult,
+    now: float,
+    cadence: records.Cadence,
+    put_off: Set[str] = frozenset(),
 ) -> Iterator[tuple[str, Step]]:
     """Mark the new preemptors (they wait for their victims to go), then report why each
     workload still waits when a report is due, or reject it when waiting cannot help. Steps
-    that change nothing are left out."""
+    that change nothing are left out. Only the reasons `to_look_at` are looked at."""
     for key in result.new_preemptors:
         record = held.get(key)
         if record is not None and record.phase is WorkloadPhase.PENDING:
             marked = records.with_preempting(record, True)
             if marked is not record:
                 yield key, Step(marked)
-    for key, reason in result.pending.items():
+    for key, reason in to_look_at(result, put_off).items():
         record = held.get(key)
         if record is None or record.phase is not WorkloadPhase.PENDING:
             continue
         step = records.on_pending(record, reason, now, cadence)
         if step.record is not record or step.effects:
             yield key, step
+
+
+def to_look_at(result: CycleResult, put_off: Set[str]) -> Mapping[WorkloadId, PendingReason]:
+    """The pending reasons the pending pass must look at. Over a deep queue most are the
+    last cycle's, already reported: when the engine names those that may have changed
+    (`pending_changed`), only they and the `put_off` ones can make a step."""
+    changed = result.pending_changed
+    if changed is None:
+        return result.pending
+    pending = result.pending
+    keys = changed | {WorkloadId(key) for key in put_off}
+    return {key: pending[key] for key in keys if key in pending}
+
+
+def still_put_off(held: Mapping[str, Record], result: CycleResult, put_off: Set[str]) -> set[str]:
+    """After the pending pass (given `put_off`): the workloads it looked at whose reason is
+    still not the one last reported (a new message for the same code, held back by the
+    cadence). The next pass looks at them again even if the engine does not name them as
+    changed, or their report would never be sent."""
+    return {
+        key
+        for key, reason in to_look_at(result, put_off).items()
+        if (record := held.get(key)) is not None
+        and record.phase is WorkloadPhase.PENDING
+        and not records.reason_reported(record, reason)
+    }

@@ -78,6 +78,7 @@ __all__ = [
     "on_timer",
     "on_withdraw",
     "pending_report_due",
+    "reason_reported",
     "rejection",
     "wakeup",
     "with_preempting",
@@ -385,6 +386,18 @@ def pending_report_due(
     if last.pending_reason != reason.code:  # (a StrEnum: equal to its reported string)
         return True
     return last.pending_message != reason.message and now - last_reported_at >= refresh
+
+
+def reason_reported(record: Record, reason: PendingReason) -> bool:
+    """Whether the record's last report says exactly this reason (then only a new reason
+    can make `pending_report_due` report again)."""
+    last = record.last_report
+    return (
+        last is not None
+        and last.phase is WorkloadPhase.PENDING
+        and last.pending_reason == reason.code
+        and last.pending_message == reason.message
+    )
 
 
 def wakeup(record: Record, cadence: Cadence) -> float | None:

@@ -156,3 +156,37 @@ def test_a_materialisation_applies_only_to_the_record_it_was_started_for() -> No
     assert not awaits_jobs(replace(started, phase=P.EVICTED), started)  # given back
     reoffered = held(P.ADMITTED, generation=2)
     assert not awaits_jobs(reoffered, started)
+
+
+def test_over_a_deep_queue_only_the_changed_and_the_put_off_reasons_are_looked_at() -> None:
+    reasons = {WorkloadId(f"team-a/w{i}"): WAITING for i in range(5)}
+    result = CycleResult(
+        now=NOW, pending=reasons, pending_changed=frozenset({WorkloadId("team-a/w1")})
+    )
+    assert set(outcomes.to_look_at(result, {"team-a/w3", "team-a/gone"})) == {
+        "team-a/w1",
+        "team-a/w3",
+    }
+    unknown = CycleResult(now=NOW, pending=reasons, pending_changed=None)
+    assert set(outcomes.to_look_at(unknown, set())) == set(reasons)
+
+
+def test_a_new_message_held_back_by_the_cadence_is_looked_at_until_it_is_reported() -> None:
+    first = keyed("w", held(P.PENDING))
+    key = WorkloadId("team-a/w")
+    reported = CycleResult(now=NOW, pending={key: WAITING})
+    _, step = next(outcomes.waiting_steps({key: first}, reported, NOW, CADENCE))
+    assert step.record is not None
+    live: dict[str, Record] = {key: step.record}
+    moved = replace(WAITING, message="waits for cpu (12 ahead)")
+    # The engine names it changed once; the cadence holds the new message back.
+    once = CycleResult(now=NOW + 1, pending={key: moved}, pending_changed=frozenset({key}))
+    assert list(outcomes.waiting_steps(live, once, NOW + 1, CADENCE)) == []
+    put_off = outcomes.still_put_off(live, once, set())
+    assert put_off == {key}
+    # Later cycles do not name it, but it is looked at, and reported once the refresh is due.
+    later = CycleResult(now=NOW + 40, pending={key: moved}, pending_changed=frozenset())
+    [(_, due)] = outcomes.waiting_steps(live, later, NOW + 40, CADENCE, put_off)
+    assert due.record is not None
+    after: dict[str, Record] = {key: due.record}
+    assert outcomes.still_put_off(after, later, put_off) == set()
