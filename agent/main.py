@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from agent.app import Agent
 from agent.k8s.client import open_client
 from agent.settings import AgentSettings, parse_args
+from api.meta import build_schemas
 
 __all__ = ["main", "serve"]
 
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    build_schemas()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     try:

@@ -32,6 +32,7 @@ __all__ = [
     "ObjectMeta",
     "OwnerReference",
     "StrictModel",
+    "build_schemas",
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
     "find_duplicates",
@@ -69,6 +70,23 @@ class StrictModel(BaseModel):
         """The JSON-ready dict users write and the hub stores: camelCase, no nulls, and no
         field left at an empty default (`labels: {}`, `finalizers: []`, `name: ''`)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def build_schemas() -> int:
+    """Build the schema of every contract model imported so far that is not built yet, and
+    return how many were built. Models are built on first use (`defer_build`), which suits
+    qctl — a command pays only for the models it uses — but a server would pay for them
+    inside its first requests (a third of a second for the agent's first offer). The hub and
+    the agent call this at start-up, before `gc.freeze()`."""
+    built = 0
+    pending: list[type[BaseModel]] = [StrictModel]
+    while pending:
+        model = pending.pop()
+        pending += model.__subclasses__()
+        if not model.__pydantic_complete__ and model.__module__.startswith("api."):
+            model.model_rebuild()
+            built += 1
+    return built
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from aiohttp import web
 from pydantic import ValidationError
 
+from api.meta import build_schemas
 from hub.app import VERSION, build_app
 from hub.settings import HubSettings
 
@@ -108,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     app = build_app(settings)
+    build_schemas()
     gc.freeze()  # what start-up built (modules, pydantic schemas) is never collected
     gc.set_threshold(*GC_THRESHOLDS)
     web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None)
