@@ -1,5 +1,6 @@
-"""What commands that talk to the hub share: connection flags, running the async client, and
-the coloured `cluster/pod/container` prefixes of log lines.
+"""What commands that talk to the hub share: the connection their flags name, durations,
+colour, and the coloured `cluster/pod/container` prefixes of log lines. Light on purpose (no
+HTTP client): one-shot and streaming commands both import it.
 
 Called by: the qctl command modules.
 """
@@ -7,43 +8,26 @@ Called by: the qctl command modules.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TextIO, TypeVar
+from collections.abc import Mapping
+from typing import Any, TextIO
 
-from qctl.client import HubClient
 from qctl.config import ResolvedContext, resolve
 from qctl.errors import UsageError
 
 __all__ = [
-    "add_connection_flags",
     "connect",
     "format_log_record",
     "parse_duration",
-    "run_with_client",
     "stderr",
     "use_color",
     "write",
 ]
 
-T = TypeVar("T")
-
 _COLORS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
-
-
-def add_connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True) -> None:
-    group = parser.add_argument_group("connection")
-    group.add_argument(
-        "--server", help="hub URL, or several comma-separated (default: the current context)"
-    )
-    group.add_argument("--token", help="bearer token (default: the current context)")
-    group.add_argument("--context", help="a context of the qctl config file")
-    if namespaced:
-        group.add_argument("-n", "--namespace", help="namespace (default: the context's)")
 
 
 def connect(args: argparse.Namespace) -> ResolvedContext:
@@ -53,18 +37,6 @@ def connect(args: argparse.Namespace) -> ResolvedContext:
         context=args.context,
         namespace=getattr(args, "namespace", None),
     )
-
-
-def run_with_client(
-    args: argparse.Namespace, work: Callable[[HubClient, ResolvedContext], Awaitable[T]]
-) -> T:
-    context = connect(args)
-
-    async def main() -> T:
-        async with HubClient(context) as client:
-            return await work(client, context)
-
-    return asyncio.run(main())
 
 
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)?$")
