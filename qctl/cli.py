@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import NamedTuple, TextIO, cast
 
-__all__ = ["VERBS", "Runner", "Verb", "build_parser", "load_runner"]
+__all__ = ["VERBS", "Runner", "Verb", "build_parser", "chosen_verb", "load_runner"]
 
 Runner = Callable[[argparse.Namespace, TextIO], int]
 """What runs a verb: the parsed arguments and where to print; returns the exit code."""
@@ -32,8 +32,7 @@ COLOR_MODES = ("auto", "always", "never")
 DEV_PORT = 8470
 
 
-@dataclass(frozen=True, slots=True)
-class Verb:
+class Verb(NamedTuple):
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
@@ -157,14 +156,21 @@ def _dev(parser: argparse.ArgumentParser) -> None:
             help="run N hubs on a local etcd (one leads; they fail over) instead of one on SQLite",
         )
 
-    up = verbs.add_parser("up", help="start a local federation in the background")
+    formatter = parser.formatter_class
+    up = verbs.add_parser(
+        "up", help="start a local federation in the background", formatter_class=formatter
+    )
     federation(up)
     up.add_argument("--state-dir", type=Path, default=default_dev_state_dir())
     up.set_defaults(run="qctl.commands.dev:run_up")
-    down = verbs.add_parser("down", help="stop the local federation")
+    down = verbs.add_parser("down", help="stop the local federation", formatter_class=formatter)
     down.add_argument("--state-dir", type=Path, default=default_dev_state_dir())
     down.set_defaults(run="qctl.commands.dev:run_down")
-    demo = verbs.add_parser("demo", help="bring up a federation, run the demo jobs, tear down")
+    demo = verbs.add_parser(
+        "demo",
+        help="bring up a federation, run the demo jobs, tear down",
+        formatter_class=formatter,
+    )
     federation(demo)
     demo.add_argument(
         "-f",
@@ -219,15 +225,62 @@ VERBS: tuple[Verb, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _terminal_width() -> int:
+    """What shutil.get_terminal_size would say (COLUMNS, else the terminal's, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter given the terminal's width, because finding it out itself
+    imports shutil (and with it bz2, lzma and zlib) for every parser and argument."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_width() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb a command line names: its first word that is not a flag (qctl's own flags
+    take no value), if it is one of VERBS and comes before any --help or --version."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            return word if any(verb.name == word for verb in VERBS) else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `only`, the flags of that verb alone are declared
+    (argparse spends more time declaring all of them than qctl spends on a request)."""
     parser = argparse.ArgumentParser(
         prog="qctl",
         description="MultiQ: submit, watch and manage batch work across a fleet of clusters.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"qctl {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for verb in VERBS:
-        sub = subparsers.add_parser(verb.name, help=verb.help, description=verb.description)
+        if only is not None and verb.name != only:
+            continue
+        sub = subparsers.add_parser(
+            verb.name, help=verb.help, description=verb.description, formatter_class=_Formatter
+        )
         verb.arguments(sub)
         if verb.run:
             sub.set_defaults(run=verb.run)

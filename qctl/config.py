@@ -23,11 +23,10 @@ MULTIQ_NAMESPACE), which beat the file. Called by: qctl.main (resolve) and `qctl
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from qctl.errors import InputError, UsageError
+from qctl.errors import InputError, QctlError, UsageError
 
 __all__ = [
     "ConfigFile",
@@ -41,12 +40,15 @@ __all__ = [
 ]
 
 
-class ConfigInvalidError(ValueError):
+class ConfigInvalidError(QctlError):
     """A part of the config file is not what qctl writes (the message names where)."""
 
 
-@dataclass(slots=True)
-class Context:
+# NamedTuples and a plain class, not dataclasses: importing dataclasses would cost every qctl
+# command more start-up time than the rest of this module.
+
+
+class Context(NamedTuple):
     name: str
     server: str
     """One hub's URL, or several hubs' separated by commas (a YAML list is accepted too)."""
@@ -74,10 +76,20 @@ class Context:
         return body
 
 
-@dataclass(slots=True)
 class ConfigFile:
-    current_context: str | None = None
-    contexts: list[Context] = field(default_factory=list)
+    def __init__(
+        self, current_context: str | None = None, contexts: list[Context] | None = None
+    ) -> None:
+        self.current_context = current_context
+        self.contexts = list(contexts or [])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConfigFile) and self.to_file() == other.to_file()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"ConfigFile({self.current_context!r}, {self.contexts!r})"
 
     @classmethod
     def from_file(cls, raw: object) -> ConfigFile:
@@ -128,8 +140,7 @@ def _text(where: str, value: object) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedContext:
+class ResolvedContext(NamedTuple):
     server: str
     """One hub's URL, or several separated by commas."""
     token: str | None

@@ -10,8 +10,7 @@ Called by: qctl get / describe / delete / apply, qctl.client and qctl.rest (path
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from qctl.errors import UsageError
 
@@ -38,9 +37,9 @@ class KindLike(Protocol):
     def plural(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ServedKind:
-    """One kind the hub serves under multiq.dev/v1alpha1."""
+class ServedKind(NamedTuple):
+    """One kind the hub serves under multiq.dev/v1alpha1. (A NamedTuple, not a dataclass:
+    importing dataclasses costs qctl's start-up more than all of this module.)"""
 
     KIND: str
     NAMESPACED: bool

@@ -11,15 +11,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from qctl.cli import build_parser, load_runner
+from qctl.cli import build_parser, chosen_verb, load_runner
 from qctl.errors import QctlError, exit_code
 
 __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    # Only the chosen verb's flags are declared; help, no verb or an unknown one: all of them.
+    parser = build_parser(chosen_verb(words))
+    args = parser.parse_args(words)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return 2

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Column", "age", "columns_for", "render", "render_table"]
 
 Wire = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):
     header: str
     value: Callable[[Wire], str]
     wide_only: bool = False

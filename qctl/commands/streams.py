@@ -4,7 +4,8 @@ their end, which `qctl dev demo` shares.
 
     qctl logs [-f] WORKLOAD [--since 5m] [--tail 100] [--timestamps] [--pod P] [--container C]
 
-`logs` prefixes each line with cluster/pod/container (coloured on a terminal). Only these
+`logs` prefixes each line with cluster/pod/container (coloured on a terminal, each prefix its
+own colour). Only these
 commands import aiohttp; the one-shot ones use qctl.rest.
 
 Called by: qctl.main (through qctl.cli), qctl.commands.resources (get -w),
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TextIO, TypeVar
 
 from qctl import render
 from qctl.client import HubClient
-from qctl.commands.common import connect, format_log_record, parse_duration, use_color
+from qctl.commands.common import connect, parse_duration, use_color
 from qctl.commands.resources import print_listing
 from qctl.commands.submit import POLL_SECONDS, submit_files
 from qctl.config import ResolvedContext
@@ -29,6 +31,7 @@ from qctl.kinds import WORKLOAD, resolve_kind
 
 __all__ = [
     "follow_workloads",
+    "format_log_record",
     "run_get_watch",
     "run_logs",
     "run_submit_follow",
@@ -36,6 +39,34 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+_COLORS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
+
+
+def _color_for(text: str) -> int:
+    digest = hashlib.sha1(text.encode(), usedforsecurity=False).digest()
+    return _COLORS[digest[0] % len(_COLORS)]
+
+
+def format_log_record(
+    record: Mapping[str, Any], *, color: bool, timestamps: bool, prefix: bool = True
+) -> str | None:
+    """One printable line for a hub log record, or None for records that are not lines."""
+    if "line" not in record:
+        event = record.get("event")
+        if event == "dropped":
+            return (
+                f"[{record.get('cluster')}] … {record.get('count')} line(s) dropped (slow reader)"
+            )
+        if event == "lost":
+            return f"[{record.get('cluster')}] {record.get('message')}"
+        return None
+    head = ""
+    if prefix:
+        label = f"{record.get('cluster')}/{record.get('pod')}/{record.get('container')}"
+        head = f"\x1b[{_color_for(label)}m{label}\x1b[0m " if color else f"{label} "
+    stamp = f"{record['time']} " if timestamps and record.get("time") else ""
+    return f"{head}{stamp}{record['line']}"
 
 
 def run_with_client(
