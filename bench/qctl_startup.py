@@ -2,10 +2,11 @@
 
 Starts a hub (SQLite, the dev fleet's queues; `DevFederation.start_hub_only`), writes a qctl
 context for it as `qctl dev up` does, then times N runs of each command, interleaved (one of
-each per round, so a busy moment of the shared machine hits them all alike):
+each per round, each round starting with the next command, so a busy moment of the shared
+machine hits them all alike):
 
-- `python -c pass` with the interpreter qctl runs on (the ratios' denominator), and `python3
-  -c pass` from PATH for reference;
+- `python -c pass` with the interpreter qctl runs on (the ratios' denominator; `python3` on
+  PATH may be another interpreter, or a pyenv shell-script shim, so it is not used);
 - `qctl --help`, `qctl get workloads`, `qctl submit -f one-job.yaml` (a new file each run),
   all with the context file; and `get_env`: `qctl get workloads` given the hub by
   MULTIQ_SERVER and MULTIQ_TOKEN instead, as scripts do, which needs no YAML parser;
@@ -14,6 +15,10 @@ each per round, so a busy moment of the shared machine hits them all alike):
   file and the manifest.
 
     .venv/bin/python -m bench.qctl_startup [--runs 30]
+
+Every command runs as an installed qctl does, with its bytecode cached: the warm-up rounds
+write it under a scratch PYTHONPYCACHEPREFIX, whatever PYTHONDONTWRITEBYTECODE says (with it
+set, each run would compile qctl's modules again).
 
 Prints one JSON object: median and p90 wall milliseconds of each, and each median's ratio to
 the bare interpreter's. Targets (issue 19): `--help` ≤ 2×, `get` and `submit` ≤ 3×.
@@ -24,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +43,7 @@ from qctl import config as qconfig
 from qctl.commands.dev import DevFederation
 
 TARGETS = {"help": 2.0, "get": 3.0, "get_env": 3.0, "submit": 3.0}
-WARMUP_ROUNDS = 3
+WARMUP_ROUNDS = 3  # the first writes the bytecode cache
 
 
 def one_job(name: str) -> dict[str, Any]:
@@ -65,11 +69,11 @@ def one_job(name: str) -> dict[str, Any]:
     }
 
 
-def commands(qctl: str, python3: str | None) -> dict[str, list[str]]:
+def commands(qctl: str) -> dict[str, list[str]]:
     """What to time, by name; `{job}` stands for this round's job file, `env:` prefixes
     a command run with the hub in MULTIQ_SERVER/MULTIQ_TOKEN instead of the context file."""
     floor = "import argparse, json, http.client"
-    measured = {
+    return {
         "bare": [sys.executable, "-c", "pass"],
         "floor_http": [sys.executable, "-c", floor],
         "floor_http_yaml": [sys.executable, "-c", f"{floor}, yaml"],
@@ -78,9 +82,6 @@ def commands(qctl: str, python3: str | None) -> dict[str, list[str]]:
         "get_env": ["env:", qctl, "get", "workloads"],
         "submit": [qctl, "submit", "-f", "{job}"],
     }
-    if python3:
-        measured["python3_on_path"] = [python3, "-c", "pass"]
-    return measured
 
 
 def run_once(argv: list[str], env: dict[str, str], job: Path, fed: DevFederation) -> float:
@@ -102,16 +103,24 @@ def measure(workdir: Path, fed: DevFederation, runs: int) -> dict[str, Any]:
     config = qconfig.ConfigFile()
     config.upsert(qconfig.Context(name="bench", server=fed.url, token=fed.admin_token))
     qconfig.save(config, context_file)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIQ_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MULTIQ_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env["MULTIQ_CONFIG"] = str(context_file)
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
     qctl = str(Path(sys.executable).parent / "qctl")
-    measured = commands(qctl, shutil.which("python3"))
+    measured = commands(qctl)
     samples: dict[str, list[float]] = {name: [] for name in measured}
     for round_ in range(WARMUP_ROUNDS + runs):
         job = workdir / f"job-{round_}.yaml"
         job.write_text(yaml.safe_dump(one_job(f"sweep-{round_}")))
-        for name, argv in measured.items():
-            elapsed = run_once(argv, env, job, fed)
+        # Each round starts with the next command: whatever the hub still does after a
+        # submit must not always land on the same one.
+        names = list(measured)
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            elapsed = run_once(measured[name], env, job, fed)
             if round_ >= WARMUP_ROUNDS:
                 samples[name].append(elapsed)
     bare = statistics.median(samples["bare"])
