@@ -253,3 +253,46 @@ class TestAgainstAHub:
         assert deleted.code == 0, deleted.stderr
         assert deleted.stdout == "workload/job-gone deleted\n"
         assert described.imported(*HEAVY) == deleted.imported(*HEAVY) == []
+
+    def test_apply_creates_then_leaves_an_object_unchanged(
+        self, hub: DevFederation, tmp_path: Path
+    ) -> None:
+        flavor = tmp_path / "flavor.yaml"
+        flavor.write_text(
+            "apiVersion: multiq.dev/v1alpha1\nkind: ResourceFlavor\nmetadata:\n  name: spot\n"
+        )
+        first = run_qctl(tmp_path, "apply", "-f", str(flavor), env=connection(hub))
+        again = run_qctl(tmp_path, "apply", "-f", str(flavor), env=connection(hub))
+        assert (first.stdout, again.stdout) == (
+            "resourceflavor/spot created\n",
+            "resourceflavor/spot unchanged\n",
+        )
+        assert first.imported("aiohttp") == []
+
+    def test_get_watch_prints_the_table_then_a_row_per_change(
+        self, hub: DevFederation, tmp_path: Path
+    ) -> None:
+        env = {
+            **os.environ,
+            **connection(hub),
+            "MULTIQ_CONFIG": str(tmp_path / "none.yaml"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        qctl = str(Path(sys.executable).parent / "qctl")
+        with subprocess.Popen(
+            [qctl, "get", "clustersets", "-w"], stdout=subprocess.PIPE, text=True, env=env
+        ) as watch:
+            try:
+                assert watch.stdout is not None
+                assert watch.stdout.readline().split()[:2] == ["NAME", "CLUSTERS"]
+                assert watch.stdout.readline().split()[0] == "default"
+                changed = tmp_path / "set.yaml"
+                changed.write_text(
+                    "apiVersion: multiq.dev/v1alpha1\nkind: ClusterSet\n"
+                    "metadata:\n  name: watched\nspec:\n  clusters: [sim-0]\n"
+                )
+                run_qctl(tmp_path, "apply", "-f", str(changed), env=connection(hub))
+                while (line := watch.stdout.readline()).split()[0] != "watched":
+                    assert line, "the watch ended before the new cluster set showed"
+            finally:
+                watch.terminate()
