@@ -4,8 +4,9 @@ apiVersion/kind to the registered model, and conversion of every problem into Fi
 `decode` is the single door through which untrusted input becomes a typed object: structure
 first (pydantic, unknown fields rejected), then each kind's semantic rules. All errors of one
 object are reported together. `encode` gives the stable wire form: decode(encode(x)) == x.
+Splitting text into documents is api.documents' (re-exported here: Document, load_documents).
 
-Called by: qctl (validate, apply, submit), the hub's REST handlers and store codec, tests.
+Called by: qctl (validate, apply), the hub's REST handlers and store codec, tests.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from api.errors import DecodeError, FieldError, ObjectInvalidError, Path, UnknownKindError
+from api.documents import Document, load_documents
+from api.errors import FieldError, ObjectInvalidError, Path, UnknownKindError
 from api.meta import Object
 
 __all__ = [
@@ -33,57 +34,6 @@ __all__ = [
     "load_documents",
     "pydantic_errors_to_field_errors",
 ]
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, as the Kubernetes API server does."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate field {key!r}", key_node.start_mark
-            )
-        mapping[key] = loader.construct_object(value_node, deep=True)
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """One document of a file: its 0-based index and the parsed mapping."""
-
-    index: int
-    body: dict[str, Any]
-
-
-def load_documents(text: str) -> list[Document]:
-    """Parse YAML or JSON text with one or more documents; empty documents are skipped.
-
-    Raises DecodeError naming the line and column of a syntax error, or the index of a
-    document that is not a mapping.
-    """
-    try:
-        raw = list(yaml.load_all(text, Loader=_StrictLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DecodeError(f"invalid YAML{where}: {problem}") from exc
-    docs: list[Document] = []
-    for index, body in enumerate(raw):
-        if body is None:
-            continue
-        if not isinstance(body, dict):
-            raise DecodeError(f"document {index} is a {type(body).__name__}, not an object")
-        docs.append(Document(index, body))
-    return docs
 
 
 class KindRegistry:

@@ -23,13 +23,10 @@ MULTIQ_NAMESPACE), which beat the file. Called by: qctl.main (resolve) and `qctl
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from qctl.errors import InputError, UsageError
+from qctl.errors import InputError, QctlError, UsageError
 
 __all__ = [
     "ConfigFile",
@@ -43,28 +40,76 @@ __all__ = [
 ]
 
 
-class Context(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ConfigInvalidError(QctlError):
+    """A part of the config file is not what qctl writes (the message names where)."""
 
+
+# NamedTuples and a plain class, not dataclasses: importing dataclasses would cost every qctl
+# command more start-up time than the rest of this module.
+
+
+class Context(NamedTuple):
     name: str
     server: str
     """One hub's URL, or several hubs' separated by commas (a YAML list is accepted too)."""
     token: str | None = None
     namespace: str = "default"
 
-    @field_validator("server", mode="before")
     @classmethod
-    def _join_a_list(cls, value: object) -> object:
-        if isinstance(value, list):
-            return ",".join(str(v) for v in value)
-        return value
+    def from_file(cls, where: str, raw: object) -> Context:
+        fields = _mapping(where, raw, required=("name", "server"), optional=("token", "namespace"))
+        server = fields["server"]
+        if isinstance(server, list):
+            server = ",".join(str(s) for s in server)
+        return cls(
+            name=_text(f"{where}.name", fields["name"]),
+            server=_text(f"{where}.server", server),
+            token=None if fields.get("token") is None else _text(f"{where}.token", fields["token"]),
+            namespace=_text(f"{where}.namespace", fields.get("namespace", "default")),
+        )
+
+    def to_file(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.name, "server": self.server}
+        if self.token is not None:
+            body["token"] = self.token
+        body["namespace"] = self.namespace
+        return body
 
 
-class ConfigFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class ConfigFile:
+    def __init__(
+        self, current_context: str | None = None, contexts: list[Context] | None = None
+    ) -> None:
+        self.current_context = current_context
+        self.contexts = list(contexts or [])
 
-    current_context: str | None = Field(default=None, alias="currentContext")
-    contexts: list[Context] = Field(default_factory=list)
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConfigFile) and self.to_file() == other.to_file()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"ConfigFile({self.current_context!r}, {self.contexts!r})"
+
+    @classmethod
+    def from_file(cls, raw: object) -> ConfigFile:
+        fields = _mapping("config", raw, required=(), optional=("currentContext", "contexts"))
+        current = fields.get("currentContext")
+        contexts = fields.get("contexts")
+        contexts = [] if contexts is None else contexts
+        if not isinstance(contexts, list):
+            raise ConfigInvalidError("contexts: must be a list")
+        return cls(
+            current_context=None if current is None else _text("currentContext", current),
+            contexts=[Context.from_file(f"contexts[{i}]", c) for i, c in enumerate(contexts)],
+        )
+
+    def to_file(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.current_context is not None:
+            body["currentContext"] = self.current_context
+        body["contexts"] = [c.to_file() for c in self.contexts]
+        return body
 
     def find(self, name: str) -> Context | None:
         return next((c for c in self.contexts if c.name == name), None)
@@ -75,8 +120,27 @@ class ConfigFile(BaseModel):
             self.current_context = context.name
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedContext:
+def _mapping(
+    where: str, raw: object, *, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigInvalidError(f"{where}: must be a mapping")
+    unknown = sorted(str(k) for k in raw if k not in required and k not in optional)
+    if unknown:
+        raise ConfigInvalidError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    missing = [k for k in required if k not in raw]
+    if missing:
+        raise ConfigInvalidError(f"{where}: missing field(s) {', '.join(missing)}")
+    return raw
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ConfigInvalidError(f"{where}: must be a string")
+    return value
+
+
+class ResolvedContext(NamedTuple):
     server: str
     """One hub's URL, or several separated by commas."""
     token: str | None
@@ -105,18 +169,22 @@ def load(path: Path | None = None) -> ConfigFile:
     path = path or config_path()
     if not path.exists():
         return ConfigFile()
+    # yaml costs a noticeable part of qctl's start-up; only a config file that exists needs it.
+    import yaml  # noqa: PLC0415
+
     try:
-        return ConfigFile.model_validate(yaml.safe_load(path.read_text()) or {})
-    except (yaml.YAMLError, ValidationError, OSError) as exc:
+        return ConfigFile.from_file(yaml.safe_load(path.read_text()) or {})
+    except (yaml.YAMLError, ConfigInvalidError, OSError) as exc:
         raise InputError(f"{path}: not a valid qctl config: {exc}") from exc
 
 
 def save(config: ConfigFile, path: Path | None = None) -> Path:
+    import yaml  # noqa: PLC0415 - see load
+
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = config.model_dump(by_alias=True, exclude_none=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(body, sort_keys=False))
+    tmp.write_text(yaml.safe_dump(config.to_file(), sort_keys=False))
     tmp.chmod(0o600)  # it holds tokens
     tmp.replace(path)
     return path

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-import yaml
+from typing import Any, NamedTuple
 
 __all__ = ["Column", "age", "columns_for", "render", "render_table"]
 
 Wire = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):
     header: str
     value: Callable[[Wire], str]
     wide_only: bool = False
@@ -239,6 +235,9 @@ def render(
             json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)}, indent=2) + "\n"
         )
     if output == "yaml":
+        # Only -o yaml needs yaml: `qctl get` starts faster without it.
+        import yaml  # noqa: PLC0415
+
         if single and len(items) == 1:
             return str(yaml.safe_dump(dict(items[0]), sort_keys=False))
         return str(

@@ -1,5 +1,6 @@
-"""What commands that talk to the hub share: connection flags, running the async client, and
-the coloured `cluster/pod/container` prefixes of log lines.
+"""What commands that talk to the hub share: the connection their flags name, durations and
+whether to colour. Light on purpose (no HTTP client, no hashing): one-shot and streaming
+commands both import it.
 
 Called by: the qctl command modules.
 """
@@ -7,43 +8,21 @@ Called by: the qctl command modules.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hashlib
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TextIO, TypeVar
+from typing import TextIO
 
-from qctl.client import HubClient
 from qctl.config import ResolvedContext, resolve
 from qctl.errors import UsageError
 
 __all__ = [
-    "add_connection_flags",
     "connect",
-    "format_log_record",
     "parse_duration",
-    "run_with_client",
     "stderr",
     "use_color",
     "write",
 ]
-
-T = TypeVar("T")
-
-_COLORS = (31, 32, 33, 34, 35, 36, 91, 92, 93, 94, 95, 96)
-
-
-def add_connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True) -> None:
-    group = parser.add_argument_group("connection")
-    group.add_argument(
-        "--server", help="hub URL, or several comma-separated (default: the current context)"
-    )
-    group.add_argument("--token", help="bearer token (default: the current context)")
-    group.add_argument("--context", help="a context of the qctl config file")
-    if namespaced:
-        group.add_argument("-n", "--namespace", help="namespace (default: the context's)")
 
 
 def connect(args: argparse.Namespace) -> ResolvedContext:
@@ -53,18 +32,6 @@ def connect(args: argparse.Namespace) -> ResolvedContext:
         context=args.context,
         namespace=getattr(args, "namespace", None),
     )
-
-
-def run_with_client(
-    args: argparse.Namespace, work: Callable[[HubClient, ResolvedContext], Awaitable[T]]
-) -> T:
-    context = connect(args)
-
-    async def main() -> T:
-        async with HubClient(context) as client:
-            return await work(client, context)
-
-    return asyncio.run(main())
 
 
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)?$")
@@ -85,32 +52,6 @@ def use_color(mode: str, out: TextIO) -> bool:
     if mode == "never" or os.environ.get("NO_COLOR"):
         return False
     return out.isatty() if hasattr(out, "isatty") else False
-
-
-def _color_for(text: str) -> int:
-    digest = hashlib.sha1(text.encode(), usedforsecurity=False).digest()
-    return _COLORS[digest[0] % len(_COLORS)]
-
-
-def format_log_record(
-    record: Mapping[str, Any], *, color: bool, timestamps: bool, prefix: bool = True
-) -> str | None:
-    """One printable line for a hub log record, or None for records that are not lines."""
-    if "line" not in record:
-        event = record.get("event")
-        if event == "dropped":
-            return (
-                f"[{record.get('cluster')}] … {record.get('count')} line(s) dropped (slow reader)"
-            )
-        if event == "lost":
-            return f"[{record.get('cluster')}] {record.get('message')}"
-        return None
-    head = ""
-    if prefix:
-        label = f"{record.get('cluster')}/{record.get('pod')}/{record.get('container')}"
-        head = f"\x1b[{_color_for(label)}m{label}\x1b[0m " if color else f"{label} "
-    stamp = f"{record['time']} " if timestamps and record.get("time") else ""
-    return f"{head}{stamp}{record['line']}"
 
 
 def write(out: TextIO, text: str) -> None:

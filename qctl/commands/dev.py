@@ -17,7 +17,8 @@ command) rather than SQLite: one leads, the others follow, and agents and the `d
 get every hub's URL, so killing the leader (`kill` the process `hub-<i>`) shows a failover.
 
 qctl never imports the hub, agent or kubesim: it starts their commands and talks HTTP.
-Called by: qctl.main; the README's first command (`./dev demo`).
+Called by: qctl.main (through qctl.cli, which declares its flags); the README's first
+command (`./dev demo`); e2e tests and benches (DevFederation).
 """
 
 from __future__ import annotations
@@ -43,65 +44,23 @@ from typing import Any, TextIO
 
 import yaml
 
-from api.v1alpha1.workload import Workload
 from qctl import config as qconfig
+from qctl.cli import DEV_PORT
 from qctl.client import HubClient
 from qctl.commands.common import use_color
-from qctl.commands.workloads import follow_workloads, read_documents
+from qctl.commands.streams import follow_workloads
+from qctl.commands.submit import read_documents
 from qctl.config import ResolvedContext
 from qctl.errors import QctlError, UsageError
-from qctl.kinds import resolve_kind
+from qctl.kinds import WORKLOAD, resolve_kind
 
-__all__ = ["DevFederation", "register"]
+__all__ = ["DevFederation", "run_demo", "run_down", "run_up"]
 
 ADMIN_GROUP = "multiq:admins"
-DEFAULT_PORT = 8470
+DEFAULT_PORT = DEV_PORT
 NODE_CPU, NODE_MEMORY_GI = 8, 32  # kubesim's default node
 STARTUP_SECONDS = 60.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "multiq" / "dev"
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    dev = subparsers.add_parser("dev", help="a local federation on kubesim")
-    verbs = dev.add_subparsers(dest="verb", metavar="VERB", required=True)
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--clusters", type=int, default=2)
-        p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (8 CPU each)")
-        p.add_argument("--runtime", choices=("process", "simulated"), default="process")
-        p.add_argument("--port", type=int, default=DEFAULT_PORT, help="the hub's port")
-        p.add_argument(
-            "--ha",
-            type=int,
-            default=0,
-            metavar="N",
-            help="run N hubs on a local etcd (one leads; they fail over) instead of one on SQLite",
-        )
-
-    up = verbs.add_parser("up", help="start a local federation in the background")
-    common(up)
-    up.add_argument("--state-dir", type=Path, default=_default_state_dir())
-    up.set_defaults(run=run_up)
-    down = verbs.add_parser("down", help="stop the local federation")
-    down.add_argument("--state-dir", type=Path, default=_default_state_dir())
-    down.set_defaults(run=run_down)
-    demo = verbs.add_parser("demo", help="bring up a federation, run the demo jobs, tear down")
-    common(demo)
-    demo.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        dest="filenames",
-        help="jobs to submit (default: examples/demo)",
-    )
-    demo.add_argument("--keep", action="store_true", help="leave the federation running")
-    demo.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    demo.set_defaults(run=run_demo)
 
 
 def _die_with_parent() -> None:
@@ -625,7 +584,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
                     out.write("\nWhere they ran:\n")
                     for key in keys:
                         ns, name = key.split("/")
-                        wl = await client.get(Workload, name, ns)
+                        wl = await client.get(WORKLOAD, name, ns)
                         cluster = (wl.get("status") or {}).get("clusterName")
                         out.write(f"  workload/{name:<20} cluster {cluster}\n")
                     return code

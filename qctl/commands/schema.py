@@ -1,6 +1,6 @@
 """`qctl schema [KIND]`: print the JSON Schema of one kind (by name or short name), or list kinds.
 
-Called by: qctl.main.
+Called by: qctl.main (through qctl.cli, which declares its flags).
 """
 
 from __future__ import annotations
@@ -13,15 +13,7 @@ from api.kinds import ALL_KINDS
 from api.schema import json_schema
 from qctl.errors import UsageError
 
-__all__ = ["register", "run"]
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "schema", help="print the JSON Schema of a kind, or list the kinds"
-    )
-    parser.add_argument("kind", nargs="?", help="kind name or short name, e.g. ClusterQueue or cq")
-    parser.set_defaults(run=run)
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -4,7 +4,7 @@ Validates MultiQ kinds and the upstream kinds we accept (batch/v1 Job, JobSet) w
 decoder the hub uses, so a file that validates here is accepted there. Each error line names
 the file, the document index, the object and the field path.
 
-Called by: qctl.main.
+Called by: qctl.main (through qctl.cli, which declares its flags).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from api.kinds import REGISTRY
 from qctl.errors import QctlError, UsageError
 from qctl.files import read_manifests
 
-__all__ = ["ValidationReport", "register", "run", "validate_texts"]
+__all__ = ["ValidationReport", "run", "validate_texts"]
 
 
 @dataclass
@@ -27,24 +27,6 @@ class ValidationReport:
     objects: int = 0
     invalid_objects: int = 0
     errors: int = 0
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "validate",
-        help="check manifests offline and print every error",
-        description="Validate MultiQ objects and upstream Job/JobSet manifests without a hub.",
-    )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        dest="filenames",
-        metavar="FILE|DIR",
-        help="a file, a directory (searched recursively) or - for stdin; repeatable",
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
-    parser.set_defaults(run=run)
 
 
 def validate_texts(texts: list[tuple[str, str]], out: TextIO, *, quiet: bool) -> ValidationReport:

@@ -1,0 +1,287 @@
+"""What qctl's command line accepts: every verb, its flags and the function that runs it,
+declared without importing that function's module.
+
+Each verb is a `Verb`: its name, help, a function adding its arguments (plain argparse) and
+the dotted name (`module:function`) of what runs it. qctl.main builds the whole parser from
+this table and imports only the chosen verb's module, so `qctl --help` and `qctl get --help`
+never import the hub's models or an HTTP client, and `qctl get` imports only what a table
+of workloads needs. tests/qctl/test_light_imports.py keeps it that way.
+
+Add a verb: declare it here and write its `run(args, out) -> int` in a module of
+qctl.commands. Called by: qctl.main.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple, TextIO, cast
+
+__all__ = ["VERBS", "Runner", "Verb", "build_parser", "chosen_verb", "load_runner"]
+
+Runner = Callable[[argparse.Namespace, TextIO], int]
+"""What runs a verb: the parsed arguments and where to print; returns the exit code."""
+
+VERSION = "0.1.0"
+OUTPUTS = ("table", "wide", "json", "yaml")
+COLOR_MODES = ("auto", "always", "never")
+DEV_PORT = 8470
+
+
+class Verb(NamedTuple):
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: str
+    """`module:function` of the Runner, imported only when this verb is chosen."""
+    description: str | None = None
+
+
+def load_runner(dotted: str) -> Runner:
+    """The Runner named `module:function`, importing its module now."""
+    module_name, _, function = dotted.partition(":")
+    return cast(Runner, getattr(importlib.import_module(module_name), function))
+
+
+# --- shared flags -----------------------------------------------------------------------------
+
+
+def connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True) -> None:
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--server", help="hub URL, or several comma-separated (default: the current context)"
+    )
+    group.add_argument("--token", help="bearer token (default: the current context)")
+    group.add_argument("--context", help="a context of the qctl config file")
+    if namespaced:
+        group.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+
+
+def _filenames(parser: argparse.ArgumentParser, *, required: bool = True, help: str = "") -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        dest="filenames",
+        required=required,
+        metavar="FILE|DIR",
+        help=help or None,
+    )
+
+
+# --- each verb's arguments ----------------------------------------------------------------------
+
+
+def _get(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("type", help="workloads, clusters, queues, clustersets, cq, lq, rf, …")
+    parser.add_argument("name", nargs="?")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table")
+    parser.add_argument("-w", "--watch", action="store_true", help="stream changes")
+    parser.add_argument("-A", "--all-namespaces", action="store_true")
+    parser.add_argument("-l", "--selector", help="label selector, e.g. team=vision")
+    connection_flags(parser)
+
+
+def _type_and_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("type")
+    parser.add_argument("name")
+    connection_flags(parser)
+
+
+def _apply(parser: argparse.ArgumentParser) -> None:
+    _filenames(parser)
+    connection_flags(parser)
+
+
+def _submit(parser: argparse.ArgumentParser) -> None:
+    _filenames(parser)
+    parser.add_argument("--cluster-set", help="run only on clusters of this ClusterSet")
+    parser.add_argument("--queue", help="the LocalQueue (default: the job's queue label)")
+    parser.add_argument("--wait", action="store_true", help="return once admitted on a cluster")
+    parser.add_argument(
+        "--follow", action="store_true", help="stream the logs until the workloads finish"
+    )
+    parser.add_argument("--color", choices=COLOR_MODES, default="auto")
+    connection_flags(parser)
+
+
+def _logs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workload")
+    parser.add_argument("-f", "--follow", action="store_true")
+    parser.add_argument("--since", help="only lines newer than this, e.g. 5m")
+    parser.add_argument("--tail", type=int, help="the last N lines of each container")
+    parser.add_argument("--timestamps", action="store_true")
+    parser.add_argument("--pod")
+    parser.add_argument("--container")
+    parser.add_argument("--color", choices=COLOR_MODES, default="auto")
+    connection_flags(parser)
+
+
+def _validate(parser: argparse.ArgumentParser) -> None:
+    _filenames(
+        parser,
+        required=False,
+        help="a file, a directory (searched recursively) or - for stdin; repeatable",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+
+
+def _schema(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kind", nargs="?", help="kind name or short name, e.g. ClusterQueue or cq")
+
+
+def default_dev_state_dir() -> Path:
+    """Where `qctl dev up` keeps its processes' state and logs."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "multiq" / "dev"
+
+
+def _dev(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    def federation(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--clusters", type=int, default=2)
+        p.add_argument("--nodes", type=int, default=4, help="nodes per cluster (8 CPU each)")
+        p.add_argument("--runtime", choices=("process", "simulated"), default="process")
+        p.add_argument("--port", type=int, default=DEV_PORT, help="the hub's port")
+        p.add_argument(
+            "--ha",
+            type=int,
+            default=0,
+            metavar="N",
+            help="run N hubs on a local etcd (one leads; they fail over) instead of one on SQLite",
+        )
+
+    formatter = parser.formatter_class
+    up = verbs.add_parser(
+        "up", help="start a local federation in the background", formatter_class=formatter
+    )
+    federation(up)
+    up.add_argument("--state-dir", type=Path, default=default_dev_state_dir())
+    up.set_defaults(run="qctl.commands.dev:run_up")
+    down = verbs.add_parser("down", help="stop the local federation", formatter_class=formatter)
+    down.add_argument("--state-dir", type=Path, default=default_dev_state_dir())
+    down.set_defaults(run="qctl.commands.dev:run_down")
+    demo = verbs.add_parser(
+        "demo",
+        help="bring up a federation, run the demo jobs, tear down",
+        formatter_class=formatter,
+    )
+    federation(demo)
+    demo.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        dest="filenames",
+        help="jobs to submit (default: examples/demo)",
+    )
+    demo.add_argument("--keep", action="store_true", help="leave the federation running")
+    demo.add_argument("--color", choices=COLOR_MODES, default="auto")
+    demo.set_defaults(run="qctl.commands.dev:run_demo")
+
+
+# The verbs in the order `qctl --help` lists them. A verb whose `run` is empty takes it from
+# its sub-verbs (`dev up|down|demo`).
+VERBS: tuple[Verb, ...] = (
+    Verb("submit", "submit jobs to the fleet", _submit, "qctl.commands.submit:run_submit"),
+    Verb(
+        "logs",
+        "logs of every pod of a workload, any cluster",
+        _logs,
+        "qctl.commands.streams:run_logs",
+    ),
+    Verb("get", "list or show objects of one type", _get, "qctl.commands.resources:run_get"),
+    Verb(
+        "describe",
+        "show one object in detail, with reasons",
+        _type_and_name,
+        "qctl.commands.resources:run_describe",
+    ),
+    Verb(
+        "delete",
+        "delete an object (a workload is cancelled)",
+        _type_and_name,
+        "qctl.commands.resources:run_delete",
+    ),
+    Verb("apply", "create or update objects from files", _apply, "qctl.commands.apply:run_apply"),
+    Verb(
+        "validate",
+        "check manifests offline and print every error",
+        _validate,
+        "qctl.commands.validate:run",
+        description="Validate MultiQ objects and upstream Job/JobSet manifests without a hub.",
+    ),
+    Verb(
+        "schema",
+        "print the JSON Schema of a kind, or list the kinds",
+        _schema,
+        "qctl.commands.schema:run",
+    ),
+    Verb("dev", "a local federation on kubesim", _dev, ""),
+)
+
+
+def _terminal_width() -> int:
+    """What shutil.get_terminal_size would say (COLUMNS, else the terminal's, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter given the terminal's width, because finding it out itself
+    imports shutil (and with it bz2, lzma and zlib) for every parser and argument."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_width() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb a command line names: its first word that is not a flag (qctl's own flags
+    take no value), if it is one of VERBS and comes before any --help or --version."""
+    for word in argv:
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            return word if any(verb.name == word for verb in VERBS) else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `only`, the flags of that verb alone are declared
+    (argparse spends more time declaring all of them than qctl spends on a request)."""
+    parser = argparse.ArgumentParser(
+        prog="qctl",
+        description="MultiQ: submit, watch and manage batch work across a fleet of clusters.",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"qctl {VERSION}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for verb in VERBS:
+        if only is not None and verb.name != only:
+            continue
+        sub = subparsers.add_parser(
+            verb.name, help=verb.help, description=verb.description, formatter_class=_Formatter
+        )
+        verb.arguments(sub)
+        if verb.run:
+            sub.set_defaults(run=verb.run)
+    return parser
