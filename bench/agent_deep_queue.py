@@ -25,22 +25,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import gc
 import io
 import json
 import pstats
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from agent.app import Agent
 from agent.k8s.client import open_client
-from agent.main import GC_THRESHOLDS
 from agent.settings import Timings
 from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
+from bench.agent_common import collector, kubesim_process, run_like_the_agent, wait_until
 from tests.agent.conftest import (
     AgentRunner,
     FakeHub,
@@ -62,27 +58,6 @@ _ADMITTED_OR_LATER = frozenset(
 )
 
 
-@asynccontextmanager
-async def _kubesim_process() -> AsyncIterator[Path]:
-    """kubesim in its own process (its CPU is not the agent's): yields its kubeconfig."""
-    with tempfile.TemporaryDirectory() as directory:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubesim.cli", "up", "--dir", directory, "--base-port", "0",
-            "--profile", str(PROFILE), "--runtime", "simulated",
-            "--job-pod-duration", str(JOB_SECONDS), "--no-events",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        kubeconfig = Path(directory) / "kubesim-0.kubeconfig"
-        try:
-            await _wait(kubeconfig.exists)
-            await asyncio.sleep(0.5)
-            yield kubeconfig
-        finally:
-            process.terminate()
-            await process.wait()
-
-
 async def bench(queued: int, window: float, *, profile: bool = False) -> dict[str, object]:
     config = ConfigSync(
         revision=1,
@@ -94,12 +69,19 @@ async def bench(queued: int, window: float, *, profile: bool = False) -> dict[st
     await hub.start()
     profiler = cProfile.Profile() if profile else None
     try:
-        async with _kubesim_process() as kubeconfig, open_client(kubeconfig) as kube:
+        async with (
+            kubesim_process(
+                ["--profile", str(PROFILE), "--job-pod-duration", str(JOB_SECONDS)]
+            ) as kubeconfig,
+            open_client(kubeconfig) as kube,
+        ):
             with tempfile.TemporaryDirectory() as state:
                 runner = AgentRunner(kube, hub, Path(state))
                 runner.timings = Timings()  # as deployed, not the tests' fast ones
                 agent: Agent = await runner.start()
-                await _wait(lambda: hub.control is not None and agent.admission.config is not None)
+                await wait_until(
+                    lambda: hub.control is not None and agent.admission.config is not None
+                )
                 admitted: dict[str, float] = {}
                 seen = 0
 
@@ -115,7 +97,7 @@ async def bench(queued: int, window: float, *, profile: bool = False) -> dict[st
                 for i in range(queued):
                     offer = offer_for(job_source(f"d{i}", cpu="1", script="true"))
                     await hub.offer(offer)
-                await _wait(lambda: len(agent.admission.held) >= queued, within=600)
+                await wait_until(lambda: len(agent.admission.held) >= queued, within=600)
                 filled = time.perf_counter() - started
                 # Steady state from here: the queue is as deep as it gets.
                 collect()
@@ -165,31 +147,8 @@ async def bench(queued: int, window: float, *, profile: bool = False) -> dict[st
     return out
 
 
-async def _wait(check: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.perf_counter() + within
-    while not check():
-        if time.perf_counter() > deadline:
-            raise TimeoutError("setup did not complete")
-        await asyncio.sleep(0.05)
-
-
-collector: list[float] = []
-"""Seconds of each garbage collection since the start."""
-_collecting: list[float] = []
-
-
-def _time_collections(phase: str, _info: dict[str, int]) -> None:
-    if phase == "start":
-        _collecting[:] = [time.process_time()]
-    elif _collecting:
-        collector.append(time.process_time() - _collecting[0])
-
-
 def main() -> None:
-    # As `multiq-agent` runs (agent.main): start-up objects frozen, young collections rarer.
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.callbacks.append(_time_collections)
+    run_like_the_agent()
     parser = argparse.ArgumentParser()
     parser.add_argument("--queued", type=int, default=10_000)
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured")

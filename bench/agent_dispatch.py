@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from agent.app import Agent
 from agent.k8s.client import open_client
-from agent.main import GC_THRESHOLDS
 from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
+from bench.agent_common import collector, kubesim_process, run_like_the_agent, wait_until
 from kubesim.cluster import ClusterConfig
 from kubesim.testing import running
 from tests.agent.conftest import (
@@ -52,27 +50,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 @asynccontextmanager
-async def _kubesim_process(nodes: int) -> AsyncIterator[Path]:
-    """kubesim in its own process (its CPU is not the agent's): yields its kubeconfig."""
-    with tempfile.TemporaryDirectory() as directory:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubesim.cli", "up", "--dir", directory, "--base-port", "0",
-            "--nodes", str(nodes), "--runtime", "simulated", "--job-pod-duration", "0.5",
-            "--no-events",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        kubeconfig = Path(directory) / "kubesim-0.kubeconfig"
-        try:
-            await _wait(kubeconfig.exists)
-            await asyncio.sleep(0.5)
-            yield kubeconfig
-        finally:
-            process.terminate()
-            await process.wait()
-
-
-@asynccontextmanager
 async def _kubesim_in_process(nodes: int) -> AsyncIterator[Path]:
     template = ClusterConfig(job_pod_duration=0.5)
     async with running(clusters=1, nodes=nodes, runtime="simulated", template=template) as sim:
@@ -90,13 +67,19 @@ async def bench(
     )
     hub = FakeHub(config)
     await hub.start()
-    cluster = _kubesim_process(nodes) if separate else _kubesim_in_process(nodes)
+    cluster = (
+        kubesim_process(["--nodes", str(nodes), "--job-pod-duration", "0.5"])
+        if separate
+        else _kubesim_in_process(nodes)
+    )
     try:
         async with cluster as kubeconfig, open_client(kubeconfig) as kube:
             with tempfile.TemporaryDirectory() as state:
                 runner = AgentRunner(kube, hub, Path(state))
                 agent: Agent = await runner.start()
-                await _wait(lambda: hub.control is not None and agent.admission.config is not None)
+                await wait_until(
+                    lambda: hub.control is not None and agent.admission.config is not None
+                )
                 sent: dict[str, float] = {}
                 admitted: dict[str, float] = {}
                 done: dict[str, float] = {}
@@ -156,31 +139,8 @@ async def bench(
     }
 
 
-async def _wait(check: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.perf_counter() + within
-    while not check():
-        if time.perf_counter() > deadline:
-            raise TimeoutError("setup did not complete")
-        await asyncio.sleep(0.05)
-
-
-collector: list[float] = []
-"""Seconds of each garbage collection since the offers started."""
-_collecting: list[float] = []
-
-
-def _time_collections(phase: str, _info: dict[str, int]) -> None:
-    if phase == "start":
-        _collecting[:] = [time.process_time()]
-    elif _collecting:
-        collector.append(time.process_time() - _collecting[0])
-
-
 def main() -> None:
-    # As `multiq-agent` runs (agent.main): start-up objects frozen, young collections rarer.
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.callbacks.append(_time_collections)
+    run_like_the_agent()
     parser = argparse.ArgumentParser()
     parser.add_argument("--offers", type=int, default=500)
     parser.add_argument("--nodes", type=int, default=20)
