@@ -336,10 +336,22 @@ class Materializer:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._namespaces: set[str] = set()
+        self._checking: dict[str, asyncio.Future[None]] = {}
+        """Namespaces being looked up: a burst of admissions in a namespace not yet known
+        waits for one lookup, not one each (a thousand GETs at the start of a burst)."""
 
     async def ensure_namespace(self, namespace: str) -> None:
         if namespace in self._namespaces:
             return
+        check = self._checking.get(namespace)
+        if check is None:
+            check = asyncio.ensure_future(self._make_namespace(namespace))
+            self._checking[namespace] = check
+            check.add_done_callback(lambda _: self._checking.pop(namespace, None))
+        # Shielded: a caller cancelled (its workload withdrawn) does not cancel the others'.
+        await asyncio.shield(check)
+
+    async def _make_namespace(self, namespace: str) -> None:
         try:
             await self.kube.get(Resource.NAMESPACES, None, namespace)
         except K8sNotFoundError:

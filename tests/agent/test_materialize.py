@@ -4,6 +4,7 @@ run end to end on kubesim."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -273,3 +274,36 @@ async def _namespace_gone(kube: KubeClient, name: str) -> bool:
     except K8sNotFoundError:
         return True
     return False
+
+
+class _CountingKube:
+    """The real client, counting the namespace lookups that reach the cluster."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.namespace_reads = 0
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        if resource is Resource.NAMESPACES:
+            self.namespace_reads += 1
+        return await self.kube.get(resource, namespace, name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+
+async def test_a_burst_of_admissions_into_a_namespace_not_yet_known_looks_it_up_once(
+    kube: KubeClient,
+) -> None:
+    from agent.materialize import Materializer
+
+    counting = _CountingKube(kube)
+    materializer = Materializer(counting)
+    jobs = []
+    for i in range(20):
+        source = job_source(f"burst-{i}")
+        [job] = plan_jobs(offer_for(source).workload, 1, source, admission(("main", 1)), FLAVORS)
+        jobs.append(job)
+    made = await asyncio.gather(*(materializer.ensure([job]) for job in jobs))
+    assert counting.namespace_reads == 1
+    assert sorted(m["metadata"]["name"] for [m] in made) == sorted(f"burst-{i}" for i in range(20))
