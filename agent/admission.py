@@ -205,7 +205,9 @@ class AdmissionShell:
 
     def snapshot(self) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload."""
-        return self._snapshots.build(self.config, self.held, self.book.take_changed())
+        return self._snapshots.build(
+            self.config, self.held, self.book.take_changed(), self.inventory.namespace_labels()
+        )
 
     # input -----------------------------------------------------------------------------------
 
@@ -216,6 +218,11 @@ class AdmissionShell:
 
     def wake(self) -> None:
         """Something in the cluster changed: run a pass soon."""
+        self._wake.set()
+
+    def namespaces_changed(self) -> None:
+        """A namespace's labels changed: a cluster queue's namespaceSelector may match now."""
+        self._cycle_due = True
         self._wake.set()
 
     def lease_granted(self) -> None:

@@ -144,7 +144,10 @@ class Agent:
         held = self.admission.held.get(key)
         return held is None or held.settled
 
-    def _on_cluster_change(self, _resource: Resource) -> None:
+    def _on_cluster_change(self, resource: Resource) -> None:
+        if resource is Resource.NAMESPACES:
+            self.admission.namespaces_changed()
+            return
         self.admission.wake()
         self.pacer.changed()
 

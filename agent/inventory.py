@@ -1,5 +1,8 @@
-"""The agent's live picture of its cluster: mirrors of nodes, pods and jobs (list + watch,
-relist on 410), and the node summary the Hello and capacity reports carry.
+"""The agent's live picture of its cluster: mirrors of nodes, pods, jobs and namespaces
+(list + watch, relist on 410), and the node summary the Hello and capacity reports carry.
+
+Namespaces are mirrored for their labels: a ClusterQueue's `namespaceSelector` is matched
+against them (`namespace_labels`, handed to every engine snapshot).
 
 Pods and jobs are mirrored cluster-wide (node free capacity needs every pod's requests);
 `workload_jobs` / `workload_pods` select the ones MultiQ made, by the labels materialisation
@@ -95,18 +98,33 @@ class Inventory:
                 index=(Labels.NAMESPACE, Labels.NAME),
             )
 
+        self._labels: dict[str, dict[str, str]] | None = None
+        """Namespace labels by name, made again after a namespace changed (None)."""
+
+        def namespaces_changed(resource: Resource) -> None:
+            self._labels = None
+            if on_change is not None:
+                on_change(resource)
+
         self.kube = kube
         self.nodes = mirror(Resource.NODES)
         self.pods = mirror(Resource.PODS)
         self.jobs = mirror(Resource.JOBS)
+        self.namespaces = Mirror(
+            kube,
+            Resource.NAMESPACES,
+            on_change=namespaces_changed,
+            timeout_seconds=watch_timeout,
+            retry_delay=retry_delay,
+        )
         self.kubernetes_version: str | None = None
         # Parsed requests and allocatable, in milli-units, by pod uid and node revision.
         self._pod_amounts: dict[str, dict[str, int]] = {}
         self._node_amounts: dict[tuple[str, str], dict[str, int]] = {}
 
     @property
-    def mirrors(self) -> tuple[Mirror, Mirror, Mirror]:
-        return (self.nodes, self.pods, self.jobs)
+    def mirrors(self) -> tuple[Mirror, ...]:
+        return (self.nodes, self.pods, self.jobs, self.namespaces)
 
     async def wait_listed(self) -> None:
         await asyncio.gather(*(m.listed.wait() for m in self.mirrors))
@@ -118,6 +136,18 @@ class Inventory:
 
     def workload_pods(self, namespace: str, name: str) -> list[JsonObject]:
         return self.pods.owned_by(namespace, Labels.value(name))
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """Every namespace's labels, by name. The same object until a namespace changes, so
+        the engine's snapshot is rebuilt only then."""
+        labels = self._labels
+        if labels is None:
+            labels = self._labels = {
+                str(meta.get("name")): dict(meta.get("labels") or {})
+                for ns in self.namespaces.objects.values()
+                if (meta := ns.get("metadata") or {})
+            }
+        return labels
 
     def take_changes(self) -> tuple[bool, set[tuple[str, str]]]:
         """Since the last call: whether jobs or pods were relisted, and which workloads'

@@ -68,6 +68,7 @@ class SnapshotCache:
     def __init__(self) -> None:
         self._base: Snapshot | None = None
         self._config: ConfigSync | None = None
+        self._namespaces: Mapping[str, Mapping[str, str]] | None = None
         self._priorities: dict[str, int] = {}
         self._workloads: dict[str, _Converted] = {}
         self._engine: dict[WorkloadId, EngineWorkload] = {}
@@ -81,19 +82,25 @@ class SnapshotCache:
         config: ConfigSync | None,
         held: Mapping[str, Record],
         changed: Iterable[str] | None = None,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Snapshot:
-        """The snapshot of `config` and the unfinished workloads of `held`. `changed`: the
-        keys whose record may differ since the last build — forgotten ones included — (None:
-        any of them)."""
+        """The snapshot of `config`, the cluster's namespaces' labels (by name; a new object
+        when they change) and the unfinished workloads of `held`. `changed`: the keys whose
+        record may differ since the last build — forgotten ones included — (None: any of
+        them)."""
         cfg = config or ConfigSync(revision=0)
-        if self._base is None or self._config is not cfg:
+        new_config = self._config is not cfg
+        if self._base is None or new_config or self._namespaces is not namespaces:
             self._base = build_snapshot(
                 flavors=cfg.resource_flavors,
                 cluster_queues=cfg.cluster_queues,
                 local_queues=cfg.local_queues,
                 cohorts=cfg.cohorts,
                 workloads=(),
+                namespaces=namespaces,
             )
+            self._namespaces = namespaces
+        if new_config:
             self._config = cfg
             self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
             self._workloads.clear()
