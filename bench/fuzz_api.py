@@ -420,7 +420,9 @@ def run_schemathesis(hub: FuzzedHub, *, examples: int, seconds: float, report: P
         "--no-color",
     ]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, check=False, cwd=report.parent
+    )  # (cwd: schemathesis leaves a .schemathesis folder there)
     report.with_suffix(".log").write_text(done.stdout + done.stderr)
     return done.returncode
 
