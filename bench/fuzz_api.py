@@ -393,7 +393,14 @@ def fuzzed_hub() -> Iterator[FuzzedHub]:
             thread.join(timeout=30)
 
 
-def run_schemathesis(hub: FuzzedHub, *, examples: int, seconds: float, report: Path) -> int:
+def run_schemathesis(
+    hub: FuzzedHub,
+    *,
+    examples: int,
+    seconds: float,
+    report: Path,
+    phases: str = "examples,coverage,fuzzing,stateful",
+) -> int:
     """Run schemathesis' CLI against the hub as the admin; its exit code (0: no failure)."""
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
@@ -408,6 +415,11 @@ def run_schemathesis(hub: FuzzedHub, *, examples: int, seconds: float, report: P
         "--header",
         f"Authorization: Bearer {ADMIN}",
         "--workers",
+        "1",
+        "--phases",
+        phases,
+        # A watch (?watch=true) streams until the client hangs up: give up on it soon.
+        "--request-timeout",
         "1",
         "--seed",
         "20",

@@ -74,14 +74,21 @@ async def test_every_route_the_hub_serves_is_documented_with_its_methods(
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_error_and_nothing_invalid_is_stored(tmp_path: Any) -> None:
     with fuzzed_hub() as hub:
-        exit_code = run_schemathesis(hub, examples=2, seconds=30, report=tmp_path / "junit.xml")
+        exit_code = run_schemathesis(
+            hub, examples=4, seconds=30, report=tmp_path / "junit.xml", phases="fuzzing"
+        )
         log = (tmp_path / "junit.log").read_text()
-        assert sum(hub.statuses.values()) > 500, log
         assert {code for code in hub.statuses if code >= 500} == set(), log
-        # Schemathesis' own checks (5xx, undocumented status codes, content types) all pass;
-        # what it may count as errors are watches it cannot read to the end.
-        assert "FAILURES" not in log, log
-        assert exit_code in (0, 1), log
+        # Every documented operation (the agent lanes aside) was tried, and schemathesis' own
+        # checks (5xx, undocumented status codes, content types) all passed; what it counts
+        # as errors are watches (?watch=true) it gave up reading after its request timeout.
+        selected = re.search(r"Operations:\s+(\d+) selected", log)
+        passed = re.search(r"(\d+) passed", log)
+        errors = re.search(r"(\d+) errors?\n", log)
+        assert selected and passed, log
+        tried = int(passed[1]) + (int(errors[1]) if errors else 0)
+        assert tried == int(selected[1]) >= 80, log
+        assert "FAILURES" not in log and exit_code in (0, 1), log
         assert hub.invalid_stored() == []
 
 
