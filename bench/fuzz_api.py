@@ -247,7 +247,8 @@ def mutated_requests(draw: st.DrawFn) -> tuple[str, str, str, bytes, str]:
         how = draw(st.sampled_from(["replace", "replace", "remove", "add"]))
         if how == "remove" and not path:
             continue
-        doc = _mutate(doc, path, how, draw(HOSTILE))
+        # A copy: the sampled values are shared, and later mutations may change them.
+        doc = _mutate(doc, path, how, copy.deepcopy(draw(HOSTILE)))
     if seed_name in ("job", "workload"):
         token, method, url = ALICE, "POST", f"{API}/namespaces/vision/submissions"
     else:
