@@ -57,6 +57,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status >= 400:
             return error_reply(HubError(exc.reason, status=exc.status))
         raise
+    except ConnectionResetError:
+        # The client hung up (a watch or a log stream it stopped reading): there is no one to
+        # answer, and aiohttp closes the connection quietly. Not the hub's error.
+        raise
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_reply(HubError("internal error; see the hub's log"))
