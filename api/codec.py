@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.documents import Document, load_documents
 from api.errors import FieldError, ObjectInvalidError, Path, UnknownKindError
-from api.meta import Object
+from api.meta import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Object
 
 __all__ = [
     "Document",
@@ -67,6 +67,8 @@ class KindRegistry:
 
 
 _EXPECTED_LITERAL = re.compile(r"'([^']*)'")
+# The bounds of Int32 and of every other integer field (api.meta), as Kubernetes words them.
+_INTEGER_BOUND_BITS = {INT32_MIN: 32, INT32_MAX: 32, INT64_MIN: 64, INT64_MAX: 64}
 
 Schema = Mapping[str, Any]
 """A node of a pydantic-core schema (the typed dicts of pydantic_core.core_schema)."""
@@ -194,6 +196,11 @@ def _loc_to_path(
     return path
 
 
+def _integer_bound_bits(ctx: Mapping[str, Any]) -> int | None:
+    bound = ctx.get("le", ctx.get("ge"))
+    return _INTEGER_BOUND_BITS.get(bound) if isinstance(bound, int) else None
+
+
 def pydantic_errors_to_field_errors(
     exc: ValidationError, base: Path | None = None, *, model: type[BaseModel] | None = None
 ) -> list[FieldError]:
@@ -212,6 +219,10 @@ def pydantic_errors_to_field_errors(
             out.append(FieldError.unknown_field(path))
         elif kind == "missing":
             out.append(FieldError.required(path))
+        elif kind in ("less_than_equal", "greater_than_equal") and (
+            bits := _integer_bound_bits(err.get("ctx", {}))
+        ):
+            out.append(FieldError.invalid(path, value, f"must be a {bits}-bit integer"))
         elif kind == "literal_error":
             expected = _EXPECTED_LITERAL.findall(str(err.get("ctx", {}).get("expected", "")))
             out.append(FieldError.unsupported(path, value, expected))
@@ -238,6 +249,13 @@ def decode(body: dict[str, Any], registry: KindRegistry) -> Object:
             if value is None
         ]
         raise ObjectInvalidError(str(kind or "Object"), name, missing)
+    wrong_types = [
+        FieldError.invalid(field, type(value).__name__, "must be a string")
+        for field, value in (("apiVersion", api_version), ("kind", kind))
+        if not isinstance(value, str)
+    ]
+    if wrong_types:
+        raise ObjectInvalidError("Object", name, wrong_types)
     cls = registry.lookup(api_version, kind)
     try:
         obj = cls.model_validate(body)

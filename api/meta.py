@@ -2,8 +2,11 @@
 Conditions, and the name/label rules Kubernetes applies to them.
 
 Every model in api/ derives from `StrictModel`: camelCase on the wire, snake_case in Python,
-unknown fields rejected. Every top-level kind derives from `Object`, which adds apiVersion,
-kind, metadata and a `semantic_errors()` hook for the rules a schema cannot express.
+unknown fields rejected, and every integer field a strict 64-bit integer (Kubernetes' decoder
+refuses `1e9`, `"5"` and `true` where it wants an integer, and nothing fits beyond int64);
+fields that are int32 in Kubernetes (counts, priorities) say so with `Int32`. Every top-level
+kind derives from `Object`, which adds apiVersion, kind, metadata, the name rule of its kind
+and a `semantic_errors()` hook for the rules a schema cannot express.
 
 Called by: every kind module in api/v1alpha1 and api/k8s, and api.codec.
 """
@@ -14,9 +17,10 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, ConfigDict, Field, Strict
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
 
@@ -25,9 +29,14 @@ from api.errors import FieldError, Path
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "INT32_MAX",
+    "INT32_MIN",
+    "INT64_MAX",
+    "INT64_MIN",
     "VERSION",
     "Condition",
     "ConditionStatus",
+    "Int32",
     "Object",
     "ObjectMeta",
     "OwnerReference",
@@ -44,6 +53,13 @@ __all__ = [
 GROUP = "multiq.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+Int32 = Annotated[int, Strict(), Ge(INT32_MIN), Le(INT32_MAX)]
+"""An integer field that Kubernetes declares int32 (replica counts, parallelism, priority)."""
 
 
 class StrictModel(BaseModel):
@@ -65,6 +81,7 @@ class StrictModel(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         _omit_empty_defaults(cls)
+        _strict_int64_fields(cls)
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready dict users write and the hub stores: camelCase, no nulls, and no
@@ -122,6 +139,22 @@ def _omit_empty_defaults(cls: type[BaseModel]) -> None:
             field.exclude_if = rule
 
 
+def _strict_int64_fields(cls: type[BaseModel]) -> None:
+    """Make every field declared `int` or `int | None` a strict int64. Field-level, before the
+    schema is built (as `_omit_empty_defaults`); bounds a field declares itself (`Int32`,
+    `Field(ge=1)`) are kept."""
+    for field in cls.model_fields.values():
+        if field.annotation not in (int, int | None):
+            continue
+        rules = field.metadata
+        if not any(isinstance(rule, Strict) for rule in rules):
+            rules.append(Strict())
+        if not any(isinstance(rule, Ge | Gt) for rule in rules):
+            rules.append(Ge(INT64_MIN))
+        if not any(isinstance(rule, Le | Lt) for rule in rules):
+            rules.append(Le(INT64_MAX))
+
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -175,6 +208,9 @@ class Object(StrictModel):
     NAMESPACED: ClassVar[bool] = False
     # Short names for qctl, like kubectl's (e.g. "cq" for ClusterQueue).
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ()
+    # Most names are DNS-1123 subdomains (253 characters); a kind whose name becomes a label
+    # value (a Job's, in `job-name`) must be a DNS-1123 label (63).
+    NAME_IS_LABEL: ClassVar[bool] = False
 
     api_version: str = Field(default=API_VERSION)
     kind: str = ""
@@ -197,10 +233,21 @@ class Object(StrictModel):
 
     def _metadata_errors(self) -> Iterator[FieldError]:
         meta = Path("metadata")
+        name_errors = dns1123_label_errors if self.NAME_IS_LABEL else dns1123_subdomain_errors
         if not self.metadata.name and not self.metadata.generate_name:
             yield FieldError.required(meta.child("name"), "name or generateName is required")
         elif self.metadata.name:
-            yield from dns1123_subdomain_errors(meta.child("name"), self.metadata.name)
+            yield from name_errors(meta.child("name"), self.metadata.name)
+        elif self.metadata.generate_name:
+            # The server appends 5 characters; the prefix alone may end in '-' (`train-`).
+            generated = self.metadata.generate_name + GENERATED_SUFFIX
+            for error in name_errors(meta.child("generateName"), generated):
+                yield FieldError.invalid(
+                    meta.child("generateName"),
+                    self.metadata.generate_name,
+                    f"with the {len(GENERATED_SUFFIX)} characters the server appends: "
+                    f"{error.detail}",
+                )
         if self.NAMESPACED:
             if self.metadata.namespace:
                 yield from dns1123_label_errors(meta.child("namespace"), self.metadata.namespace)
@@ -229,6 +276,9 @@ class Object(StrictModel):
 
 # --- name and label rules (k8s.io/apimachinery/pkg/util/validation) --------------------------
 
+GENERATED_SUFFIX = "x0000"
+"""As long as what the hub appends to a generateName; used to check the name it will make."""
+
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -240,7 +290,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 def dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
     if len(value) > 63:
         yield FieldError.invalid(path, value, "must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         yield FieldError.invalid(
             path,
             value,
@@ -253,7 +303,7 @@ def dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
 def dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
     if len(value) > 253:
         yield FieldError.invalid(path, value, "must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
         yield FieldError.invalid(
             path,
             value,
@@ -266,9 +316,9 @@ def dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
 
 def label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
         yield FieldError.invalid(path, key, "prefix part must be a lowercase RFC 1123 subdomain")
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
         yield FieldError.invalid(
             path,
             key,
@@ -278,7 +328,7 @@ def label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
 
 
 def label_value_errors(path: Path, value: str) -> Iterator[FieldError]:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         yield FieldError.invalid(
             path,
             value,

@@ -5,6 +5,10 @@ requests, capacity reports). Values are held as exact fractions, never floats: "
 equals "300m", and "1Gi" is 1073741824 exactly. The admission engine and placement work in
 integer milli-units (`Quantity.milli`), which is how Kubernetes itself compares CPU.
 
+Every quantity a model accepts fits in int64 milli-units (`MAX_MILLI`): beyond that no
+Kubernetes component can count it (`cpu: 1e30` and `memory: 9e18Ei` are refused, naming the
+field). Arithmetic on accepted quantities (sums over a fleet) is exact and unbounded.
+
 Called by: every api/ model with a resource field, the engine snapshot builders, qctl output.
 """
 
@@ -19,7 +23,12 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-__all__ = ["Quantity", "QuantityError", "parse_quantity", "resource_amount"]
+__all__ = ["MAX_MILLI", "Quantity", "QuantityError", "parse_quantity", "resource_amount"]
+
+MAX_MILLI = 2**63 - 1
+# A longer text cannot be a quantity within MAX_MILLI (19 digits, a point, 9 decimals, a
+# suffix): refused before it is read, so no huge Fraction is ever made from input.
+_MAX_TEXT_CHARS = 64
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -229,10 +238,17 @@ class Quantity:
         cls, source: type[Any], handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
         def validate(raw: Any) -> Quantity:
+            if isinstance(raw, str) and len(raw) > _MAX_TEXT_CHARS:
+                raise ValueError(f"quantities have at most {_MAX_TEXT_CHARS} characters")
             try:
-                return cls.parse(raw)
+                quantity = cls.parse(raw)
             except QuantityError as exc:
                 raise ValueError(str(exc)) from exc
+            if abs(quantity.milli()) > MAX_MILLI:
+                raise ValueError(
+                    f"must be at most {MAX_MILLI}m in magnitude (a 64-bit count of milli-units)"
+                )
+            return quantity
 
         return core_schema.no_info_plain_validator_function(
             validate,

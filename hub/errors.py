@@ -13,6 +13,10 @@
     ├── UnsupportedMediaTypeError     415  body in a content type we do not read
     └── UnavailableError              503  store or leader not available; retry
 
+Errors of the contract layer (api.errors) become hub errors here too (`from_api_error`): a body
+that is not a JSON/YAML object is a 400, an unknown apiVersion/kind a 400 naming the field, an
+object that breaks rules or input limits a 422 with every field error.
+
 Responses are Kubernetes Status objects (kind Status, status Failure, reason, code, message,
 details.causes for field errors), so kubectl-style clients and qctl read them alike.
 Called by: every hub HTTP handler (raises) and hub.http.middleware (maps).
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.errors import FieldError
+from api.errors import ApiError, FieldError, ObjectInvalidError, UnknownKindError
 
 __all__ = [
     "AlreadyExistsError",
@@ -38,6 +42,7 @@ __all__ = [
     "UnauthorizedError",
     "UnavailableError",
     "UnsupportedMediaTypeError",
+    "from_api_error",
     "status_body",
 ]
 
@@ -109,6 +114,19 @@ class UnsupportedMediaTypeError(HubError):
 class UnavailableError(HubError):
     status = 503
     reason = "ServiceUnavailable"
+
+
+def from_api_error(exc: ApiError) -> HubError:
+    """The hub's error for a contract-layer error (the one map from api.errors)."""
+    if isinstance(exc, ObjectInvalidError):
+        return InvalidObjectError(str(exc), causes=exc.errors)
+    if isinstance(exc, UnknownKindError):
+        known = {name.rpartition("/")[2] for name in exc.supported}
+        field = "apiVersion" if isinstance(exc.kind, str) and exc.kind in known else "kind"
+        value = exc.api_version if field == "apiVersion" else exc.kind
+        cause = FieldError.unsupported(field, value, exc.supported)
+        return BadRequestError(str(exc), causes=[cause])
+    return BadRequestError(str(exc))
 
 
 def status_body(error: HubError) -> dict[str, Any]:

@@ -12,28 +12,39 @@ Called by: hub.http handlers, the dispatch loop and the agent-session handlers.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from api.codec import decode
-from api.errors import ObjectInvalidError
+from api.errors import ApiError, FieldError, Path
 from api.kinds import REGISTRY
-from api.meta import Object
+from api.meta import INT64_MAX, Object, dns1123_label_errors, dns1123_subdomain_errors
 from hub.errors import (
     AlreadyExistsError,
+    BadRequestError,
     ConflictError,
     GoneError,
     HubError,
-    InvalidObjectError,
     NotFoundError,
     UnavailableError,
+    from_api_error,
 )
 from hub.store import base as store_base
 from hub.store.base import JsonObject, Revision, Store, StoredObject
 
-__all__ = ["ObjectRepository", "object_key", "prefix_for", "to_wire", "translate_store_error"]
+__all__ = [
+    "ObjectRepository",
+    "check_path_names",
+    "object_key",
+    "parse_resource_version",
+    "prefix_for",
+    "to_wire",
+    "translate_store_error",
+    "without_status",
+]
 
 T = TypeVar("T", bound=Object)
 
@@ -75,6 +86,47 @@ def translate_store_error(exc: store_base.StoreError) -> HubError:
     if isinstance(exc, store_base.Unavailable):
         return UnavailableError(f"the store is unavailable: {exc}")
     return HubError(f"store error: {exc}")
+
+
+_REVISION = re.compile(r"[0-9]{1,19}")
+
+
+def parse_resource_version(text: str | None, where: str) -> Revision | None:
+    """A resourceVersion given by a client: none (no precondition), or a store revision.
+    Anything else is a 400 naming `where` — never taken for "no precondition"."""
+    if text is None or text == "":
+        return None
+    # SQLite's and etcd's revisions are int64.
+    if _REVISION.fullmatch(text) is None or int(text) > INT64_MAX:
+        raise BadRequestError(
+            f"{where} must be a resourceVersion this hub gave out (a decimal number), not {text!r}",
+            causes=[FieldError.invalid(where, text, "must be a decimal number")],
+        )
+    return Revision(int(text))
+
+
+def check_path_names(kind: type[Object], name: str | None, namespace: str | None) -> None:
+    """A name or namespace in a URL that no object can have is a 400 naming it, before it
+    comes near a store key."""
+    errors: list[FieldError] = []
+    if namespace is not None:
+        errors.extend(dns1123_label_errors(Path("metadata", "namespace"), namespace))
+    if name is not None:
+        rule = dns1123_label_errors if kind.NAME_IS_LABEL else dns1123_subdomain_errors
+        errors.extend(rule(Path("metadata", "name"), name))
+    if errors:
+        raise BadRequestError(
+            f"the URL names no possible {kind.KIND}: " + "; ".join(str(e) for e in errors),
+            causes=errors,
+        )
+
+
+def without_status(obj: T) -> T:
+    """The object as created: Kubernetes ignores a `status` written on create (it changes only
+    through the status writers: the hub's own components)."""
+    if getattr(obj, "status", None) is None:
+        return obj
+    return obj.model_copy(update={"status": None})
 
 
 def _now() -> str:
@@ -123,8 +175,8 @@ class ObjectRepository:
         """Decode and fully validate untrusted input; field errors become a 422."""
         try:
             return decode(body, REGISTRY)
-        except ObjectInvalidError as exc:
-            raise InvalidObjectError(str(exc), causes=exc.errors) from exc
+        except ApiError as exc:
+            raise from_api_error(exc) from exc
 
     async def create(
         self, obj: Object, *, before_write: Callable[[JsonObject], None] | None = None
@@ -160,11 +212,7 @@ class ObjectRepository:
         """
         kind = type(obj)
         key = object_key(kind, obj.metadata.name, obj.metadata.namespace)
-        expected = (
-            Revision(int(obj.metadata.resource_version))
-            if obj.metadata.resource_version and obj.metadata.resource_version.isdigit()
-            else None
-        )
+        expected = parse_resource_version(obj.metadata.resource_version, "metadata.resourceVersion")
         new = obj.to_wire()
         try:
             current = await self.store.get(key)
@@ -205,7 +253,7 @@ class ObjectRepository:
     async def delete(
         self, kind: type[Object], name: str, namespace: str | None, *, expected: str | None = None
     ) -> JsonObject:
-        revision = Revision(int(expected)) if expected and expected.isdigit() else None
+        revision = parse_resource_version(expected, "resourceVersion")
         try:
             stored = await self.store.delete(object_key(kind, name, namespace), expected=revision)
         except store_base.NotFound as exc:

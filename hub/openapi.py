@@ -1,6 +1,14 @@
 """The hub's OpenAPI 3.1 document, generated from the api/ kinds' JSON Schemas and the routes
 the hub serves, so it can never drift from the code. Served at `/openapi.json`.
 
+Tools must be able to read it whole: every schema is under `components/schemas` and every
+`$ref` points there (pydantic writes `#/$defs/…` by default, which nothing resolves once the
+definitions are moved; `models_json_schema` also gives two models of one name distinct
+names). Every route the hub serves is a path here — the REST resources, submissions, logs,
+the agent lanes and the public endpoints — with every status code it can answer, and path
+parameters carry the name rules the hub checks, so generated requests mostly reach the
+handlers. tests/hub/service/test_openapi.py validates it and checks it against the router.
+
 Called by: hub.app.
 """
 
@@ -8,128 +16,306 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic.json_schema import models_json_schema
+
 from api.meta import API_VERSION, Object
-from api.schema import json_schema
 
 __all__ = ["openapi_document"]
 
 _STATUS = {"$ref": "#/components/schemas/Status"}
+_REF_TEMPLATE = "#/components/schemas/{model}"
+_ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+# What each error status means here (hub.errors is where they come from).
+_ERRORS = {
+    "400": "Bad request: the body or a parameter cannot be read (details.causes names it)",
+    "401": "No or invalid bearer token",
+    "403": "The caller may not do this",
+    "404": "No such object or route",
+    "409": "The name exists already, or resourceVersion is stale",
+    "410": "The watch's resourceVersion was compacted",
+    "413": "Body too large",
+    "415": "Body in a content type the hub does not read",
+    "422": "Invalid object (field errors in details.causes)",
+    "503": "Store or leader unavailable; retry",
+}
+_READ_ERRORS = ("400", "401", "403", "404", "503")
+_WRITE_ERRORS = ("400", "401", "403", "404", "409", "413", "415", "422", "503")
+
+_NAMESPACE = {
+    "name": "namespace",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+}
+_NAME = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {
+        "type": "string",
+        "maxLength": 253,
+        "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    },
+}
 
 
-def _error_responses() -> dict[str, Any]:
-    codes = {
-        "400": "Bad request",
-        "401": "No or invalid bearer token",
-        "403": "Forbidden",
-        "404": "Not found",
-        "409": "Conflict",
-        "413": "Body too large",
-        "422": "Invalid object (field errors in details.causes)",
+def _query(name: str, schema_type: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": schema_type},
+    }
+
+
+_RESOURCE_VERSION = _query(
+    "resourceVersion", "string", "a resourceVersion the hub gave out (decimal digits)"
+)
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {
+        code: {"description": _ERRORS[code], "content": {"application/json": {"schema": _STATUS}}}
+        for code in codes
+    }
+
+
+def _ok(schema: dict[str, Any], code: str = "200", description: str = "OK") -> dict[str, Any]:
+    return {code: {"description": description, "content": {"application/json": {"schema": schema}}}}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": schema}, "application/yaml": {"schema": schema}},
+    }
+
+
+def _list_schema(kind: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"const": f"{kind}List"},
+            "metadata": {"type": "object"},
+            "items": {"type": "array", "items": {"$ref": f"#/components/schemas/{kind}"}},
+        },
+    }
+
+
+def _kind_paths(kind: type[Object]) -> dict[str, Any]:
+    base = f"/apis/{API_VERSION}"
+    plural = kind.plural()
+    ref = {"$ref": f"#/components/schemas/{kind.KIND}"}
+    tag = [kind.KIND]
+    scope = [_NAMESPACE] if kind.NAMESPACED else []
+    collection = (
+        f"{base}/namespaces/{{namespace}}/{plural}" if kind.NAMESPACED else f"{base}/{plural}"
+    )
+    listing: dict[str, Any] = {
+        "summary": f"List {plural}; with ?watch=true, stream their changes (NDJSON)",
+        "tags": tag,
+        "parameters": [
+            *scope,
+            _query("watch", "boolean", "stream ADDED/MODIFIED/DELETED events"),
+            _RESOURCE_VERSION,
+            _query("labelSelector", "string", "a=b,c!=d,e,!f"),
+        ],
+        "responses": {**_ok(_list_schema(kind.KIND)), **_errors(*_READ_ERRORS, "410")},
+    }
+    paths: dict[str, Any] = {collection: {"get": listing}}
+    if kind.NAMESPACED:
+        every_namespace = {**listing, "parameters": listing["parameters"][1:]}
+        paths[f"{base}/{plural}"] = {
+            "get": {**every_namespace, "summary": f"List {plural} of every namespace you may read"}
+        }
+    if kind.KIND != "Workload":  # workloads are created by submission
+        paths[collection]["post"] = {
+            "summary": f"Create a {kind.KIND} (admins)",
+            "tags": tag,
+            "parameters": list(scope),
+            "requestBody": _body(ref),
+            "responses": {**_ok(ref, "201", "Created"), **_errors(*_WRITE_ERRORS)},
+        }
+    paths[f"{collection}/{{name}}"] = {
+        "get": {
+            "summary": f"Read a {kind.KIND}",
+            "tags": tag,
+            "parameters": [*scope, _NAME],
+            "responses": {**_ok(ref), **_errors(*_READ_ERRORS)},
+        },
+        "put": {
+            "summary": f"Replace a {kind.KIND} (compare-and-swap on metadata.resourceVersion)",
+            "tags": tag,
+            "parameters": [*scope, _NAME],
+            "requestBody": _body(ref),
+            "responses": {**_ok(ref), **_errors(*_WRITE_ERRORS)},
+        },
+        "delete": {
+            "summary": f"Delete a {kind.KIND}",
+            "tags": tag,
+            "parameters": [*scope, _NAME, _RESOURCE_VERSION],
+            "responses": {**_ok(ref), **_errors(*_READ_ERRORS, "409")},
+        },
+    }
+    return paths
+
+
+def _service_paths() -> dict[str, Any]:
+    base = f"/apis/{API_VERSION}"
+    public = ["Service"]
+    agent_lane = {
+        "summary": "An agent's WebSocket lane (agent tokens only; the hub's leader only)",
+        "tags": ["Agent"],
+        "parameters": [
+            {
+                "name": "cluster",
+                "in": "query",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "the MemberCluster the agent speaks for",
+            }
+        ],
+        "responses": {
+            "101": {"description": "Switching to the WebSocket protocol"},
+            **_errors("400", "401", "403", "404", "409", "503"),
+        },
     }
     return {
-        code: {"description": text, "content": {"application/json": {"schema": _STATUS}}}
-        for code, text in codes.items()
+        "/healthz": {
+            "get": {
+                "summary": "Liveness",
+                "tags": public,
+                "security": [],
+                "responses": _ok(_ANY_OBJECT),
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Readiness: the store mirror is in sync; says who leads",
+                "tags": public,
+                "security": [],
+                "responses": {
+                    **_ok(_ANY_OBJECT),
+                    "503": {
+                        "description": "Not ready yet",
+                        "content": {"application/json": {"schema": _ANY_OBJECT}},
+                    },
+                },
+            }
+        },
+        "/version": {
+            "get": {
+                "summary": "The hub's version and API",
+                "tags": public,
+                "security": [],
+                "responses": _ok(_ANY_OBJECT),
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "tags": public,
+                "security": [],
+                "responses": _ok(_ANY_OBJECT),
+            }
+        },
+        f"{base}/namespaces/{{namespace}}/submissions": {
+            "post": {
+                "summary": "Submit a batch/v1 Job, a JobSet, a Pod or a Workload (JSON or YAML)",
+                "tags": ["Workload"],
+                "parameters": [
+                    _NAMESPACE,
+                    _query("queue", "string", "the LocalQueue (else the job's queue label)"),
+                    _query("clusterSet", "string", "a ClusterSet to run in"),
+                ],
+                "requestBody": _body(_ANY_OBJECT),
+                "responses": {
+                    **_ok({"$ref": "#/components/schemas/Workload"}, "201", "Created"),
+                    **_errors(*_WRITE_ERRORS),
+                },
+            }
+        },
+        f"{base}/namespaces/{{namespace}}/workloads/{{name}}/log": {
+            "get": {
+                "summary": "Logs of every pod of a workload, from any cluster (NDJSON)",
+                "tags": ["Workload"],
+                "parameters": [
+                    _NAMESPACE,
+                    _NAME,
+                    _query("follow", "boolean", "follow until the pods are done"),
+                    _query("tailLines", "integer", "lines from the end of each container"),
+                    _query("sinceSeconds", "integer", "lines of the last N seconds"),
+                    _query("pod", "string", "one pod"),
+                    _query("container", "string", "one container"),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "records {cluster, pod, container, time, line}",
+                        "content": {"application/x-ndjson": {"schema": _ANY_OBJECT}},
+                    },
+                    **_errors(*_READ_ERRORS),
+                },
+            }
+        },
+        "/agent/v1/session": {"get": agent_lane},
+        "/agent/v1/logs": {"get": {**agent_lane, "summary": "An agent's log lane"}},
     }
 
 
-def _ok(ref: str, code: str = "200") -> dict[str, Any]:
-    return {code: {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}}
+_STATUS_SCHEMA = {
+    "type": "object",
+    "description": "A Kubernetes Status: why a request failed",
+    "properties": {
+        "kind": {"const": "Status"},
+        "apiVersion": {"type": "string"},
+        "metadata": {"type": "object"},
+        "status": {"const": "Failure"},
+        "message": {"type": "string"},
+        "reason": {"type": "string"},
+        "code": {"type": "integer"},
+        "details": {
+            "type": "object",
+            "properties": {
+                "causes": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "reason": {"type": "string"},
+                            "field": {"type": "string"},
+                            "message": {"type": "string"},
+                        },
+                    },
+                }
+            },
+        },
+    },
+    "required": ["kind", "status", "message", "reason", "code"],
+}
 
 
 def openapi_document(kinds: list[type[Object]], *, version: str) -> dict[str, Any]:
-    schemas: dict[str, Any] = {
-        "Status": {
-            "type": "object",
-            "properties": {
-                "kind": {"const": "Status"},
-                "status": {"const": "Failure"},
-                "message": {"type": "string"},
-                "reason": {"type": "string"},
-                "code": {"type": "integer"},
-                "details": {"type": "object"},
-            },
-        }
-    }
-    paths: dict[str, Any] = {}
+    names, definitions = models_json_schema(
+        [(kind, "validation") for kind in kinds], by_alias=True, ref_template=_REF_TEMPLATE
+    )
+    schemas: dict[str, Any] = {"Status": _STATUS_SCHEMA, **definitions.get("$defs", {})}
     for kind in kinds:
-        schema = json_schema(kind)
-        for name, definition in schema.pop("$defs", {}).items():
-            schemas.setdefault(name, definition)
-        schemas[kind.KIND] = schema
-        ref = f"#/components/schemas/{kind.KIND}"
-        base = f"/apis/{API_VERSION}"
-        collection = (
-            f"{base}/namespaces/{{namespace}}/{kind.plural()}"
-            if kind.NAMESPACED
-            else f"{base}/{kind.plural()}"
-        )
-        item = f"{collection}/{{name}}"
-        tag = [kind.KIND]
-        ops: dict[str, Any] = {
-            "get": {
-                "summary": f"List (or ?watch=true) {kind.plural()}",
-                "tags": tag,
-                "responses": {"200": {"description": "a list"}, **_error_responses()},
-            },
-        }
-        if kind.KIND != "Workload":
-            ops["post"] = {
-                "summary": f"Create a {kind.KIND}",
-                "tags": tag,
-                "requestBody": {"content": {"application/json": {"schema": {"$ref": ref}}}},
-                "responses": {**_ok(ref, "201"), **_error_responses()},
-            }
-        paths[collection] = ops
-        paths[item] = {
-            "get": {
-                "summary": f"Read a {kind.KIND}",
-                "tags": tag,
-                "responses": {**_ok(ref), **_error_responses()},
-            },
-            "put": {
-                "summary": f"Replace a {kind.KIND}",
-                "tags": tag,
-                "requestBody": {"content": {"application/json": {"schema": {"$ref": ref}}}},
-                "responses": {**_ok(ref), **_error_responses()},
-            },
-            "delete": {
-                "summary": f"Delete a {kind.KIND}",
-                "tags": tag,
-                "responses": {**_ok(ref), **_error_responses()},
-            },
-        }
-    paths[f"/apis/{API_VERSION}/namespaces/{{namespace}}/submissions"] = {
-        "post": {
-            "summary": "Submit a batch/v1 Job, a JobSet, a Pod or a Workload",
-            "tags": ["Workload"],
-            "parameters": [
-                {"name": "queue", "in": "query", "schema": {"type": "string"}},
-                {"name": "clusterSet", "in": "query", "schema": {"type": "string"}},
-            ],
-            "responses": {**_ok("#/components/schemas/Workload", "201"), **_error_responses()},
-        }
-    }
-    paths[f"/apis/{API_VERSION}/namespaces/{{namespace}}/workloads/{{name}}/log"] = {
-        "get": {
-            "summary": "Logs of every pod of a workload, from any cluster (NDJSON)",
-            "tags": ["Workload"],
-            "parameters": [
-                {"name": n, "in": "query", "schema": {"type": t}}
-                for n, t in (
-                    ("follow", "boolean"),
-                    ("tailLines", "integer"),
-                    ("sinceSeconds", "integer"),
-                    ("pod", "string"),
-                    ("container", "string"),
-                )
-            ],
-            "responses": {
-                "200": {"description": "application/x-ndjson records"},
-                **_error_responses(),
-            },
-        }
-    }
-    _declare_path_parameters(paths)
+        # Each kind under its own KIND name, whatever name pydantic gave its model.
+        ref = names[(kind, "validation")]["$ref"]
+        schema = schemas[ref.rsplit("/", 1)[1]]
+        group, _, api_version = kind.API_VERSION.rpartition("/")
+        schema["x-kubernetes-group-version-kind"] = [
+            {"group": group, "version": api_version, "kind": kind.KIND}
+        ]
+        schema["x-multiq-namespaced"] = kind.NAMESPACED
+        if ref != f"#/components/schemas/{kind.KIND}":
+            schemas[kind.KIND] = {"$ref": ref}
+    paths: dict[str, Any] = _service_paths()
+    for kind in kinds:
+        paths.update(_kind_paths(kind))
     return {
         "openapi": "3.1.0",
         "info": {"title": "MultiQ hub", "version": version},
@@ -140,16 +326,3 @@ def openapi_document(kinds: list[type[Object]], *, version: str) -> dict[str, An
         "security": [{"bearer": []}],
         "paths": paths,
     }
-
-
-def _declare_path_parameters(paths: dict[str, Any]) -> None:
-    """Declare the `{namespace}`/`{name}` path parameters of every operation."""
-    for path, ops in paths.items():
-        names = [seg[1:-1] for seg in path.split("/") if seg.startswith("{")]
-        for op in ops.values():
-            declared = {p["name"] for p in op.get("parameters", [])}
-            op.setdefault("parameters", []).extend(
-                {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                for n in names
-                if n not in declared
-            )

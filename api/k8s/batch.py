@@ -22,6 +22,7 @@ from api.errors import FieldError, Path
 from api.k8s.core import LabelSelector
 from api.k8s.pod import CompactModel, PodTemplateSpec, pod_template_errors
 from api.meta import (
+    Int32,
     Object,
     ObjectMeta,
     dns1123_subdomain_errors,
@@ -60,7 +61,7 @@ MAX_EXIT_CODE_VALUES = 255
 MAX_MANAGED_BY_LENGTH = 63
 # Selectors the API server generated carry the controller uid; users may round-trip them.
 _GENERATED_SELECTOR_KEYS = ("batch.kubernetes.io/controller-uid", "controller-uid")
-_INDEX_INTERVALS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_INDEX_INTERVALS = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 
 CompletionMode = Literal["NonIndexed", "Indexed"]
 
@@ -96,17 +97,17 @@ class SuccessPolicy(CompactModel):
 
 
 class JobSpec(CompactModel):
-    parallelism: int | None = None
-    completions: int | None = None
+    parallelism: Int32 | None = None
+    completions: Int32 | None = None
     completion_mode: CompletionMode | None = None
     active_deadline_seconds: int | None = None
-    backoff_limit: int | None = None
-    backoff_limit_per_index: int | None = None
-    max_failed_indexes: int | None = None
+    backoff_limit: Int32 | None = None
+    backoff_limit_per_index: Int32 | None = None
+    max_failed_indexes: Int32 | None = None
     pod_failure_policy: PodFailurePolicy | None = None
     success_policy: SuccessPolicy | None = None
     pod_replacement_policy: Literal["TerminatingOrFailed", "Failed"] | None = None
-    ttl_seconds_after_finished: int | None = None
+    ttl_seconds_after_finished: Int32 | None = None
     suspend: bool | None = None
     managed_by: str | None = None
     selector: LabelSelector | None = None
@@ -162,6 +163,8 @@ class Job(Object):
     API_VERSION: ClassVar[str] = "batch/v1"
     NAMESPACED: ClassVar[bool] = True
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("jobs",)
+    # The Job controller puts the name in its pods' `batch.kubernetes.io/job-name` label.
+    NAME_IS_LABEL: ClassVar[bool] = True
     api_version: Literal["batch/v1"] = "batch/v1"
     kind: Literal["Job"] = "Job"
     spec: JobSpec
@@ -333,7 +336,7 @@ def _success_policy_errors(path: Path, spec: JobSpec, *, indexed: bool) -> Itera
             yield FieldError.required(
                 rpath, "at least one of succeededCount or succeededIndexes must be specified"
             )
-        if rule.succeeded_indexes is not None and not _INDEX_INTERVALS.match(
+        if rule.succeeded_indexes is not None and not _INDEX_INTERVALS.fullmatch(
             rule.succeeded_indexes
         ):
             yield FieldError.invalid(

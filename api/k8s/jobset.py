@@ -22,7 +22,9 @@ from api.errors import FieldError, Path
 from api.k8s.batch import JobTemplateSpec, job_template_errors, pods_count
 from api.k8s.pod import CompactModel
 from api.meta import (
+    INT32_MAX,
     Condition,
+    Int32,
     Object,
     dns1123_label_errors,
     dns1123_subdomain_errors,
@@ -62,7 +64,6 @@ DEFAULT_RESTART_POLICY = "OnFailure"
 MAX_DEPENDS_ON = 1  # the API allows 5 entries, the controller supports one
 MAX_REPLICAS_FOR_JOB_RESTARTS = 1024
 MAX_DNS_NAME = 63
-INT32_MAX = 2**31 - 1
 JOB_FAILURE_REASONS = (
     "BackoffLimitExceeded",
     "DeadlineExceeded",
@@ -93,7 +94,7 @@ class DependsOn(CompactModel):
 class ReplicatedJob(CompactModel):
     name: str
     group_name: str = "default"
-    replicas: int = 1
+    replicas: Int32 = 1
     template: JobTemplateSpec
     depends_on: list[DependsOn] = Field(default_factory=list)
 
@@ -212,7 +213,7 @@ def dns_name_errors(path: Path, value: str, generated: str, what: str) -> Iterat
             f"{what} {generated!r} would be longer than {MAX_DNS_NAME} characters; shorten the "
             "JobSet or replicated job name",
         )
-    elif not _DNS1035_LABEL.match(generated):
+    elif not _DNS1035_LABEL.fullmatch(generated):
         yield FieldError.invalid(
             path, value, f"{what} {generated!r} must be an RFC 1035 label (start with a letter)"
         )
@@ -220,7 +221,7 @@ def dns_name_errors(path: Path, value: str, generated: str, what: str) -> Iterat
 
 def rule_name_errors(path: Path, names: Sequence[str]) -> Iterator[FieldError]:
     for i, name in enumerate(names):
-        if name and not _RULE_NAME.match(name):
+        if name and not _RULE_NAME.fullmatch(name):
             yield FieldError.invalid(
                 path.index(i).child("name"),
                 name,
@@ -383,7 +384,7 @@ def failure_rule_match_errors(
     for pi, pattern in enumerate(rule.on_job_failure_message_patterns):
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, RecursionError, OverflowError) as exc:  # (nesting, repeat counts)
             yield FieldError.invalid(
                 rpath.child("onJobFailureMessagePatterns").index(pi),
                 pattern,

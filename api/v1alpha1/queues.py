@@ -17,6 +17,7 @@ from api.errors import ErrorType, FieldError, Path
 from api.k8s.core import LabelSelector, Taint, Toleration
 from api.meta import (
     Condition,
+    Int32,
     Object,
     StrictModel,
     dns1123_subdomain_errors,
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-INT32_MAX = 2**31 - 1
 
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
@@ -470,14 +470,11 @@ class WorkloadPriorityClass(Object):
     KIND: ClassVar[str] = "WorkloadPriorityClass"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("wpc", "priorityclass")
     kind: Literal["WorkloadPriorityClass"] = "WorkloadPriorityClass"
-    value: int
+    value: Int32
     description: str = ""
 
     def semantic_errors(self) -> list[FieldError]:
-        errors = super().semantic_errors()
-        if not -(2**31) <= self.value <= INT32_MAX:
-            errors.append(FieldError.invalid("value", self.value, "must be a 32-bit integer"))
-        return errors
+        return super().semantic_errors()  # (`value` is an Int32: its schema bounds it)
 
 
 # --- Topology -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from api.k8s.pod import (
 )
 from api.meta import (
     Condition,
+    Int32,
     Object,
     dns1123_label_errors,
     dns1123_subdomain_errors,
@@ -70,7 +71,6 @@ MAX_POD_SETS = 18
 MAX_CONDITIONS = 16
 MAX_NOMINATED_CLUSTERS = 20
 MAX_SLICE_CONSTRAINT_LAYERS = 3
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Kueue counts pods in quota under this resource name; users may not request it themselves.
 RESERVED_POD_RESOURCE = "pods"
 # metav1.Condition reason format.
@@ -195,8 +195,8 @@ class PodSet(CompactModel):
 
     name: str = DEFAULT_POD_SET_NAME
     template: PodTemplateSpec
-    count: int = 1
-    min_count: int | None = None
+    count: Int32 = 1
+    min_count: Int32 | None = None
     topology_request: PodSetTopologyRequest | None = None
 
     def pod_requests(self) -> ResourceList:
@@ -214,7 +214,7 @@ class WorkloadSpec(CompactModel):
     priority_class_name: str | None = None
     priority_class_source: PriorityClassSource | None = None
     # The resolved value of the priority class, fixed when the workload is created.
-    priority: int | None = None
+    priority: Int32 | None = None
     active: bool = True
     maximum_execution_time_seconds: int | None = None
 
@@ -405,8 +405,6 @@ def _spec_errors(path: Path, spec: WorkloadSpec) -> Iterator[FieldError]:
         yield FieldError.forbidden(
             path.child("priorityClassSource"), "may only be set with priorityClassName"
         )
-    if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:
-        yield FieldError.invalid(path.child("priority"), spec.priority, "must be a 32-bit integer")
     if spec.maximum_execution_time_seconds is not None and spec.maximum_execution_time_seconds < 1:
         yield FieldError.invalid(
             path.child("maximumExecutionTimeSeconds"),

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
+from api.errors import FieldError
 from api.meta import API_VERSION
 from api.v1alpha1.federation import Tenant
+from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.auth import require_namespace
 from hub.errors import BadRequestError, NotFoundError
 from hub.http.middleware import PRINCIPAL
 from hub.loghub import LogHub, LogRequest
+from hub.objects import check_path_names
 from hub.state import HubState
 
 __all__ = ["LogRoutes"]
@@ -33,12 +37,18 @@ __all__ = ["LogRoutes"]
 WAIT_POLL_SECONDS = 0.25
 
 
+_NON_NEGATIVE = re.compile(r"[0-9]{1,18}")
+
+
 def _int_param(query: Mapping[str, str], name: str) -> int | None:
     raw = query.get(name)
     if raw is None or raw == "":
         return None
-    if not raw.lstrip("-").isdigit() or int(raw) < 0:
-        raise BadRequestError(f"{name} must be a non-negative integer, not {raw!r}")
+    if _NON_NEGATIVE.fullmatch(raw) is None:
+        raise BadRequestError(
+            f"{name} must be a non-negative integer (at most 18 digits), not {raw!r}",
+            causes=[FieldError.invalid(name, raw, "must be a non-negative integer")],
+        )
     return int(raw)
 
 
@@ -63,6 +73,7 @@ class LogRoutes:
         ns, name = request.match_info["ns"], request.match_info["name"]
         tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
         require_namespace(request[PRINCIPAL], ns, tenants, "read logs")
+        check_path_names(Workload, name, ns)
         key = f"{ns}/{name}"
         if key not in self.state.workloads:
             raise NotFoundError(f'workloads "{name}" not found in namespace {ns!r}')

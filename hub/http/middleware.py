@@ -6,15 +6,15 @@ Called by: hub.app (installs the middlewares); handlers read `request[PRINCIPAL]
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import yaml
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from api.errors import ApiError
+from api.limits import DEFAULT_LIMITS, parse_json_object, parse_yaml_object
 from hub.auth import Principal, TokenAuthority
 from hub.errors import (
     BadRequestError,
@@ -22,6 +22,7 @@ from hub.errors import (
     NotFoundError,
     PayloadTooLargeError,
     UnsupportedMediaTypeError,
+    from_api_error,
     status_body,
 )
 
@@ -34,6 +35,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Paths anyone may read without a token: liveness and the API description.
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/version", "/openapi.json"})
+JSON_TYPES = frozenset({"application/json", "application/merge-patch+json", ""})
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
 
 
 def error_reply(error: HubError) -> web.Response:
@@ -54,6 +57,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status >= 400:
             return error_reply(HubError(exc.reason, status=exc.status))
         raise
+    except ConnectionResetError:
+        # The client hung up (a watch or a log stream it stopped reading): there is no one to
+        # answer, and aiohttp closes the connection quietly. Not the hub's error.
+        raise
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_reply(HubError("internal error; see the hub's log"))
@@ -70,26 +77,23 @@ def make_auth_middleware(authority: TokenAuthority) -> Middleware:
 
 
 async def read_body(request: web.Request) -> dict[str, Any]:
-    """A JSON or YAML object from the request body (aiohttp enforces client_max_size)."""
+    """A JSON or YAML object from the request body, within api.limits' bounds (aiohttp
+    enforces client_max_size): a 400 if it is not an object, a 422 naming each field that
+    breaks a limit (depth, string and list lengths, 64-bit integers, finite numbers)."""
     content_type = request.content_type
     raw = await request.read()
     if not raw:
         raise BadRequestError("the request has no body")
-    if content_type in ("application/json", "application/merge-patch+json", ""):
-        try:
-            body = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise BadRequestError(f"the body is not valid JSON: {exc}") from exc
-    elif content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-        try:
-            body = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise BadRequestError(f"the body is not valid YAML: {exc}") from exc
+    if content_type in JSON_TYPES:
+        parse = parse_json_object
+    elif content_type in YAML_TYPES:
+        parse = parse_yaml_object
     else:
         raise UnsupportedMediaTypeError(
             f"content type {content_type!r} is not supported; use application/json or "
             "application/yaml"
         )
-    if not isinstance(body, dict):
-        raise BadRequestError("the body must be a JSON object")
-    return body
+    try:
+        return parse(raw, DEFAULT_LIMITS)
+    except ApiError as exc:
+        raise from_api_error(exc) from exc

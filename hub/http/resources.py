@@ -7,6 +7,11 @@
     PUT    …/{plural}/{name}                                       replace (CAS on resourceVersion)
     DELETE …/{plural}/{name}                                       delete (?resourceVersion=)
 
+`[/namespaces/{ns}]` is there for namespaced kinds and absent for cluster-scoped ones, as in
+Kubernetes; only a list may leave a namespaced kind's namespace out. A namespace or name in
+the URL that no object can have is a 400 naming it, a resourceVersion that is not one this
+hub gave out a 400, and a `status` written on create is ignored.
+
 Who may do what is data (`ACCESS`): configuration kinds are readable by every user and
 writable by admins; namespaced kinds are readable in the caller's tenants' namespaces.
 Workloads are created through submissions (hub.http.submit), not here.
@@ -25,10 +30,15 @@ from aiohttp import web
 from api.meta import API_VERSION, Object
 from api.v1alpha1.federation import Tenant
 from hub.auth import Principal, namespaces_of, require_admin, require_namespace
-from hub.errors import BadRequestError, ForbiddenError
+from hub.errors import BadRequestError, ForbiddenError, NotFoundError
 from hub.http.middleware import PRINCIPAL, read_body
-from hub.objects import ObjectRepository
-from hub.store.base import Revision, encode_json
+from hub.objects import (
+    ObjectRepository,
+    check_path_names,
+    parse_resource_version,
+    without_status,
+)
+from hub.store.base import encode_json
 
 __all__ = ["ACCESS", "Access", "ResourceRoutes", "label_selector_matches", "parse_label_selector"]
 
@@ -113,8 +123,15 @@ class ResourceRoutes:
         if kind is None:
             raise web.HTTPNotFound()
         ns = request.match_info.get("ns")
+        name = request.match_info.get("name")
         if ns is not None and not kind.NAMESPACED:
             raise BadRequestError(f"{plural} are cluster-scoped: drop /namespaces/{ns}")
+        if ns is None and kind.NAMESPACED and (name is not None or request.method != "GET"):
+            raise NotFoundError(
+                f"{plural} are namespaced: use {PREFIX}/namespaces/NAMESPACE/{plural}"
+                + (f"/{name}" if name is not None else "")
+            )
+        check_path_names(kind, name, ns)
         return kind
 
     async def _tenants(self) -> list[Tenant]:
@@ -164,10 +181,8 @@ class ResourceRoutes:
         visible: Any,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        since_text = request.query.get("resourceVersion", "")
-        if since_text.isdigit() and int(since_text) > 0:
-            since = Revision(int(since_text))
-        else:
+        since = parse_resource_version(request.query.get("resourceVersion"), "resourceVersion")
+        if not since:  # none, or "0": from now, the current objects first
             items, since = await self.repo.list_wire(kind, ns)
             await response.prepare(request)
             for item in items:
@@ -217,7 +232,7 @@ class ResourceRoutes:
             )
         self._check_write(request[PRINCIPAL], kind, "create")
         obj = self._decode_for(request, kind, await read_body(request))
-        return web.json_response(await self.repo.create(obj), status=201)
+        return web.json_response(await self.repo.create(without_status(obj)), status=201)
 
     async def replace(self, request: web.Request) -> web.Response:
         kind = self._kind(request)

@@ -6,7 +6,8 @@ The object is validated, converted to a Workload (queue from `?queue=` or the jo
 `multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
 label), checked against the hub's queues and cluster sets, and made durable — the submitted
 object first, then the Workload — before the hub answers 201 with the Workload. Anything
-invalid is a 4xx naming the field, and nothing is stored.
+invalid is a 4xx naming the field, and nothing is stored. A `status` in the submitted object
+is ignored, as Kubernetes ignores it on create: only the hub writes a Workload's status.
 
 Called by: hub.app (route); qctl submit.
 """
@@ -24,7 +25,12 @@ from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
 from hub.errors import AlreadyExistsError, BadRequestError, InvalidObjectError
 from hub.http.middleware import PRINCIPAL, read_body
-from hub.objects import ObjectRepository, translate_store_error
+from hub.objects import (
+    ObjectRepository,
+    check_path_names,
+    translate_store_error,
+    without_status,
+)
 from hub.placement.routing import CLUSTER_SET_ANNOTATION
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
@@ -46,6 +52,7 @@ class SubmitRoutes:
         principal: Principal = request[PRINCIPAL]
         tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
         require_namespace(principal, ns, tenants, "submit workloads")
+        check_path_names(Workload, None, ns)
         body = await read_body(request)
         meta = body.get("metadata")
         if not isinstance(meta, dict):
@@ -56,7 +63,7 @@ class SubmitRoutes:
                 f"namespace of the request ({ns})"
             )
         meta["namespace"] = ns
-        source = self.repo.validate(body)
+        source = without_status(self.repo.validate(body))
         priorities = {
             p.name: p.value
             for p in self.state.objects(WorkloadPriorityClass)

@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonpatch
 
+from kubesim.apiserver.validation import check_depth
 from kubesim.errors import BadRequestError, UnsupportedMediaTypeError
 from kubesim.objects import JsonObject, clone
 
@@ -205,8 +206,9 @@ def apply_patch(
         )
     try:
         patch = json.loads(body)
-    except ValueError as error:
-        raise BadRequestError(f"error decoding patch: {error}") from error
+    except (ValueError, RecursionError) as error:
+        raise BadRequestError(f"error decoding patch: {error!r}") from error
+    check_depth(patch)
     if media == JSON_PATCH:
         return json_patch(target, patch)
     if not isinstance(patch, dict):

@@ -1,7 +1,9 @@
 """Decoding request bodies and validating objects the way kube-apiserver does.
 
 * `decode_body`: JSON or YAML in, protobuf refused with the exact 415 kubectl prints,
-  duplicate keys remembered for strict field validation.
+  duplicate keys remembered for strict field validation; a body nested deeper than
+  `MAX_BODY_DEPTH`, with a number Python will not convert (5,000 digits) or not UTF-8 is a
+  400, never a 500. `check_depth` is that depth rule, for patches too.
 * `check_fields`: the `fieldValidation` query parameter (Strict / Warn / Ignore). Known fields
   come from the kubernetes_asyncio models (`openapi_types` / `attribute_map`), so the set of
   fields tracks the client the agents really use. Unknown fields are rejected under Strict
@@ -27,7 +29,32 @@ from kubesim.errors import BadRequestError, Cause, InvalidError, UnsupportedMedi
 from kubesim.objects import JsonObject
 from kubesim.resources import ResourceType
 
-__all__ = ["FieldValidation", "check_fields", "decode_body", "validate_object"]
+__all__ = [
+    "MAX_BODY_DEPTH",
+    "FieldValidation",
+    "check_depth",
+    "check_fields",
+    "decode_body",
+    "validate_object",
+]
+
+# Deeper than any Kubernetes object (a pod template is about 15 levels) and shallow enough
+# that nothing recursive (merge patches, copies) reaches Python's recursion limit.
+MAX_BODY_DEPTH = 100
+
+
+def check_depth(value: Any) -> None:
+    """A 400 for a value nested deeper than MAX_BODY_DEPTH (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_BODY_DEPTH:
+            raise BadRequestError(f"the body is nested more than {MAX_BODY_DEPTH} levels deep")
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
 
 _PROTOBUF_MESSAGE = (
     "the body of the request was in an unknown format - accepted media types include: "
@@ -63,9 +90,15 @@ def decode_body(body: bytes, content_type: str) -> tuple[Any, list[str]]:
         raise UnsupportedMediaTypeError(_PROTOBUF_MESSAGE)
     if media in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
-            return yaml.safe_load(body), []
-        except yaml.YAMLError as error:
+            document = yaml.safe_load(body)
+        except (yaml.YAMLError, ValueError) as error:  # ValueError: a 5,000-digit integer
             raise BadRequestError(f"error decoding YAML: {error}") from error
+        except RecursionError as error:
+            raise BadRequestError(
+                f"the body is nested more than {MAX_BODY_DEPTH} levels deep"
+            ) from error
+        check_depth(document)
+        return document, []
     if media not in ("", "application/json", "*/*"):
         raise UnsupportedMediaTypeError(_PROTOBUF_MESSAGE)
     tracker = _DuplicateTracker()
@@ -73,6 +106,11 @@ def decode_body(body: bytes, content_type: str) -> tuple[Any, list[str]]:
         value = json.loads(body, object_pairs_hook=tracker.hook)
     except ValueError as error:
         raise BadRequestError(f"error decoding JSON: {error}") from error
+    except RecursionError as error:
+        raise BadRequestError(
+            f"the body is nested more than {MAX_BODY_DEPTH} levels deep"
+        ) from error
+    check_depth(value)
     return value, tracker.duplicates
 
 

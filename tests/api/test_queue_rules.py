@@ -3,6 +3,7 @@ classes and topologies is reported with the field path and the problem."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -173,9 +174,15 @@ def test_min_admit_seconds_may_not_be_negative() -> None:
 def test_min_admit_seconds_is_a_whole_number_of_seconds() -> None:
     body = cluster_queue(preemption={"minAdmitSeconds": 0.5})
     assert errors_of(body) == [
-        "spec.preemption.minAdmitSeconds: Invalid value: 0.5: "
-        "Input should be a valid integer, got a number with a fractional part"
+        "spec.preemption.minAdmitSeconds: Invalid value: 0.5: Input should be a valid integer"
     ]
+    # Nor a whole number written as a float or a string: Kubernetes' decoder refuses both.
+    for written in (300.0, "300"):
+        body = cluster_queue(preemption={"minAdmitSeconds": written})
+        assert errors_of(body) == [
+            f"spec.preemption.minAdmitSeconds: Invalid value: {json.dumps(written)}: "
+            "Input should be a valid integer"
+        ]
 
 
 def test_min_admit_seconds_round_trips_and_defaults_to_zero() -> None:
