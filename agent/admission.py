@@ -135,7 +135,7 @@ class AdmissionShell:
 
     def load(self) -> None:
         """Restore the last config and the held workloads from the state directory."""
-        self.config = self.store.load_config()
+        self._configure(self.store.load_config())
         now = self.clock()
         for stored in self.store.load_all(Record.from_json):
             # A settled one (finished, given back) is kept for its TTL from now (when it
@@ -147,6 +147,11 @@ class AdmissionShell:
             self.config.revision if self.config else None,
             len(self.held),
         )
+
+    def _configure(self, config: ConfigSync | None) -> None:
+        self.config = config
+        pushed = config.namespaces if config is not None else []
+        self.materializer.namespace_labels = {n.name: n.labels for n in pushed}
 
     def _set(self, key: str, record: Record | None) -> None:
         """The one place a record changes; forgetting is deleting it."""
@@ -274,7 +279,7 @@ class AdmissionShell:
         if not isinstance(message, Fence | ReapOrphans):
             self._cycle_due = True  # (those two free quota by forgetting, if at all)
         if isinstance(message, ConfigSync):
-            self.config = message
+            self._configure(message)
             self.store.save_config(message)
         elif isinstance(message, DispatchOffer):
             meta = message.workload.metadata

@@ -336,6 +336,8 @@ class Materializer:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._namespaces: set[str] = set()
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
+        """Labels the hub asserts per namespace (its tenant), given to a namespace made here."""
         self._checking: dict[str, asyncio.Future[None]] = {}
         """Namespaces being looked up: a burst of admissions in a namespace not yet known
         waits for one lookup, not one each (a thousand GETs at the start of a burst)."""
@@ -362,7 +364,10 @@ class Materializer:
                     {
                         "metadata": {
                             "name": namespace,
-                            "labels": {Labels.MANAGED: Labels.MANAGED_VALUE},
+                            "labels": {
+                                **self.namespace_labels.get(namespace, {}),
+                                Labels.MANAGED: Labels.MANAGED_VALUE,
+                            },
                         }
                     },
                 )

@@ -34,7 +34,7 @@ from api.quantity import Quantity
 from api.v1alpha1.messages import ConfigSync
 from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
 
-__all__ = ["SnapshotCache", "api_admission"]
+__all__ = ["SnapshotCache", "api_admission", "namespace_labels"]
 
 
 def api_admission(adm: EngineAdmission) -> Admission:
@@ -59,6 +59,18 @@ class _Converted:
     status: WorkloadStatus | None
     sticky: bool
     engine: EngineWorkload
+
+
+def namespace_labels(
+    cluster: Mapping[str, Mapping[str, str]], config: ConfigSync
+) -> dict[str, dict[str, str]]:
+    """The labels namespaceSelectors are matched against: each namespace's labels in the
+    cluster, with the ones the hub asserts (its tenant) over them — for a namespace not
+    created here yet too, since the agent creates it with them when its first Job comes."""
+    out = {name: dict(labels) for name, labels in cluster.items()}
+    for pushed in config.namespaces:
+        out.setdefault(pushed.name, {}).update(pushed.labels)
+    return out
 
 
 class SnapshotCache:
@@ -97,7 +109,7 @@ class SnapshotCache:
                 local_queues=cfg.local_queues,
                 cohorts=cfg.cohorts,
                 workloads=(),
-                namespaces=namespaces,
+                namespaces=namespace_labels(namespaces or {}, cfg),
             )
             self._namespaces = namespaces
         if new_config:

@@ -1,6 +1,7 @@
-"""Queues and flavors are defined once at the hub and pushed to agents: this module builds the
-ConfigSync message from the hub's mirror and sends it to every connected agent whenever a
-configuration object changes (debounced, so a `qctl apply` of twenty objects is one push).
+"""Queues and flavors are defined once at the hub and pushed to agents, with the tenants'
+namespaces and their tenant label: this module builds the ConfigSync message from the hub's
+mirror and sends it to every connected agent whenever a configuration object or a tenant
+changes (debounced, so a `qctl apply` of twenty objects is one push).
 
 Called by: hub.app (wires `changed` as a HubState config listener, runs `run`), hub.sessions
 (`build` for a newly connected agent).
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from api.meta import Object
-from api.v1alpha1.messages import ConfigSync
+from api.v1alpha1.federation import TENANT_LABEL, Tenant
+from api.v1alpha1.messages import ConfigSync, NamespaceLabels
 from api.v1alpha1.queues import (
     ClusterQueue,
     Cohort,
@@ -28,16 +30,35 @@ from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
 from hub.state import HubState
 
-__all__ = ["CONFIG_KINDS", "ConfigPusher"]
+__all__ = ["CONFIG_KINDS", "ConfigPusher", "tenant_namespaces"]
 
 log = logging.getLogger(__name__)
 
 CONFIG_KINDS = frozenset(
     k.plural()
-    for k in (ResourceFlavor, ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass, Topology)
+    for k in (
+        ResourceFlavor,
+        ClusterQueue,
+        LocalQueue,
+        Cohort,
+        WorkloadPriorityClass,
+        Topology,
+        Tenant,
+    )
 )
 DEBOUNCE_SECONDS = 0.2
 T = TypeVar("T", bound=Object)
+
+
+def tenant_namespaces(tenants: list[Tenant]) -> list[NamespaceLabels]:
+    """Every tenant's namespaces with the tenant label (`multiq.dev/tenant`), by name; a
+    namespace two tenants claim goes with the first by name."""
+    out: dict[str, NamespaceLabels] = {}
+    for tenant in sorted(tenants, key=lambda t: t.name):
+        for namespace in tenant.spec.namespaces:
+            labels = {TENANT_LABEL: tenant.name}
+            out.setdefault(namespace, NamespaceLabels(name=namespace, labels=labels))
+    return [out[name] for name in sorted(out)]
 
 
 @dataclass
@@ -60,6 +81,7 @@ class ConfigPusher:
             cohorts=of(Cohort),
             workload_priority_classes=of(WorkloadPriorityClass),
             topologies=of(Topology),
+            namespaces=tenant_namespaces(of(Tenant)),
         )
 
     def changed(self, plural: str) -> None:

@@ -30,6 +30,7 @@ from api.meta import (
 from api.quantity import Quantity
 
 __all__ = [
+    "TENANT_LABEL",
     "ClusterAffinity",
     "ClusterCapacity",
     "ClusterSelectorTerm",
@@ -372,6 +373,12 @@ class TenantSpec(StrictModel):
     groups: list[str] = Field(default_factory=list)
     users: list[str] = Field(default_factory=list)
     fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))
+
+
+TENANT_LABEL = "multiq.dev/tenant"
+"""The label every namespace of a tenant carries in every member cluster, as far as queues are
+concerned: the hub pushes it with the configuration (`ConfigSync.namespaces`), the agent
+matches ClusterQueue namespaceSelectors against it, and gives it to a namespace it creates."""
 
 
 class Tenant(Object):

@@ -35,7 +35,14 @@ from pydantic import Field, StringConstraints, ValidationError, model_validator
 from api.codec import pydantic_errors_to_field_errors
 from api.errors import ApiError, FieldError, Path
 from api.k8s.pod import ResourceList
-from api.meta import Condition, Object, StrictModel, dns1123_subdomain_errors
+from api.meta import (
+    Condition,
+    Object,
+    StrictModel,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    label_map_errors,
+)
 from api.quantity import Quantity
 from api.v1alpha1.queues import (
     ClusterQueue,
@@ -71,6 +78,7 @@ __all__ = [
     "LogOpen",
     "MessageInvalidError",
     "MessageType",
+    "NamespaceLabels",
     "NodeSummary",
     "OfferRejected",
     "Payload",
@@ -298,6 +306,15 @@ class Ack(StrictModel):
 # --- hub → agent ----------------------------------------------------------------------------
 
 
+class NamespaceLabels(StrictModel):
+    """Labels the hub asserts for a namespace in every member cluster (a tenant's namespaces
+    carry `multiq.dev/tenant: <tenant>`). The agent matches namespaceSelectors against the
+    cluster's own labels of the namespace with these over them."""
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class ConfigSync(StrictModel):
     """The full queueing configuration for the cluster, replacing what the agent had."""
 
@@ -309,6 +326,7 @@ class ConfigSync(StrictModel):
     cohorts: list[Cohort] = Field(default_factory=list)
     workload_priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
     topologies: list[Topology] = Field(default_factory=list)
+    namespaces: list[NamespaceLabels] = Field(default_factory=list)
 
     def objects(self) -> Iterator[tuple[str, int, Object]]:
         """(field, index, object) for every object carried."""
@@ -518,6 +536,10 @@ class Envelope(StrictModel):
                     FieldError(e.type, f"{prefix}.{e.path}", e.detail, e.value, e.has_value)
                     for e in obj.semantic_errors()
                 ]
+            for i, ns in enumerate(payload.namespaces):
+                at = base.child("namespaces").index(i)
+                errors += dns1123_label_errors(at.child("name"), ns.name)
+                errors += label_map_errors(at.child("labels"), ns.labels)
         elif isinstance(payload, DispatchOffer):
             prefix = str(base.child("workload"))
             errors += [

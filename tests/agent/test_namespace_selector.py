@@ -9,8 +9,16 @@ import asyncio
 from collections.abc import Callable
 
 from agent.k8s.client import KubeClient, Resource
+from agent.snapshots import namespace_labels
 from api.k8s.core import LabelSelector
-from api.v1alpha1.messages import ConfigSync, OfferRejected, Payload, RejectReason, WorkloadPhase
+from api.v1alpha1.messages import (
+    ConfigSync,
+    NamespaceLabels,
+    OfferRejected,
+    Payload,
+    RejectReason,
+    WorkloadPhase,
+)
 from kubesim.testing import RunningSimulator
 from tests.agent.conftest import (
     CLUSTER,
@@ -77,3 +85,35 @@ async def test_work_is_admitted_only_in_namespaces_the_selector_matches_even_onc
     await hub.offer(offer_for(job_source("later", namespace="team-b")))
     await hub.wait_for(status(WorkloadPhase.ADMITTED, "later"))
     assert not any(rejected("later")(p) for p in hub.payloads)
+
+
+async def test_the_hubs_tenant_label_counts_and_a_namespace_made_here_carries_it(
+    kube: KubeClient, agents: AgentRunner, hub: FakeHub
+) -> None:
+    # team-b does not exist in the cluster yet; the hub says it is the "ml" team's.
+    pushed = selecting_config()
+    pushed.namespaces = [NamespaceLabels(name="team-b", labels={"team": "ml"})]
+    hub.config = pushed
+    await agents.start()
+
+    await hub.offer(offer_for(job_source("tenant-work", namespace="team-b")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "tenant-work"))
+    made = await kube.get(Resource.NAMESPACES, None, "team-b")
+    assert made["metadata"]["labels"]["team"] == "ml"
+    assert made["metadata"]["labels"]["multiq.dev/managed-by"] == "multiq-agent"
+
+
+def test_the_hubs_labels_go_over_the_clusters_and_name_namespaces_not_made_yet() -> None:
+    cluster = {"team-a": {"team": "vision", "env": "prod"}}
+    pushed = ConfigSync(
+        revision=1,
+        namespaces=[
+            NamespaceLabels(name="team-a", labels={"team": "ml"}),
+            NamespaceLabels(name="team-z", labels={"team": "ml"}),
+        ],
+    )
+    assert namespace_labels(cluster, pushed) == {
+        "team-a": {"team": "ml", "env": "prod"},
+        "team-z": {"team": "ml"},
+    }
+    assert cluster == {"team-a": {"team": "vision", "env": "prod"}}  # (not changed)

@@ -34,6 +34,7 @@ from api.v1alpha1.messages import (
     LogOpen,
     MessageInvalidError,
     MessageType,
+    NamespaceLabels,
     NodeSummary,
     OfferRejected,
     Payload,
@@ -264,6 +265,17 @@ def test_objects_carried_are_validated_with_envelope_paths() -> None:
         Envelope.decode(envelope.to_json())
     assert [str(e) for e in info.value.errors] == [
         "payload.workload.spec.queueName: Required value"
+    ]
+
+
+def test_pushed_namespace_labels_are_checked_as_kubernetes_checks_names_and_labels() -> None:
+    good = NamespaceLabels(name="vision", labels={"multiq.dev/tenant": "vision"})
+    bad = NamespaceLabels(name="Vision_1", labels={"multiq.dev/tenant": "no spaces"})
+    envelope = Envelope.wrap(ConfigSync(revision=1, namespaces=[good, bad]), seq=1)
+    paths = sorted({e.path for e in envelope.semantic_errors()})
+    assert paths == [
+        "payload.namespaces[1].labels[multiq.dev/tenant]",
+        "payload.namespaces[1].name",
     ]
 
 

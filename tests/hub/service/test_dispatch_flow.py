@@ -144,6 +144,37 @@ async def test_configuration_changes_are_pushed_to_connected_agents(hub: HubUnde
     await agent.close()
 
 
+async def test_tenants_namespaces_are_pushed_with_their_tenant_label(hub: HubUnderTest) -> None:
+    await hub.apply(*fleet_objects())
+    agent = await connect_agent(hub, "east")
+    first = await agent.expect(ConfigSync)  # (the fleet's tenant "vision" owns "vision")
+    assert [(n.name, n.labels) for n in first.namespaces] == [
+        ("vision", {"multiq.dev/tenant": "vision"})
+    ]
+    for name, namespaces in (("robotics", ["robotics", "robotics-dev"]), ("nlp", ["nlp"])):
+        await hub.apply(
+            {
+                "apiVersion": "multiq.dev/v1alpha1",
+                "kind": "Tenant",
+                "metadata": {"name": name},
+                "spec": {"namespaces": namespaces},
+            }
+        )
+
+    async def both() -> ConfigSync | None:
+        sync = await agent.expect(ConfigSync)
+        return sync if len(sync.namespaces) == 4 else None
+
+    sync = await eventually(both)
+    assert [(n.name, n.labels) for n in sync.namespaces] == [
+        ("nlp", {"multiq.dev/tenant": "nlp"}),
+        ("robotics", {"multiq.dev/tenant": "robotics"}),
+        ("robotics-dev", {"multiq.dev/tenant": "robotics"}),
+        ("vision", {"multiq.dev/tenant": "vision"}),
+    ]
+    await agent.close()
+
+
 async def test_the_cluster_with_the_most_headroom_is_bound_and_offered_the_workload(
     hub: HubUnderTest,
 ) -> None:
