@@ -37,9 +37,28 @@ from agent.engine.snapshot import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["INACTIVE", "Carry", "QueueIndex", "ShapeRun"]
+__all__ = ["INACTIVE", "Carry", "QueueIndex", "ShapeRun", "no_cluster_queue"]
 
 _ORDER = attrgetter("order_key")
+
+
+def no_cluster_queue(
+    local_queue: LocalQueueKey, cluster_queue: ClusterQueueName | None
+) -> PendingReason:
+    """Why a workload of `local_queue` is routed nowhere: the local queue does not exist
+    (`cluster_queue` None), or the cluster queue it names does not."""
+    if cluster_queue is None:
+        return PendingReason(
+            PendingCode.LOCAL_QUEUE_NOT_FOUND,
+            f"local queue {local_queue} does not exist",
+            Unblock.USER_ACTION,
+        )
+    return PendingReason(
+        PendingCode.CLUSTER_QUEUE_NOT_FOUND,
+        f"cluster queue {cluster_queue} of local queue {local_queue} does not exist",
+        Unblock.USER_ACTION,
+    )
+
 
 INACTIVE = PendingReason(
     PendingCode.INACTIVE, "workload is inactive (spec.active=false)", Unblock.USER_ACTION
@@ -176,19 +195,8 @@ class Carry:
             return lq.cluster_queue
         reason = self.missing.get(key)
         if reason is None:
-            reason = self.missing[key] = (
-                PendingReason(
-                    PendingCode.LOCAL_QUEUE_NOT_FOUND,
-                    f"local queue {key} does not exist",
-                    Unblock.USER_ACTION,
-                )
-                if lq is None
-                else PendingReason(
-                    PendingCode.CLUSTER_QUEUE_NOT_FOUND,
-                    f"cluster queue {lq.cluster_queue} of local queue {key} does not exist",
-                    Unblock.USER_ACTION,
-                )
-            )
+            cq = lq.cluster_queue if lq is not None else None
+            reason = self.missing[key] = no_cluster_queue(key, cq)
         return reason
 
     def _place(self, snapshot: Snapshot, wl: Workload) -> None:

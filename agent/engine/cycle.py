@@ -48,7 +48,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 
-from agent.engine.carry import INACTIVE, Carry, QueueIndex
+from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
 from agent.engine.flavors import (
     Assignment,
     Mode,
@@ -301,19 +301,8 @@ class _Cycle:
             if lq is None or lq.cluster_queue not in cqs:
                 reason = lq_missing.get(key)
                 if reason is None:
-                    reason = lq_missing[key] = (
-                        PendingReason(
-                            PendingCode.LOCAL_QUEUE_NOT_FOUND,
-                            f"local queue {key} does not exist",
-                            Unblock.USER_ACTION,
-                        )
-                        if lq is None
-                        else PendingReason(
-                            PendingCode.CLUSTER_QUEUE_NOT_FOUND,
-                            f"cluster queue {lq.cluster_queue} of local queue {key} does not exist",
-                            Unblock.USER_ACTION,
-                        )
-                    )
+                    cq = lq.cluster_queue if lq is not None else None
+                    reason = lq_missing[key] = no_cluster_queue(key, cq)
                 self.pending[wl.id] = reason
                 continue
             bucket = queues.get(lq.cluster_queue)
