@@ -378,7 +378,10 @@ class DevFederation:
                 "kind": "ClusterQueue",
                 "metadata": {"name": "default"},
                 "spec": {
-                    "namespaceSelector": {},
+                    # The tenant's namespaces, by the label the hub gives them on every
+                    # member cluster (ConfigSync.namespaces): every dev federation, demo and
+                    # e2e run admits through it.
+                    "namespaceSelector": {"matchLabels": {"multiq.dev/tenant": "default"}},
                     "resourceGroups": [
                         {
                             "coveredResources": ["cpu", "memory"],
