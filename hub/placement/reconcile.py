@@ -7,7 +7,7 @@ there, as a list of things to tell it (docs/exactly-once.md, "Reconnect").
   heard yet (admitted, finished, reserved as a nominee, given back) is applied as a report;
 - held otherwise (another generation, bound elsewhere, never offered here) and still live:
   Withdraw — the agent deletes its objects, it never resumes them;
-- bound or nominated here and not held: the offer is sent again.
+- bound or nominated here and not held at its current generation: the offer is sent again.
 
 Called by: hub.dispatch (on every Hello).
 """
@@ -51,15 +51,16 @@ def reconcile(
     """`workloads`: the hub's view of every workload the cluster holds or is given (`ours`:
     the keys of the unfinished ones bound or offered to it)."""
     plan = HelloPlan()
-    held_keys = set()
+    held_current = set()
     for item in held:
-        held_keys.add(item.workload)
         wl = workloads.get(item.workload)
         if wl is None:
             plan.cancel.append(item)
             continue
         st = wl.status
         same = st is not None and st.dispatch_generation == item.generation
+        if same:
+            held_current.add(item.workload)
         bound_here = st is not None and st.cluster_name == cluster
         nominated_here = st is not None and cluster in st.nominated_cluster_names
         if same and (bound_here or nominated_here):
@@ -72,7 +73,9 @@ def reconcile(
             plan.withdraw.append(item)
     for key in sorted(ours):
         wl = workloads.get(key)
-        if key in held_keys or wl is None or wl.status is None or _finished(wl):
+        # Held at an older generation (given back, or withdrawn just above) is not held: the
+        # current one must be offered again, or it waits here for ever.
+        if key in held_current or wl is None or wl.status is None or _finished(wl):
             continue
         st = wl.status
         if st.cluster_name == cluster:

@@ -52,7 +52,7 @@ def held(name: str, phase: WorkloadPhase, generation: int = 1) -> HeldWorkload:
     [
         (held("gone", P.RUNNING), None, "cancel"),
         (held("elsewhere", P.RUNNING), bound("elsewhere", "west"), "withdraw"),
-        (held("older", P.RUNNING, 1), bound("older", "east", 2), "withdraw"),
+        (held("older", P.RUNNING, 1), bound("older", "west", 2), "withdraw"),
         (held("done-elsewhere", P.SUCCEEDED), bound("done-elsewhere", "west"), None),
         (held("reserved", P.RESERVED), bound("reserved", admitted=False), "bind"),
         (held("ran", P.RUNNING), bound("ran", admitted=False), "catch_up"),
@@ -83,3 +83,16 @@ def test_what_the_hub_gave_the_cluster_and_it_does_not_hold_is_offered_again() -
     workloads = {"team/kept": bound("kept"), "team/asked": offered}
     plan = reconcile("east", [], workloads, ["team/kept", "team/asked"])
     assert plan.resend == [("team/asked", False), ("team/kept", True)]
+
+
+@pytest.mark.parametrize("phase", [P.RUNNING, P.EVICTED, P.WITHDRAWN])
+def test_a_workload_bound_here_again_and_held_at_an_older_generation_is_offered_again(
+    phase: WorkloadPhase,
+) -> None:
+    # The cluster was fenced (or lost its session) and the hub bound a new generation to it
+    # while it still held the old one: the old is withdrawn if live, the new one offered.
+    item = held("again", phase, 1)
+    plan = reconcile("east", [item], {item.workload: bound("again", "east", 2)}, [item.workload])
+    assert plan.resend == [(item.workload, True)]
+    assert plan.withdraw == ([item] if phase is P.RUNNING else [])
+    assert plan.cancel == plan.bind == plan.catch_up == []
