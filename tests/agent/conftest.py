@@ -40,6 +40,7 @@ from api.v1alpha1.queues import ClusterQueue, LocalQueue, ResourceFlavor
 from api.v1alpha1.workload import Workload
 from kubesim.cluster import ClusterConfig
 from kubesim.testing import RunningSimulator, running
+from tests.agent.rbac import RoleCheckedKube
 
 T = TypeVar("T")
 
@@ -423,7 +424,8 @@ class AgentRunner:
         )
 
     async def start(self) -> Agent:
-        agent = Agent(self.settings(), self.kube)
+        # Every call the agent makes must be one its ClusterRole allows (tests/agent/rbac.py).
+        agent = Agent(self.settings(), RoleCheckedKube(self.kube))
         self.tasks.append(asyncio.create_task(agent.run()))
         await eventually(lambda: agent.ready.is_set() or self.tasks[-1].done())
         if self.tasks[-1].done():
