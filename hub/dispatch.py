@@ -215,9 +215,10 @@ class Dispatcher:
         ]
         work += [self.writer.update(g.key, status_change(g, now)) for g in plan.let_go]
         work += [self.writer.change(w.key, status_change(w, now)) for w in plan.waits]
-        for wait in plan.waits:
-            entry = self.state.workloads.get(wait.key)
-            self.tracing.waiting(wait, entry.workload if entry is not None else None)
+        if self.tracing.enabled:
+            for wait in plan.waits:
+                entry = self.state.workloads.get(wait.key)
+                self.tracing.waiting(wait, entry.workload if entry is not None else None)
         work += [self._commit_offer(offer, now) for offer in plan.offers]
         await asyncio.gather(*work)
 

@@ -171,6 +171,10 @@ class HubTracing:
     def __init__(self, tracer_: Tracer | None = None) -> None:
         self.tracer = tracer_ if tracer_ is not None else tracer("multiq.hub")
 
+    @property
+    def enabled(self) -> bool:
+        return self.tracer is not None
+
     @contextlib.contextmanager
     def dispatching(self, offer: OfferDecision) -> Iterator[OfferSpans]:
         """Around making an offer durable and sending it: `hub.dispatch`, and a `hub.offer`
