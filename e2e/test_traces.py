@@ -94,9 +94,7 @@ class OtlpReceiver:
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         self._ready.set()
         self._loop.run_forever()
 

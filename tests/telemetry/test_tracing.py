@@ -5,7 +5,7 @@ shells build no span), a clear error for an exporter or protocol it cannot use; 
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 from telemetry.tracing import TracingConfigError, configure_tracing, context_of, traceparent_of
 
@@ -36,6 +36,7 @@ def test_a_span_started_under_a_traceparent_continues_its_trace() -> None:
     assert own is not None
     assert own.startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-")
     assert own != GOOD
+    assert isinstance(span, ReadableSpan)
     assert span.parent is not None
     assert span.parent.span_id == 0x00F067AA0BA902B7
 
