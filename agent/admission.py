@@ -45,12 +45,14 @@ from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
 from agent.state import StateStore
 from agent.status import observe
+from agent.tracing import AgentTracing
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
     ConfigSync,
     DispatchOffer,
     OfferRejected,
+    TraceContext,
     Withdraw,
     WorkloadStatusReport,
 )
@@ -103,8 +105,10 @@ class AdmissionShell:
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
+        tracing: AgentTracing | None = None,
     ) -> None:
         self.store = store
+        self.tracing = tracing or AgentTracing()
         self.materializer = materializer
         self.inventory = inventory
         self.reporter = reporter
@@ -120,7 +124,7 @@ class AdmissionShell:
         self.held = self.book.records
         self._snapshots = SnapshotCache()
         self.cycles = 0
-        self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
+        self._inbox: asyncio.Queue[tuple[HubMessage, TraceContext | None]] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cycle_due = True
@@ -155,6 +159,7 @@ class AdmissionShell:
 
     def _set(self, key: str, record: Record | None) -> None:
         """The one place a record changes; forgetting is deleting it."""
+        self.tracing.changed(self.held.get(key), record)
         put = self.book.put(key, record)
         if put.arrived or put.freed:
             self._cycle_due = True  # (freed: whatever it held is free, admit who waits)
@@ -216,9 +221,10 @@ class AdmissionShell:
 
     # input -----------------------------------------------------------------------------------
 
-    def submit(self, message: HubMessage) -> None:
-        """Queue a hub message for the loop (called by the hub session's reader)."""
-        self._inbox.put_nowait(message)
+    def submit(self, message: HubMessage, trace_context: TraceContext | None = None) -> None:
+        """Queue a hub message for the loop (called by the hub session's reader), with the
+        context of the hub's span that sent it."""
+        self._inbox.put_nowait((message, trace_context))
         self._wake.set()
 
     def wake(self) -> None:
@@ -262,7 +268,7 @@ class AdmissionShell:
         released quota, the engine's own next wake-up — and the lease is held; not on every
         pod event: with thousands of pending workloads a cycle is the expensive part."""
         while not self._inbox.empty():
-            await self.handle(self._inbox.get_nowait())
+            await self.handle(*self._inbox.get_nowait())
         # The status pass first: quota that finished workloads release is free for this
         # very cycle, not the next one (with short Jobs the difference is a sizeable part
         # of the quota's time).
@@ -274,7 +280,7 @@ class AdmissionShell:
             await self.cycle()
         await self._flush()
 
-    async def handle(self, message: HubMessage) -> None:
+    async def handle(self, message: HubMessage, trace_context: TraceContext | None = None) -> None:
         now = self.clock()
         if not isinstance(message, Fence | ReapOrphans):
             self._cycle_due = True  # (those two free quota by forgetting, if at all)
@@ -284,14 +290,18 @@ class AdmissionShell:
         elif isinstance(message, DispatchOffer):
             meta = message.workload.metadata
             key = f"{meta.namespace or 'default'}/{meta.name}"
-            await self._apply(key, records.on_offer(self.held.get(key), message, now))
+            held = self.held.get(key)
+            with self.tracing.message(key, message, held, trace_context):
+                await self._apply(key, records.on_offer(held, message, now))
         elif isinstance(message, Bind):
-            await self._apply(
-                message.workload, records.on_bind(self.held.get(message.workload), message, now)
-            )
+            held = self.held.get(message.workload)
+            with self.tracing.message(message.workload, message, held, trace_context):
+                await self._apply(message.workload, records.on_bind(held, message, now))
         elif isinstance(message, Withdraw | Cancel):
-            step = records.on_withdraw(self.held.get(message.workload), message, now)
-            await self._apply(message.workload, step)
+            held = self.held.get(message.workload)
+            with self.tracing.message(message.workload, message, held, trace_context):
+                step = records.on_withdraw(held, message, now)
+                await self._apply(message.workload, step)
         elif isinstance(message, Fence):
             log.warning("%s; stopping every held workload", message.message)
             for key, record in list(self.held.items()):
@@ -320,6 +330,9 @@ class AdmissionShell:
         self._cycle_wakeup = result.next_wakeup
         for key, step in outcomes.quota_steps(self.held, result, now):
             await self._apply(key, step)
+        for admit in result.admitted:
+            if (admitted := self.held.get(admit.workload)) is not None:
+                self.tracing.admitted(admitted, admit, self.cycles, now)
         if result.admitted:
             # Let the materialisations send their creates before the pending pass: the
             # quota is held from now, so every moment until the Jobs run is quota unused.
@@ -360,9 +373,12 @@ class AdmissionShell:
 
         key = started.key
         try:
-            names = await self.materializer.make(
-                plan, lambda: self._current(started) is not None, what=key
-            )
+            with self.tracing.materializing(started) as span:
+                names = await self.materializer.make(
+                    plan, lambda: self._current(started) is not None, what=key
+                )
+                if span is not None:
+                    span.set_attribute("multiq.jobs", list(names or ()))
         except (MaterializeError, K8sClientError) as exc:
             if (record := self._current(started)) is not None:
                 log.error("cannot materialise %s: %s", key, exc)

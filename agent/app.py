@@ -38,6 +38,7 @@ from agent.materialize import Materializer
 from agent.records import Cadence, observable
 from agent.settings import AGENT_VERSION, AgentSettings
 from agent.state import StateStore
+from agent.tracing import AgentTracing
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
@@ -46,6 +47,7 @@ from api.v1alpha1.messages import (
     Hello,
     LeaseGrant,
     Payload,
+    TraceContext,
     Withdraw,
 )
 
@@ -125,6 +127,7 @@ class Agent:
             monotonic=monotonic,
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
+            tracing=AgentTracing(cluster=settings.cluster),
         )
         self.logs = LogStreams(
             cluster=settings.cluster,
@@ -176,11 +179,11 @@ class Agent:
     async def _on_disconnect(self) -> None:
         await self.logs.close_all()
 
-    async def _on_message(self, payload: Payload) -> None:
+    async def _on_message(self, payload: Payload, trace_context: TraceContext | None) -> None:
         if isinstance(payload, LeaseGrant):
             self._on_grant(payload)
         elif isinstance(payload, ConfigSync | DispatchOffer | Bind | Withdraw | Cancel):
-            self.admission.submit(payload)
+            self.admission.submit(payload, trace_context)
         else:
             log.error("unexpected %s from the hub; ignored", payload.type)
 

@@ -56,6 +56,7 @@ from api.v1alpha1.messages import (
     MessageInvalidError,
     OfferRejected,
     Payload,
+    TraceContext,
     WorkloadStatusReport,
 )
 
@@ -202,7 +203,8 @@ class Outbox:
         return len(self._entries)
 
 
-MessageHandler = Callable[[Payload], Awaitable[None]]
+MessageHandler = Callable[[Payload, TraceContext | None], Awaitable[None]]
+"""Called with every control message and the trace context its envelope carried."""
 
 
 class HubSession:
@@ -437,5 +439,5 @@ class HubSession:
             elif isinstance(payload, LogOpen | LogClose):
                 log.error("control lane: %s belongs on the logs lane; ignored", env.type)
             else:
-                await self._on_message(payload)
+                await self._on_message(payload, env.trace_context)
         raise HubUnreachableError(f"{lane.name} lane closed by the hub")

@@ -2,7 +2,10 @@
 SIGINT — then close the hub lanes and exit, leaving every Job running.
 
     multiq-agent --kubeconfig KUBECONFIG [--context CTX] --hub http://hub:8080 \\
-        --cluster NAME (--token TOKEN | --token-file FILE) [--state-dir DIR]
+        --cluster NAME (--token TOKEN | --token-file FILE) [--state-dir DIR] \\
+        [--log-format text|json]
+
+Traces are exported as the standard OTEL_* variables say (telemetry.tracing: none by default).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from agent.app import Agent
 from agent.k8s.client import open_client
 from agent.settings import AgentSettings, parse_args
 from api.meta import build_schemas
+from telemetry.logs import configure_logging
+from telemetry.tracing import TracingConfigError, configure_tracing
 
 __all__ = ["main", "serve"]
 
@@ -50,9 +55,13 @@ GC_THRESHOLDS = (50_000, 10, 10)
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        # Before the Agent is built: its parts take their tracer when they are made.
+        configure_tracing("multiq-agent")
+    except TracingConfigError as exc:
+        log.error("%s", exc)
+        return 2
     build_schemas()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -10,6 +10,7 @@ import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -89,6 +90,8 @@ class AgentSettings(BaseModel):
     """Bound of each log stream's buffer; the oldest lines are dropped past it."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    """Log lines for people, or JSON objects carrying the current span's trace ids."""
 
     @property
     def hub_urls(self) -> tuple[str, ...]:
@@ -123,6 +126,12 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         "--state-dir", default=env("MULTIQ_AGENT_STATE_DIR", ".multiq-agent"), type=Path
     )
     parser.add_argument("--log-level", default=env("MULTIQ_AGENT_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=env("MULTIQ_AGENT_LOG_FORMAT", "text"),
+        help="text for people (default), json for collectors, with the current trace ids",
+    )
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -140,4 +149,5 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         context=args.context,
         state_dir=args.state_dir,
         log_level=args.log_level.upper(),
+        log_format=args.log_format,
     )

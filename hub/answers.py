@@ -21,6 +21,7 @@ from api.v1alpha1.messages import (
     HeldWorkload,
     Hello,
     OfferRejected,
+    TraceContext,
     Withdraw,
     WorkloadPhase,
     WorkloadStatusReport,
@@ -29,6 +30,7 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
 from hub.placement.reconcile import reconcile
+from hub.tracing import ReportSpan
 
 __all__ = ["AgentAnswers"]
 
@@ -41,11 +43,25 @@ class AgentAnswers:
         self.state = dispatcher.state
         self.book = dispatcher.book
         self.writer = dispatcher.writer
+        self.tracing = dispatcher.tracing
 
     def _now(self) -> datetime:
         return self.dispatcher.clock()
 
-    async def on_status(self, cluster: str, report: WorkloadStatusReport) -> None:
+    async def on_status(
+        self,
+        cluster: str,
+        report: WorkloadStatusReport,
+        trace_context: TraceContext | None = None,
+    ) -> None:
+        entry = self.state.workloads.get(report.workload)
+        wl = entry.workload if entry is not None else None
+        with self.tracing.report(cluster, report, wl, trace_context) as traced:
+            await self._on_status(cluster, report, traced)
+
+    async def _on_status(
+        self, cluster: str, report: WorkloadStatusReport, traced: ReportSpan
+    ) -> None:
         key = report.workload
         now = self._now()
         outcome = transitions.ReportOutcome(False)
@@ -71,19 +87,28 @@ class AgentAnswers:
                 Cancel(workload=key, generation=report.generation, reason="WorkloadDeleted"),
             )
             return
+        traced.outcome(outcome.accepted, outcome.refusal)
         if not outcome.accepted:
             log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
-        self._tell(key, report.generation, outcome)
+        self._tell(key, report.generation, outcome, traced)
         self.dispatcher.wake()
 
-    def _tell(self, key: str, generation: int, outcome: transitions.ReportOutcome) -> None:
+    def _tell(
+        self,
+        key: str,
+        generation: int,
+        outcome: transitions.ReportOutcome,
+        traced: ReportSpan,
+    ) -> None:
+        send = self.dispatcher.send
         if outcome.bind is not None:
-            self.dispatcher.send(outcome.bind, Bind(workload=key, generation=generation))
+            context = traced.sending("bind", outcome.bind)
+            send(outcome.bind, Bind(workload=key, generation=generation), trace_context=context)
         for other, reason, message in outcome.withdraw:
             self.book.close_offer(key, other)
             self.book.give_back_room(key, other)
             withdraw = Withdraw(workload=key, generation=generation, reason=reason, message=message)
-            self.dispatcher.send(other, withdraw)
+            send(other, withdraw, trace_context=traced.sending("withdraw", other))
 
     async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
         key = message.workload

@@ -32,6 +32,7 @@ from api.v1alpha1.messages import (
     Bind,
     Cancel,
     DispatchOffer,
+    TraceContext,
     Withdraw,
 )
 from api.v1alpha1.queues import LocalQueue
@@ -57,6 +58,7 @@ from hub.placement.snapshot import ClusterName
 from hub.placement.tally import QueueTally, Tallies
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
+from hub.tracing import HubTracing
 from hub.writes import WorkloadWriter
 
 __all__ = ["Dispatcher"]
@@ -87,8 +89,10 @@ class Dispatcher:
         reservation_timeout_seconds: int = 30,
         clock: Callable[[], datetime] = _now,
         settings: CycleSettings | None = None,
+        tracing: HubTracing | None = None,
     ) -> None:
         self.state = state
+        self.tracing = tracing or HubTracing()
         self.fleet = fleet
         self.interval_seconds = interval_seconds
         self.reservation_timeout_seconds = reservation_timeout_seconds
@@ -211,6 +215,10 @@ class Dispatcher:
         ]
         work += [self.writer.update(g.key, status_change(g, now)) for g in plan.let_go]
         work += [self.writer.change(w.key, status_change(w, now)) for w in plan.waits]
+        if self.tracing.enabled:
+            for wait in plan.waits:
+                entry = self.state.workloads.get(wait.key)
+                self.tracing.waiting(wait, entry.workload if entry is not None else None)
         work += [self._commit_offer(offer, now) for offer in plan.offers]
         await asyncio.gather(*work)
 
@@ -226,17 +234,20 @@ class Dispatcher:
     async def _commit_offer(self, offer: OfferDecision, now: datetime) -> None:
         """Make the offer durable in the workload's status, then send it."""
         key = offer.key
-        entry = self.state.workloads.get(key)
-        change = status_change(offer, now)
-        written = await self.writer.update_cached(key, entry, change) if entry else None
-        if written is None:  # lost a race (or deleted): decided again next cycle
+        with self.tracing.dispatching(offer) as traced:
+            entry = self.state.workloads.get(key)
+            change = status_change(offer, now)
+            written = await self.writer.update_cached(key, entry, change) if entry else None
+            if written is None:  # lost a race (or deleted): decided again next cycle
+                traced.lost_race()
+                for cluster in offer.clusters:
+                    self.book.close_offer(key, cluster)
+                    self.book.give_back_room(key, cluster)
+                return
+            source = await self.source(written)
             for cluster in offer.clusters:
-                self.book.close_offer(key, cluster)
-                self.book.give_back_room(key, cluster)
-            return
-        source = await self.source(written)
-        for cluster in offer.clusters:
-            self.send(cluster, self.offer_message(written, offer.generation, offer.bound, source))
+                message = self.offer_message(written, offer.generation, offer.bound, source)
+                self.send(cluster, message, trace_context=traced.offer(cluster))
 
     def offer_message(
         self, wl: Workload, generation: int, bound: bool, source: dict[str, Any] | None
@@ -291,12 +302,18 @@ class Dispatcher:
 
     # --- agents ---------------------------------------------------------------------------
 
-    def send(self, cluster: str, payload: Cancel | Withdraw | DispatchOffer | Bind) -> None:
+    def send(
+        self,
+        cluster: str,
+        payload: Cancel | Withdraw | DispatchOffer | Bind,
+        *,
+        trace_context: TraceContext | None = None,
+    ) -> None:
         state = self.fleet.get(cluster)
         if state is None or state.control is None:
             return
         with contextlib.suppress(LaneClosedError):
-            state.control.send(payload)
+            state.control.send(payload, trace_context=trace_context)
 
     def _close_overdue_sessions(self, now: datetime) -> None:
         for state in self.fleet.clusters.values():

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import WSMsgType, web
 
-from api.v1alpha1.messages import Ack, Envelope, MessageInvalidError, Payload
+from api.v1alpha1.messages import Ack, Envelope, MessageInvalidError, Payload, TraceContext
 
 __all__ = ["Lane", "LaneClosedError"]
 
@@ -47,11 +47,14 @@ class Lane:
     def closed(self) -> bool:
         return self._closed or self.ws.closed
 
-    def send(self, payload: Payload) -> None:
+    def send(self, payload: Payload, *, trace_context: TraceContext | None = None) -> None:
+        """Queue `payload`; `trace_context`: the span that sent it, for the agent's spans."""
         if self.closed:
             raise LaneClosedError(self.name)
         self._seq += 1
-        envelope = Envelope.wrap(payload, seq=self._seq, ack=self._received or None)
+        envelope = Envelope.wrap(
+            payload, seq=self._seq, ack=self._received or None, trace_context=trace_context
+        )
         try:
             self._queue.put_nowait(envelope)
         except asyncio.QueueFull:

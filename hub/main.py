@@ -9,14 +9,16 @@ Several hubs on one etcd cluster, one of which leads at a time (hub.election):
                --host 0.0.0.0 --advertise-url http://hub-0.hubs:8470 --election-ttl 5 …
 
 Every flag has a MULTIQ_HUB_<FLAG> environment variable (e.g. MULTIQ_HUB_STORE) for
-containers. Called by: the console script, `qctl dev up`, e2e tests.
+containers. Traces are exported as the standard OTEL_* variables say (telemetry.tracing: none
+by default); `--log-format json` writes log lines as JSON with their trace ids.
+
+Called by: the console script, `qctl dev up`, e2e tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -28,6 +30,8 @@ from pydantic import ValidationError
 from api.meta import build_schemas
 from hub.app import VERSION, build_app
 from hub.settings import HubSettings
+from telemetry.logs import LOG_FORMATS, configure_logging
+from telemetry.tracing import TracingConfigError, configure_tracing
 
 __all__ = ["main", "parse_settings"]
 
@@ -74,11 +78,15 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
         default=float(_env("offer-timeout", str(defaults.offer_timeout_seconds)) or 30),
     )
     parser.add_argument("--log-level", default=_env("log-level", "INFO"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=_env("log-format", "text"),
+        help="text for people (default), json for collectors: one object a line, with the "
+        "trace and span ids of the current span",
     )
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
     try:
         return HubSettings(
             host=args.host,
@@ -103,6 +111,12 @@ GC_THRESHOLDS = (50_000, 10, 10)
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
+    try:
+        # Before the app is built: its parts take their tracer when they are made.
+        configure_tracing("multiq-hub")
+    except TracingConfigError as exc:
+        print(f"multiq-hub: {exc}", file=sys.stderr)
+        return 2
     print(
         f"multiq-hub {VERSION} listening on http://{settings.host}:{settings.port}"
         f" (advertised as {settings.url})",

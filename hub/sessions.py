@@ -121,7 +121,10 @@ class SessionRoutes:
                 state.last_seen = now
                 payload = envelope.payload
                 if isinstance(payload, WorkloadStatusReport):
-                    await reports.run(payload.workload, self.answers.on_status(state.name, payload))
+                    await reports.run(
+                        payload.workload,
+                        self.answers.on_status(state.name, payload, envelope.trace_context),
+                    )
                 elif isinstance(payload, CapacityReport):
                     state.capacity = payload
                     state.cells = capacity_cells(payload)

@@ -15,16 +15,26 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from api.tracecontext import TRACEPARENT_HEADER, generate, parse
 from qctl.config import ResolvedContext
 from qctl.errors import HubRequestError, QctlError
 from qctl.hubs import READS, HubRotation
 from qctl.kinds import API_PREFIX, KindLike, collection_path, resource_path
 
-__all__ = ["HubSession"]
+__all__ = ["HubSession", "command_traceparent"]
+
+
+def command_traceparent(inherited: str | None) -> str:
+    """The `traceparent` this command sends: an inherited one as it is (qctl records no span
+    of its own, so the hub's spans hang from the caller's), else a new trace of random ids.
+    A malformed inherited one is ignored."""
+    parent = parse(inherited)
+    return (parent or generate(os.urandom)).format()
 
 
 class _UnreachableError(QctlError):
@@ -42,7 +52,14 @@ class HubSession:
     def __init__(self, context: ResolvedContext, *, timeout: float = 30.0) -> None:
         self._hubs = HubRotation(context.servers)
         self._timeout = timeout
-        self._headers = {"Accept": "application/json", "User-Agent": "qctl"}
+        self._headers = {
+            "Accept": "application/json",
+            "User-Agent": "qctl",
+            # One trace per command: the hub's spans of what it does (a submission, and the
+            # workload's life after it) continue it. TRACEPARENT (the OpenTelemetry name for a
+            # context handed down by the environment) makes it part of a caller's trace.
+            TRACEPARENT_HEADER: command_traceparent(os.environ.get("TRACEPARENT")),
+        }
         if context.token:
             self._headers["Authorization"] = f"Bearer {context.token}"
 

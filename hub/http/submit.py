@@ -35,6 +35,7 @@ from hub.placement.routing import CLUSTER_SET_ANNOTATION
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Revision
+from hub.tracing import keep_trace, submission_stage, traced_submission
 
 __all__ = ["SubmitRoutes"]
 
@@ -45,7 +46,8 @@ class SubmitRoutes:
         self.state = state
 
     def add_to(self, app: web.Application) -> None:
-        app.router.add_post(f"/apis/{API_VERSION}/namespaces/{{ns}}/submissions", self.submit)
+        path = f"/apis/{API_VERSION}/namespaces/{{ns}}/submissions"
+        app.router.add_post(path, traced_submission(self.submit))
 
     async def submit(self, request: web.Request) -> web.Response:
         ns = request.match_info["ns"]
@@ -64,6 +66,7 @@ class SubmitRoutes:
             )
         meta["namespace"] = ns
         source = without_status(self.repo.validate(body))
+        submission_stage("validate")
         priorities = {
             p.name: p.value
             for p in self.state.objects(WorkloadPriorityClass)
@@ -78,12 +81,14 @@ class SubmitRoutes:
             )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
+        submission_stage("convert")
         if queue:
             workload.spec.queue_name = queue
         workload.metadata.namespace = ns
         self._check_routing(workload, ns, request.query.get("clusterSet"))
         if workload.spec.priority is None:
             workload.spec.priority = 0
+        keep_trace(workload)
         # No second semantic check of the whole Workload: the conversion checked what it built
         # (a submitted Workload was checked by `validate`), and of what this route set since,
         # the queue and the cluster set are known objects (`_check_routing`), the namespace is
@@ -109,6 +114,7 @@ class SubmitRoutes:
             raise
         revision = Revision(int(created["metadata"]["resourceVersion"]))
         self.state.remember(key, workload, revision, written[0])
+        submission_stage("store")
         return web.json_response(created, status=201)
 
     def _check_routing(self, workload: Workload, ns: str, cluster_set: str | None) -> None:

@@ -167,6 +167,9 @@ class OfferDecision:
     bound: bool
     mode: str
     booked: Mapping[str, Assumed]
+    verdicts: tuple[tuple[ClusterName, str, str], ...] = ()
+    """The placement's verdict on every cluster it looked at: (cluster, verdict, why), for
+    the shell to describe the decision (a trace's attributes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,8 +514,11 @@ class _Cycle:
         # BestFit offers one cluster at a time, and binds before it offers: only that
         # cluster may run the generation, so its agent may create the Job at once.
         bound = route.mode == DispatchMode.BEST_FIT and len(placement.offer_to) == 1
+        verdicts = tuple((v.cluster, v.verdict.value, v.message) for v in placement.verdicts)
         plan.offers.append(
-            OfferDecision(key, wl, tuple(placement.offer_to), generation, bound, route.mode, booked)
+            OfferDecision(
+                key, wl, tuple(placement.offer_to), generation, bound, route.mode, booked, verdicts
+            )
         )
 
     def wait(self, key: str, reason: str, message: str) -> None:

@@ -113,3 +113,20 @@ class TestHubErrors:
         assert str(HubRequestError.from_reply(503, "Service Unavailable", "")) == (
             "Service Unavailable"
         )
+
+
+class TestTheTraceparentQctlSends:
+    def test_an_inherited_traceparent_is_sent_as_it_is(self) -> None:
+        from qctl.rest import command_traceparent
+
+        inherited = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        assert command_traceparent(inherited) == inherited
+
+    def test_without_one_or_with_a_malformed_one_a_new_trace_begins(self) -> None:
+        from api.tracecontext import parse
+        from qctl.rest import command_traceparent
+
+        first, second = command_traceparent(None), command_traceparent("00-junk")
+        assert parse(first) is not None
+        assert parse(second) is not None
+        assert first != second

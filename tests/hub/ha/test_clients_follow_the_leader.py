@@ -14,7 +14,7 @@ import pytest
 from agent.hubclient import HubSession
 from agent.settings import AgentSettings, Timings
 from api.v1alpha1.federation import MemberCluster
-from api.v1alpha1.messages import ConfigSync, Hello, LogClose, LogOpen, Payload
+from api.v1alpha1.messages import ConfigSync, Hello, LogClose, LogOpen, Payload, TraceContext
 from api.v1alpha1.queues import ResourceFlavor
 from hub.store.etcd import EtcdStore
 from qctl.client import HubClient
@@ -50,7 +50,7 @@ class AgentUnderTest:
     async def _nothing(self) -> None:
         return None
 
-    async def _received(self, payload: Payload) -> None:
+    async def _received(self, payload: Payload, _trace: TraceContext | None) -> None:
         self.received.append(payload)
 
     async def _log_message(self, payload: LogOpen | LogClose) -> None:

@@ -256,5 +256,5 @@ class Clock:
 class ConnectedLane:
     closed = False
 
-    def send(self, payload: object) -> None:
+    def send(self, payload: object, *, trace_context: object = None) -> None:
         pass

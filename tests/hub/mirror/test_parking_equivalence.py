@@ -51,7 +51,7 @@ class RecordingLane:
     def __init__(self) -> None:
         self.sent: list[object] = []
 
-    def send(self, payload: object) -> None:
+    def send(self, payload: object, *, trace_context: object = None) -> None:
         self.sent.append(payload)
 
 
