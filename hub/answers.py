@@ -28,6 +28,7 @@ from api.v1alpha1.messages import (
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
+from hub.metrics import OfferOutcome
 from hub.placement.reconcile import reconcile
 
 __all__ = ["AgentAnswers"]
@@ -41,6 +42,7 @@ class AgentAnswers:
         self.state = dispatcher.state
         self.book = dispatcher.book
         self.writer = dispatcher.writer
+        self.metrics = dispatcher.metrics
 
     def _now(self) -> datetime:
         return self.dispatcher.clock()
@@ -71,6 +73,7 @@ class AgentAnswers:
                 Cancel(workload=key, generation=report.generation, reason="WorkloadDeleted"),
             )
             return
+        self.metrics.report(cluster, report.phase.value, accepted=outcome.accepted)
         if not outcome.accepted:
             log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
         self._tell(key, report.generation, outcome)
@@ -80,6 +83,7 @@ class AgentAnswers:
         if outcome.bind is not None:
             self.dispatcher.send(outcome.bind, Bind(workload=key, generation=generation))
         for other, reason, message in outcome.withdraw:
+            self.metrics.offer_outcome(other, OfferOutcome.WITHDRAWN)
             self.book.close_offer(key, other)
             self.book.give_back_room(key, other)
             withdraw = Withdraw(workload=key, generation=generation, reason=reason, message=message)
@@ -87,6 +91,7 @@ class AgentAnswers:
 
     async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
         key = message.workload
+        self.metrics.offer_outcome(cluster, OfferOutcome.REJECTED)
         self.book.give_back_room(key, cluster)
         change = partial(
             transitions.apply_rejection,
