@@ -40,6 +40,7 @@ from agent.inventory import Inventory
 from agent.k8s.client import JsonObject
 from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
+from agent.metrics import AgentMetrics
 from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
 from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
@@ -103,8 +104,10 @@ class AdmissionShell:
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
         self.inventory = inventory
         self.reporter = reporter
@@ -120,6 +123,8 @@ class AdmissionShell:
         self.held = self.book.records
         self._snapshots = SnapshotCache()
         self.cycles = 0
+        self.last_result: CycleResult | None = None
+        """The last cycle's decisions (the metrics read its pending reasons)."""
         self._inbox: asyncio.Queue[HubMessage] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -155,6 +160,7 @@ class AdmissionShell:
 
     def _set(self, key: str, record: Record | None) -> None:
         """The one place a record changes; forgetting is deleting it."""
+        self.metrics.record_changed(self.held.get(key), record, self.clock())
         put = self.book.put(key, record)
         if put.arrived or put.freed:
             self._cycle_due = True  # (freed: whatever it held is free, admit who waits)
@@ -315,8 +321,11 @@ class AdmissionShell:
         # would hold up every Job create, watch event and hub message for that long. The GIL
         # still hands the loop a turn every few milliseconds meanwhile; nothing the cycle
         # reads changes, because only this task changes the records.
-        result = await asyncio.to_thread(self._snapshots.cycle(self.snapshot()), now)
+        snapshot, started = self.snapshot(), self.monotonic()
+        result = await asyncio.to_thread(self._snapshots.cycle(snapshot), now)
+        self.metrics.cycle_done(snapshot, result, self.monotonic() - started)
         self.cycles += 1
+        self.last_result = result
         self._cycle_wakeup = result.next_wakeup
         for key, step in outcomes.quota_steps(self.held, result, now):
             await self._apply(key, step)

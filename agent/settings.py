@@ -89,6 +89,10 @@ class AgentSettings(BaseModel):
     """Bound of each log stream's buffer; the oldest lines are dropped past it."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve Prometheus metrics on this port (0: any free port); None: not served."""
+    metrics_address: str = "0.0.0.0"
+    """The address the metrics endpoint listens on."""
 
     @property
     def hub_urls(self) -> tuple[str, ...]:
@@ -123,6 +127,13 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         "--state-dir", default=env("MULTIQ_AGENT_STATE_DIR", ".multiq-agent"), type=Path
     )
     parser.add_argument("--log-level", default=env("MULTIQ_AGENT_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=env("MULTIQ_AGENT_METRICS_PORT"),
+        help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (off by default)",
+    )
+    parser.add_argument("--metrics-address", default=env("MULTIQ_AGENT_METRICS_ADDRESS", "0.0.0.0"))
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -140,4 +151,6 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         context=args.context,
         state_dir=args.state_dir,
         log_level=args.log_level.upper(),
+        metrics_port=int(args.metrics_port) if args.metrics_port is not None else None,
+        metrics_address=args.metrics_address,
     )
