@@ -125,6 +125,9 @@ async def federation(kube: KubeClient, tmp_path: Path) -> AsyncIterator[Federati
             await eventually(lambda: agent.ready.is_set() or task.done())
             if task.done():
                 task.result()
+            # Connected on both ends, as the scrapes expect.
+            await eventually(lambda: hub.hub.fleet.clusters[CLUSTER].connected)
+            await eventually(agent.session.connected.is_set)
             yield Federation(hub, agent)
         finally:
             task.cancel()
