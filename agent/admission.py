@@ -40,6 +40,7 @@ from agent.inventory import Inventory
 from agent.k8s.client import JsonObject
 from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
+from agent.metrics import AgentMetrics
 from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
 from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
@@ -106,9 +107,11 @@ class AdmissionShell:
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
         tracing: AgentTracing | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.store = store
         self.tracing = tracing or AgentTracing()
+        self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
         self.inventory = inventory
         self.reporter = reporter
@@ -124,6 +127,8 @@ class AdmissionShell:
         self.held = self.book.records
         self._snapshots = SnapshotCache()
         self.cycles = 0
+        self.last_result: CycleResult | None = None
+        """The last cycle's decisions (the metrics read its pending reasons)."""
         self._inbox: asyncio.Queue[tuple[HubMessage, TraceContext | None]] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -160,6 +165,7 @@ class AdmissionShell:
     def _set(self, key: str, record: Record | None) -> None:
         """The one place a record changes; forgetting is deleting it."""
         self.tracing.changed(self.held.get(key), record)
+        self.metrics.record_changed(self.held.get(key), record, self.clock())
         put = self.book.put(key, record)
         if put.arrived or put.freed:
             self._cycle_due = True  # (freed: whatever it held is free, admit who waits)
@@ -325,8 +331,11 @@ class AdmissionShell:
         # would hold up every Job create, watch event and hub message for that long. The GIL
         # still hands the loop a turn every few milliseconds meanwhile; nothing the cycle
         # reads changes, because only this task changes the records.
-        result = await asyncio.to_thread(self._snapshots.cycle(self.snapshot()), now)
+        snapshot, started = self.snapshot(), self.monotonic()
+        result = await asyncio.to_thread(self._snapshots.cycle(snapshot), now)
+        self.metrics.cycle_done(snapshot, result, self.monotonic() - started)
         self.cycles += 1
+        self.last_result = result
         self._cycle_wakeup = result.next_wakeup
         for key, step in outcomes.quota_steps(self.held, result, now):
             await self._apply(key, step)

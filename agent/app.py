@@ -35,6 +35,7 @@ from agent.labels import Labels
 from agent.lease import Lease, LeaseTerms
 from agent.logs import LogStreams
 from agent.materialize import Materializer
+from agent.metrics import AgentMetrics, AgentView, MetricsServer, serve_metrics
 from agent.records import Cadence, observable
 from agent.settings import AGENT_VERSION, AgentSettings
 from agent.state import StateStore
@@ -103,6 +104,9 @@ class Agent:
         self.deadline_writes = 0
         """Job deadline PATCHes sent (what fencing costs in API writes)."""
         self.materializer = Materializer(kube)
+        self.metrics = AgentMetrics()
+        self.metrics_server: MetricsServer | None = None
+        """Serving `/metrics` while running, when the settings give a metrics port."""
         self.session = HubSession(
             settings,
             hello=self.hello,
@@ -128,18 +132,30 @@ class Agent:
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
             tracing=AgentTracing(cluster=settings.cluster),
+            metrics=self.metrics,
         )
         self.logs = LogStreams(
             cluster=settings.cluster,
             kube=kube,
             inventory=self.inventory,
-            send=self.session.send_log,
+            send=self.metrics.counting_sender(self.session.send_log),
             buffer_lines=settings.log_buffer_lines,
             batch_lines=settings.log_batch_lines,
             batch_interval=timings.log_batch_interval,
             finished=self._workload_done,
         )
         self.ready = asyncio.Event()
+        self.metrics.watch(
+            AgentView(
+                snapshot=self.admission.snapshot,
+                records=lambda: self.admission.held,
+                last_result=lambda: self.admission.last_result,
+                connected=self.session.connected.is_set,
+                lease_held=lambda: self.lease.held(self.monotonic()),
+                cycles=lambda: self.admission.cycles,
+                deadline_writes=lambda: self.deadline_writes,
+            )
+        )
 
     # callbacks -------------------------------------------------------------------------------
 
@@ -342,6 +358,11 @@ class Agent:
     # running ---------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        settings = self.settings
+        if settings.metrics_port is not None:
+            self.metrics_server = await serve_metrics(
+                self.metrics, settings.metrics_address, settings.metrics_port
+            )
         self.admission.load()
         try:
             self.inventory.kubernetes_version = await self.kube.server_version()
@@ -366,3 +387,5 @@ class Agent:
             await self.logs.close_all()
             await self.admission.close()
             self.store.close()
+            if self.metrics_server is not None:
+                await self.metrics_server.close()

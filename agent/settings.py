@@ -92,6 +92,10 @@ class AgentSettings(BaseModel):
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
     """Log lines for people, or JSON objects carrying the current span's trace ids."""
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve Prometheus metrics on this port (0: any free port); None: not served."""
+    metrics_address: str = "0.0.0.0"
+    """The address the metrics endpoint listens on."""
 
     @property
     def hub_urls(self) -> tuple[str, ...]:
@@ -132,6 +136,13 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         default=env("MULTIQ_AGENT_LOG_FORMAT", "text"),
         help="text for people (default), json for collectors, with the current trace ids",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=env("MULTIQ_AGENT_METRICS_PORT"),
+        help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (off by default)",
+    )
+    parser.add_argument("--metrics-address", default=env("MULTIQ_AGENT_METRICS_ADDRESS", "0.0.0.0"))
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -150,4 +161,6 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         state_dir=args.state_dir,
         log_level=args.log_level.upper(),
         log_format=args.log_format,
+        metrics_port=int(args.metrics_port) if args.metrics_port is not None else None,
+        metrics_address=args.metrics_address,
     )

@@ -29,6 +29,7 @@ from api.v1alpha1.messages import (
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
+from hub.metrics import OfferOutcome
 from hub.placement.reconcile import reconcile
 from hub.tracing import ReportSpan
 
@@ -44,6 +45,7 @@ class AgentAnswers:
         self.book = dispatcher.book
         self.writer = dispatcher.writer
         self.tracing = dispatcher.tracing
+        self.metrics = dispatcher.metrics
 
     def _now(self) -> datetime:
         return self.dispatcher.clock()
@@ -88,6 +90,7 @@ class AgentAnswers:
             )
             return
         traced.outcome(outcome.accepted, outcome.refusal)
+        self.metrics.report(cluster, report.phase.value, accepted=outcome.accepted)
         if not outcome.accepted:
             log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
         self._tell(key, report.generation, outcome, traced)
@@ -105,6 +108,7 @@ class AgentAnswers:
             context = traced.sending("bind", outcome.bind)
             send(outcome.bind, Bind(workload=key, generation=generation), trace_context=context)
         for other, reason, message in outcome.withdraw:
+            self.metrics.offer_outcome(other, OfferOutcome.WITHDRAWN)
             self.book.close_offer(key, other)
             self.book.give_back_room(key, other)
             withdraw = Withdraw(workload=key, generation=generation, reason=reason, message=message)
@@ -112,6 +116,7 @@ class AgentAnswers:
 
     async def on_rejected(self, cluster: str, message: OfferRejected) -> None:
         key = message.workload
+        self.metrics.offer_outcome(cluster, OfferOutcome.REJECTED)
         self.book.give_back_room(key, cluster)
         change = partial(
             transitions.apply_rejection,

@@ -33,11 +33,13 @@ from hub.election import Campaign, EtcdCampaign, HubElection, SoleCampaign
 from hub.fleet import Fleet
 from hub.http.leader import LeaderRouting
 from hub.http.logs import LogRoutes
+from hub.http.metrics import MetricsRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
 from hub.http.submit import SubmitRoutes
 from hub.leader import LeaderWork
 from hub.loghub import LogHub
+from hub.metrics import UNCOUNTED, HubMetrics
 from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
 from hub.role import Role
@@ -75,6 +77,7 @@ class Hub:
     role: Role
     leader: LeaderWork
     election: HubElection
+    metrics: HubMetrics = UNCOUNTED
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -146,20 +149,30 @@ async def build_app(
     users = load_users_file(settings.users_file).users if settings.users_file else []
     authority = TokenAuthority(users)
     backend = store or await open_store(settings.store)
-    fenced = LeaderFencedStore(backend)
+    metrics = HubMetrics()
+    fenced = LeaderFencedStore(backend, metrics)
     repo = ObjectRepository(fenced)
     state = HubState(fenced)
     fleet = Fleet(repo, authority, secrets_dir=settings.secrets_dir)
-    logs = LogHub(fleet, tail_lines=settings.log_tail_lines)
+    logs = LogHub(fleet, tail_lines=settings.log_tail_lines, metrics=metrics)
     role = Role(settings.url)
-    leader = LeaderWork(settings=settings, state=state, fleet=fleet, repo=repo, logs=logs)
+    leader = LeaderWork(
+        settings=settings, state=state, fleet=fleet, repo=repo, logs=logs, metrics=metrics
+    )
     campaign = campaign or _campaign(backend, settings)
     election = HubElection(campaign, role=role, store=fenced, work=leader)
-    hub = Hub(settings, fenced, repo, state, authority, fleet, logs, role, leader, election)
+    hub = Hub(
+        settings, fenced, repo, state, authority, fleet, logs, role, leader, election, metrics
+    )
     _wire_listeners(hub)
     routing = LeaderRouting(role, forward_wait_seconds=settings.forward_wait_seconds)
     app = web.Application(
-        middlewares=[error_middleware, make_auth_middleware(authority), routing.middleware],
+        middlewares=[
+            metrics.http_middleware(),
+            error_middleware,
+            make_auth_middleware(authority),
+            routing.middleware,
+        ],
         client_max_size=settings.max_body_bytes,
     )
     app[HUB] = hub
@@ -228,6 +241,14 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/version", version)
     app.router.add_get("/openapi.json", openapi)
+    MetricsRoutes(
+        hub.metrics,
+        state=hub.state,
+        fleet=hub.fleet,
+        logs=hub.logs,
+        role=hub.role,
+        dispatcher=lambda: hub.leader.dispatcher,
+    ).add_to(app)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
     hub.leader.sessions.add_to(app)

@@ -40,6 +40,7 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
+from hub.metrics import UNCOUNTED, HubMetrics, OfferOutcome
 from hub.placement.book import DispatchBook
 from hub.placement.cycle import (
     OFFER_TIMED_OUT,
@@ -90,9 +91,11 @@ class Dispatcher:
         clock: Callable[[], datetime] = _now,
         settings: CycleSettings | None = None,
         tracing: HubTracing | None = None,
+        metrics: HubMetrics = UNCOUNTED,
     ) -> None:
         self.state = state
         self.tracing = tracing or HubTracing()
+        self.metrics = metrics
         self.fleet = fleet
         self.interval_seconds = interval_seconds
         self.reservation_timeout_seconds = reservation_timeout_seconds
@@ -156,6 +159,7 @@ class Dispatcher:
     async def cycle(self) -> DispatchPlan:
         now = self.clock()
         self.cycles += 1
+        self.metrics.dispatch_cycles.inc()
         self._close_overdue_sessions(now)
         plan = dispatch(self.snapshot(), now)
         self.last_plan = plan
@@ -224,6 +228,7 @@ class Dispatcher:
 
     async def _expire(self, key: str, cluster: str, bound: bool, now: datetime) -> None:
         written = await self.writer.update(key, status_change(Expiry(key, cluster, bound), now))
+        self.metrics.offer_outcome(cluster, OfferOutcome.EXPIRED)
         if bound and written is not None and written.status is not None:
             generation = written.status.dispatch_generation or 1
             withdraw = Withdraw(
@@ -244,6 +249,7 @@ class Dispatcher:
                     self.book.close_offer(key, cluster)
                     self.book.give_back_room(key, cluster)
                 return
+            self.metrics.offered(offer.clusters, bound=offer.bound)
             source = await self.source(written)
             for cluster in offer.clusters:
                 message = self.offer_message(written, offer.generation, offer.bound, source)

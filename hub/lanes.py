@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from aiohttp import WSMsgType, web
 
 from api.v1alpha1.messages import Ack, Envelope, MessageInvalidError, Payload, TraceContext
+from hub.metrics import UNCOUNTED, HubMetrics
 
 __all__ = ["Lane", "LaneClosedError"]
 
@@ -32,9 +33,19 @@ class LaneClosedError(Exception):
 
 
 class Lane:
-    def __init__(self, ws: web.WebSocketResponse, *, name: str, queue_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        *,
+        name: str,
+        queue_size: int = 10_000,
+        metrics: HubMetrics = UNCOUNTED,
+    ) -> None:
         self.ws = ws
         self.name = name
+        self.metrics = metrics
+        self.kind = name.rsplit("/", 1)[-1]
+        """`control` or `logs` (the lane label of the drop counter)."""
         self._queue: asyncio.Queue[Envelope | None] = asyncio.Queue(maxsize=queue_size)
         self._seq = 0
         self._received = 0
@@ -46,6 +57,11 @@ class Lane:
     @property
     def closed(self) -> bool:
         return self._closed or self.ws.closed
+
+    @property
+    def backlog(self) -> int:
+        """Envelopes queued and not yet written to the agent."""
+        return self._queue.qsize()
 
     def send(self, payload: Payload, *, trace_context: TraceContext | None = None) -> None:
         """Queue `payload`; `trace_context`: the span that sent it, for the agent's spans."""
@@ -59,6 +75,7 @@ class Lane:
             self._queue.put_nowait(envelope)
         except asyncio.QueueFull:
             log.warning("lane %s: the agent is not reading; closing the lane", self.name)
+            self.metrics.lane_dropped.labels(self.kind, "overflow").inc()
             self.close_soon()
             raise LaneClosedError(self.name) from None
 
@@ -73,6 +90,7 @@ class Lane:
                 envelope = Envelope.decode(msg.data)
             except MessageInvalidError as exc:
                 log.warning("lane %s: dropping an invalid message: %s", self.name, exc)
+                self.metrics.lane_dropped.labels(self.kind, "invalid").inc()
                 continue
             if envelope.seq and envelope.seq <= self._received:
                 continue  # a redelivery of something already handled

@@ -45,6 +45,7 @@ from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
 from hub.fleet import Fleet
 from hub.loghub import LogHub
+from hub.metrics import UNCOUNTED, HubMetrics
 from hub.objects import ObjectRepository
 from hub.queue_status import QueueStatusWriter
 from hub.sessions import SessionRoutes
@@ -96,8 +97,10 @@ class LeaderWork:
         repo: ObjectRepository,
         logs: LogHub,
         clock: Callable[[], datetime] = _now,
+        metrics: HubMetrics = UNCOUNTED,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.state = state
         self.fleet = fleet
         self.repo = repo
@@ -111,7 +114,7 @@ class LeaderWork:
         self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
         self._deafen()
         # The agents' routes are registered once; they reach the current term's parts.
-        self.sessions = SessionRoutes(fleet, self.answers, self.config, logs)
+        self.sessions = SessionRoutes(fleet, self.answers, self.config, logs, metrics=metrics)
 
     @property
     def leading(self) -> bool:
@@ -197,6 +200,7 @@ class LeaderWork:
             fleet,
             offer_timeout_seconds=self.settings.offer_timeout_seconds,
             interval_seconds=self.settings.dispatch_interval_seconds,
+            metrics=self.metrics,
         )
         answers = AgentAnswers(dispatcher)
         config = ConfigPusher(state, fleet)

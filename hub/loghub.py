@@ -25,6 +25,7 @@ from typing import Any
 from api.v1alpha1.messages import LogClose, LogData, LogOpen
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
+from hub.metrics import UNCOUNTED, HubMetrics
 
 __all__ = ["LogHub", "LogRequest"]
 
@@ -58,8 +59,11 @@ class _Stream:
 
 
 class LogHub:
-    def __init__(self, fleet: Fleet, *, tail_lines: int = 1000) -> None:
+    def __init__(
+        self, fleet: Fleet, *, tail_lines: int = 1000, metrics: HubMetrics = UNCOUNTED
+    ) -> None:
         self.fleet = fleet
+        self.metrics = metrics
         self.tail_lines = tail_lines
         self._streams: dict[str, _Stream] = {}
         self.refused = 0
@@ -82,6 +86,7 @@ class LogHub:
                 data.stream_id,
             )
             return
+        self.metrics.log_in(line.text for line in data.lines)
         if data.lines:
             tail = self._tails.setdefault(data.workload, collections.deque(maxlen=self.tail_lines))
             for line in data.lines:
@@ -89,6 +94,7 @@ class LogHub:
         if stream.queue.full():
             dropped = stream.queue.get_nowait()
             stream.dropped += len(dropped.lines) if dropped else 0
+            self.metrics.log_lines_dropped.inc(len(dropped.lines) if dropped else 0)
         stream.queue.put_nowait(data)
 
     def on_disconnect(self, cluster: str) -> None:
@@ -162,6 +168,7 @@ class LogHub:
                 if stream.dropped:
                     yield {"cluster": cluster, "event": "dropped", "count": stream.dropped}
                     stream.dropped = 0
+                self.metrics.log_out(line.text for line in data.lines)
                 for line in data.lines:
                     yield _record(cluster, data, line.text, line.timestamp)
                 if data.eof and not data.pod:

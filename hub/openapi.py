@@ -222,6 +222,19 @@ def _service_paths() -> dict[str, Any]:
                 "responses": _ok(_ANY_OBJECT),
             }
         },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics (text exposition format; no token needed)",
+                "tags": public,
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The hub's metrics",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            }
+        },
         f"{base}/namespaces/{{namespace}}/submissions": {
             "post": {
                 "summary": "Submit a batch/v1 Job, a JobSet, a Pod or a Workload (JSON or YAML)",

@@ -40,6 +40,7 @@ from hub.fleet import ClusterState, Fleet, capacity_cells
 from hub.http.middleware import PRINCIPAL
 from hub.lanes import Lane, LaneClosedError
 from hub.loghub import LogHub
+from hub.metrics import UNCOUNTED, HubMetrics
 
 __all__ = ["SessionRoutes"]
 
@@ -69,6 +70,7 @@ class SessionRoutes:
     config: ConfigPusher
     logs: LogHub
     clock: Callable[[], datetime] = _now
+    metrics: HubMetrics = UNCOUNTED
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def add_to(self, app: web.Application) -> None:
@@ -97,7 +99,7 @@ class SessionRoutes:
     async def control(self, request: web.Request) -> web.WebSocketResponse:
         state = self._cluster_of(request)
         ws = await self._accept(request)
-        lane = Lane(ws, name=f"{state.name}/control")
+        lane = Lane(ws, name=f"{state.name}/control", metrics=self.metrics)
         messages = lane.receive()
         try:
             async with asyncio.timeout(HELLO_TIMEOUT_SECONDS):
@@ -200,7 +202,7 @@ class SessionRoutes:
     async def log_lane(self, request: web.Request) -> web.WebSocketResponse:
         state = self._cluster_of(request)
         ws = await self._accept(request)
-        lane = Lane(ws, name=f"{state.name}/logs", queue_size=1000)
+        lane = Lane(ws, name=f"{state.name}/logs", queue_size=1000, metrics=self.metrics)
         if state.logs is not None and not state.logs.closed:
             await state.logs.close()
         state.logs = lane

@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("principal", Principal)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Paths anyone may read without a token: liveness and the API description.
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/version", "/openapi.json"})
+# Paths anyone may read without a token: liveness, the API description, and the metrics
+# (Prometheus scrapes without a token; they hold counts, no workload or user's data).
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/version", "/openapi.json", "/metrics"})
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
 

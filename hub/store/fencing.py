@@ -15,6 +15,7 @@ ends).
 
 from __future__ import annotations
 
+from hub.metrics import UNCOUNTED, HubMetrics
 from hub.store.base import (
     JsonObject,
     Listing,
@@ -29,8 +30,9 @@ __all__ = ["LeaderFencedStore"]
 
 
 class LeaderFencedStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, metrics: HubMetrics = UNCOUNTED) -> None:
         self.store = store
+        self.metrics = metrics
         self._writer: Store | None = None
 
     @property
@@ -67,15 +69,17 @@ class LeaderFencedStore:
     # -- writes: only while leading, through the term's writer --
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
-        return await self._writes(key).create(key, value)
+        return await self.metrics.timed_write("create", self._writes(key).create(key, value))
 
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
-        return await self._writes(key).update(key, value, expected=expected)
+        writes = self._writes(key).update(key, value, expected=expected)
+        return await self.metrics.timed_write("update", writes)
 
     async def delete(self, key: str, *, expected: Revision | None) -> StoredObject:
-        return await self._writes(key).delete(key, expected=expected)
+        writes = self._writes(key).delete(key, expected=expected)
+        return await self.metrics.timed_write("delete", writes)
 
     async def compact(self, revision: Revision) -> None:
         # Compaction changes no object and is safe from any replica.
