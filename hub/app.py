@@ -157,7 +157,11 @@ async def build_app(
     election = HubElection(campaign, role=role, store=fenced, work=leader)
     hub = Hub(settings, fenced, repo, state, authority, fleet, logs, role, leader, election)
     _wire_listeners(hub)
-    routing = LeaderRouting(role, forward_wait_seconds=settings.forward_wait_seconds)
+    routing = LeaderRouting(
+        role,
+        forward_wait_seconds=settings.forward_wait_seconds,
+        certificate_authority=settings.certificate_authority,
+    )
     app = web.Application(
         middlewares=[error_middleware, make_auth_middleware(authority), routing.middleware],
         client_max_size=settings.max_body_bytes,
