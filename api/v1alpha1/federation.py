@@ -383,12 +383,14 @@ def _affinity_errors(path: Path, affinity: ClusterAffinity) -> Iterator[FieldErr
 
 
 class TenantSpec(StrictModel):
-    """Who belongs to a tenant: its namespaces and the users' groups (and users) that act in it."""
+    """Who belongs to a tenant: its namespaces and the users' groups (and users) that act in it,
+    and which WorkloadPriorityClasses its users may name (empty: every class)."""
 
     namespaces: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
     users: list[str] = Field(default_factory=list)
     fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))
+    priority_classes: list[str] = Field(default_factory=list)
 
 
 TENANT_LABEL = "multiq.dev/tenant"
@@ -413,10 +415,13 @@ class Tenant(Object):
             errors.append(FieldError.required(spec.child("namespaces"), "a tenant owns namespaces"))
         for i, ns in enumerate(s.namespaces):
             errors += dns1123_label_errors(spec.child("namespaces").index(i), ns)
+        for i, name in enumerate(s.priority_classes):
+            errors += dns1123_subdomain_errors(spec.child("priorityClasses").index(i), name)
         for field, names in (
             ("namespaces", s.namespaces),
             ("groups", s.groups),
             ("users", s.users),
+            ("priorityClasses", s.priority_classes),
         ):
             for i in find_duplicates(names):
                 errors.append(FieldError.duplicate(spec.child(field).index(i), names[i]))

@@ -106,14 +106,14 @@ class TestTheUsersFile:
 
 class TestTheCache:
     async def test_a_token_is_checked_against_the_hashes_once(self) -> None:
-        authority = TokenAuthority([UserEntry(name="admin", tokenHash=token_hash(ADMIN))])
+        authority = TokenAuthority([UserEntry(name="admin", token_hash=token_hash(ADMIN))])
         for _ in range(3):
             principal = await authority.authenticate(f"Bearer {ADMIN}")
             assert principal.name == "admin"
         assert authority.slow_checks == 1
 
     async def test_a_wrong_token_is_checked_once_and_stays_wrong(self) -> None:
-        authority = TokenAuthority([UserEntry(name="admin", tokenHash=token_hash(ADMIN))])
+        authority = TokenAuthority([UserEntry(name="admin", token_hash=token_hash(ADMIN))])
         for _ in range(3):
             with pytest.raises(UnauthorizedError):
                 await authority.authenticate("Bearer not-a-token")
