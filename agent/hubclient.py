@@ -1,7 +1,8 @@
 """The agent's session with the hub: two WebSocket lanes, sequence numbers and acks, an
 outbox that survives disconnects, and reconnection with capped exponential backoff.
 
-Lanes (both dialled with `Authorization: Bearer <token>` and `?cluster=<name>`; losing the
+Lanes (both dialled with `Authorization: Bearer <token>` and `?cluster=<name>`, over wss when
+the hub URL is https, its certificate checked against --certificate-authority; losing the
 control lane closes both and redials both, losing only the log lane redials only it):
   control  GET {hub}/agent/v1/session — every message except log traffic;
   logs     GET {hub}/agent/v1/logs    — LogOpen/LogClose in, LogData out, so a saturated log
@@ -36,6 +37,7 @@ import collections
 import contextlib
 import functools
 import logging
+import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ from typing import Any
 import aiohttp
 
 from agent import retry
-from agent.errors import HubNotLeaderError, HubRefusedError, HubUnreachableError
+from agent.errors import HubError, HubNotLeaderError, HubRefusedError, HubUnreachableError
 from agent.settings import AgentSettings
 from api.v1alpha1.messages import (
     Ack,
@@ -275,7 +277,8 @@ class HubSession:
     async def run(self) -> None:
         """Connect, serve until a lane breaks, reconnect — until cancelled."""
         timings = self.settings.timings
-        async with aiohttp.ClientSession() as http:
+        connector = aiohttp.TCPConnector(ssl=self._trust())
+        async with aiohttp.ClientSession(connector=connector) as http:
             while True:
                 policy = self._reconnect_policy()
                 control, logs = await retry.call(policy, lambda: self._connect(http))
@@ -292,6 +295,17 @@ class HubSession:
                     if self._on_disconnect is not None:
                         await self._on_disconnect()
                 await asyncio.sleep(timings.reconnect_initial)
+
+    def _trust(self) -> ssl.SSLContext | bool:
+        """What an https hub's certificate is checked against: --certificate-authority, else
+        the system's CAs (True)."""
+        ca = self.settings.certificate_authority
+        if ca is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=str(ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise HubError(f"cannot load the certificate authority {ca}: {exc}") from exc
 
     async def _dial(
         self, http: aiohttp.ClientSession, hub: str, path: str
@@ -319,6 +333,19 @@ class HubSession:
                     str(exc), status=exc.status
                 )
             raise HubUnreachableError(f"{hub}{path}: handshake failed: {exc.status}") from exc
+        except aiohttp.ClientConnectorCertificateError as exc:
+            # Said once per dial, in one line: the operator must fix the trust, not wait.
+            detail = getattr(exc.certificate_error, "verify_message", None) or str(exc)
+            message = (
+                f"{hub}: the hub's certificate is not trusted ({detail}); "
+                "pass --certificate-authority with the CA that signed it"
+            )
+            log.error("%s", message)
+            raise HubUnreachableError(message) from exc
+        except aiohttp.ServerDisconnectedError as exc:
+            plain = hub.startswith("http:")
+            hint = " (if the hub serves TLS, use an https:// URL)" if plain else ""
+            raise HubUnreachableError(f"{hub}{path}: {exc}{hint}") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise HubUnreachableError(f"{hub}{path}: {type(exc).__name__}: {exc}") from exc
 

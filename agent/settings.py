@@ -80,6 +80,8 @@ class AgentSettings(BaseModel):
     dials them in order and follows the one that leads."""
     token: str = Field(min_length=1, repr=False)
     """Bearer token for the session (from --token or --token-file)."""
+    certificate_authority: Path | None = None
+    """A PEM file of the CA(s) to trust for an https hub (None: the system's CAs)."""
     kubeconfig: Path | None = None
     """None: in-cluster config, then ~/.kube/config."""
     context: str | None = None
@@ -127,6 +129,12 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
     token.add_argument("--token-file", default=env("MULTIQ_AGENT_TOKEN_FILE"))
     parser.add_argument("--cluster", default=env("MULTIQ_AGENT_CLUSTER"), help="cluster name")
     parser.add_argument(
+        "--certificate-authority",
+        default=env("MULTIQ_AGENT_CERTIFICATE_AUTHORITY"),
+        metavar="FILE",
+        help="PEM CA bundle to trust for an https hub (default: the system's CAs)",
+    )
+    parser.add_argument(
         "--state-dir", default=env("MULTIQ_AGENT_STATE_DIR", ".multiq-agent"), type=Path
     )
     parser.add_argument("--log-level", default=env("MULTIQ_AGENT_LOG_LEVEL", "INFO"))
@@ -156,6 +164,9 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         cluster=args.cluster,
         hub=",".join(u.strip().rstrip("/") for u in args.hub.split(",")),
         token=tok,
+        certificate_authority=(
+            Path(args.certificate_authority) if args.certificate_authority else None
+        ),
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
         context=args.context,
         state_dir=args.state_dir,

@@ -50,6 +50,7 @@ from hypothesis import strategies as st
 from api.codec import decode
 from api.errors import ApiError
 from api.kinds import REGISTRY
+from api.tokens import hash_token
 from hub.app import build_app
 from hub.settings import HubSettings
 
@@ -335,8 +336,8 @@ class FuzzedHub:
 def _users(tmp: Path) -> Path:
     users = {
         "users": [
-            {"name": "admin", "token": ADMIN, "groups": ["multiq:admins"]},
-            {"name": "alice", "token": ALICE, "groups": ["vision-researchers"]},
+            {"name": "admin", "tokenHash": hash_token(ADMIN), "groups": ["multiq:admins"]},
+            {"name": "alice", "tokenHash": hash_token(ALICE), "groups": ["vision-researchers"]},
         ]
     }
     path = tmp / "users.yaml"

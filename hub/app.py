@@ -165,7 +165,11 @@ async def build_app(
         settings, fenced, repo, state, authority, fleet, logs, role, leader, election, metrics
     )
     _wire_listeners(hub)
-    routing = LeaderRouting(role, forward_wait_seconds=settings.forward_wait_seconds)
+    routing = LeaderRouting(
+        role,
+        forward_wait_seconds=settings.forward_wait_seconds,
+        certificate_authority=settings.certificate_authority,
+    )
     app = web.Application(
         middlewares=[
             metrics.http_middleware(),

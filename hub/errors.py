@@ -11,7 +11,8 @@
     ├── GoneError                     410  a watch asked for history that was compacted
     ├── PayloadTooLargeError          413  request body over the configured limit
     ├── UnsupportedMediaTypeError     415  body in a content type we do not read
-    └── UnavailableError              503  store or leader not available; retry
+    ├── UnavailableError              503  store or leader not available; retry
+    └── SettingsError                 —    a file the settings name is unusable (start-up only)
 
 Errors of the contract layer (api.errors) become hub errors here too (`from_api_error`): a body
 that is not a JSON/YAML object is a 400, an unknown apiVersion/kind a 400 naming the field, an
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidObjectError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "SettingsError",
     "UnauthorizedError",
     "UnavailableError",
     "UnsupportedMediaTypeError",
@@ -114,6 +116,13 @@ class UnsupportedMediaTypeError(HubError):
 class UnavailableError(HubError):
     status = 503
     reason = "ServiceUnavailable"
+
+
+class SettingsError(HubError):
+    """The hub cannot start as configured (a users file with plaintext tokens, a TLS key that
+    does not load): never an HTTP answer, hub.main prints it and exits."""
+
+    reason = "SettingsInvalid"
 
 
 def from_api_error(exc: ApiError) -> HubError:

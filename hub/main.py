@@ -1,7 +1,13 @@
-"""`multiq-hub`: run the hub service.
+"""`multiq-hub`: run the hub service, or hash a token for its users file.
 
     multiq-hub --port 8470 --store sqlite:/var/lib/multiq/hub.db \\
-               --users-file users.yaml --secrets-dir /etc/multiq/secrets
+               --users-file users.yaml --secrets-dir /etc/multiq/secrets \\
+               --tls-cert hub.crt --tls-key hub.key
+
+    echo -n "$TOKEN" | multiq-hub hash-token     # → scrypt$…, the users file's tokenHash
+
+With --tls-cert/--tls-key the hub serves HTTPS, and the agents' WebSockets (wss) on the same
+port; without, plain HTTP (what `qctl dev up` runs, on 127.0.0.1).
 
 Several hubs on one etcd cluster, one of which leads at a time (hub.election):
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import ssl
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +35,10 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from api.meta import build_schemas
+from api.tokens import hash_token
 from hub.app import VERSION, build_app
+from hub.auth import load_users_file
+from hub.errors import SettingsError
 from hub.settings import HubSettings
 from telemetry.logs import LOG_FORMATS, configure_logging
 from telemetry.tracing import TracingConfigError, configure_tracing
@@ -65,7 +75,14 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
     parser.add_argument(
         "--users-file",
         default=_env("users-file"),
-        help="YAML: users with name, groups and token or tokenSha256",
+        help="YAML: users with name, groups and tokenHash (from `multiq-hub hash-token`)",
+    )
+    parser.add_argument("--tls-cert", default=_env("tls-cert"), help="PEM certificate (chain)")
+    parser.add_argument("--tls-key", default=_env("tls-key"), help="PEM private key")
+    parser.add_argument(
+        "--certificate-authority",
+        default=_env("certificate-authority"),
+        help="PEM CA bundle to trust when forwarding to the leading hub over https",
     )
     parser.add_argument(
         "--secrets-dir",
@@ -97,6 +114,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
             users_file=Path(args.users_file) if args.users_file else None,
             secrets_dir=Path(args.secrets_dir) if args.secrets_dir else None,
             offer_timeout_seconds=args.offer_timeout,
+            tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+            tls_key=Path(args.tls_key) if args.tls_key else None,
+            certificate_authority=(
+                Path(args.certificate_authority) if args.certificate_authority else None
+            ),
         )
     except ValidationError as exc:
         parser.error(str(exc))
@@ -109,16 +131,56 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
 GC_THRESHOLDS = (50_000, 10, 10)
 
 
+def server_tls(settings: HubSettings) -> ssl.SSLContext | None:
+    """The TLS context to serve with (None: plain HTTP); a SettingsError names the file that
+    does not load."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise SettingsError(
+            f"cannot load the TLS certificate {settings.tls_cert} with the key "
+            f"{settings.tls_key}: {exc}"
+        ) from exc
+    return context
+
+
+def hash_token_command(argv: Sequence[str]) -> int:
+    """`multiq-hub hash-token [TOKEN]`: print the tokenHash of TOKEN (else of stdin's first
+    line, which keeps the token out of the shell's history and the process list)."""
+    parser = argparse.ArgumentParser(
+        prog="multiq-hub hash-token",
+        description="Print the salted scrypt hash of a bearer token, for the users file's "
+        "tokenHash (the token is read from standard input when not given).",
+    )
+    parser.add_argument("token", nargs="?")
+    args = parser.parse_args(argv)
+    token = args.token if args.token is not None else sys.stdin.readline().strip()
+    if not token:
+        parser.error("no token given (as an argument or on standard input)")
+    print(hash_token(token))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hash-token"]:
+        return hash_token_command(argv[1:])
     settings = parse_settings(argv)
     try:
         # Before the app is built: its parts take their tracer when they are made.
         configure_tracing("multiq-hub")
-    except TracingConfigError as exc:
+        if settings.users_file is not None:
+            load_users_file(settings.users_file)  # refused here, before anything starts
+        tls = server_tls(settings)
+    except (TracingConfigError, SettingsError) as exc:
         print(f"multiq-hub: {exc}", file=sys.stderr)
         return 2
     print(
-        f"multiq-hub {VERSION} listening on http://{settings.host}:{settings.port}"
+        f"multiq-hub {VERSION} listening on {settings.scheme}://{settings.host}:{settings.port}"
         f" (advertised as {settings.url})",
         flush=True,
     )
@@ -126,7 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_schemas()
     gc.freeze()  # what start-up built (modules, pydantic schemas) is never collected
     gc.set_threshold(*GC_THRESHOLDS)
-    web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None)
+    web.run_app(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ssl_context=tls,
+        print=None,
+        access_log=None,
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ Called by: hub.http handlers, the dispatch loop and the agent-session handlers.
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -231,6 +232,27 @@ class ObjectRepository:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
+            stored = await self.store.update(key, new, expected=expected or current.revision)
+        except store_base.StoreError as exc:
+            raise translate_store_error(exc) from exc
+        return to_wire(stored)
+
+    async def replace_status(self, obj: Object) -> JsonObject:
+        """The status subresource's write: only `status` changes, taken from `obj`; the spec
+        and metadata stay as stored (generation too), with CAS on metadata.resourceVersion
+        when given. The result is validated whole, as any write."""
+        kind = type(obj)
+        key = object_key(kind, obj.metadata.name, obj.metadata.namespace)
+        expected = parse_resource_version(obj.metadata.resource_version, "metadata.resourceVersion")
+        status = obj.to_wire().get("status")
+        try:
+            current = await self.store.get(key)
+            new = dict(current.value)
+            if status is None:
+                new.pop("status", None)
+            else:
+                new["status"] = status
+            self.validate(copy.deepcopy(new))
             stored = await self.store.update(key, new, expected=expected or current.revision)
         except store_base.StoreError as exc:
             raise translate_store_error(exc) from exc

@@ -147,7 +147,10 @@ def _kind_paths(kind: type[Object]) -> dict[str, Any]:
             "responses": {**_ok(ref), **_errors(*_READ_ERRORS)},
         },
         "put": {
-            "summary": f"Replace a {kind.KIND} (compare-and-swap on metadata.resourceVersion)",
+            "summary": (
+                f"Replace a {kind.KIND} (compare-and-swap on metadata.resourceVersion; its "
+                "status is kept: change it through …/status)"
+            ),
             "tags": tag,
             "parameters": [*scope, _NAME],
             "requestBody": _body(ref),
@@ -160,6 +163,19 @@ def _kind_paths(kind: type[Object]) -> dict[str, Any]:
             "responses": {**_ok(ref), **_errors(*_READ_ERRORS, "409")},
         },
     }
+    if "status" in kind.model_fields:
+        paths[f"{collection}/{{name}}/status"] = {
+            "put": {
+                "summary": (
+                    f"Replace the status of a {kind.KIND} (admins; its spec and metadata are "
+                    "kept; compare-and-swap on metadata.resourceVersion when given)"
+                ),
+                "tags": tag,
+                "parameters": [*scope, _NAME],
+                "requestBody": _body(ref),
+                "responses": {**_ok(ref), **_errors(*_WRITE_ERRORS)},
+            }
+        }
     return paths
 
 

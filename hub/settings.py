@@ -1,4 +1,5 @@
-"""The hub's settings: where it listens, where it stores, who may call it, its timings.
+"""The hub's settings: where it listens (with TLS or not), where it stores, who may call it,
+its timings.
 
 Parsed from `multiq-hub` flags (and MULTIQ_HUB_* environment variables for containers); one
 frozen object passed to hub.app.build_app. Called by: hub.main, tests, `qctl dev up`.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["HubSettings"]
 
@@ -23,7 +24,7 @@ class HubSettings(BaseModel):
     # hubs share the etcd cluster, every endpoint is used; "etcd:HOST:PORT[,…]" also works).
     store: str = "sqlite:multiq-hub.db"
     # Where the other hubs and the agents reach this hub (its leader URL when it leads);
-    # None: http://HOST:PORT.
+    # None: http(s)://HOST:PORT.
     advertise_url: str | None = None
     # The lease of the leader's election key (etcd only): when the leader dies, another hub
     # leads at most this long after. Short, so failover is quick; the leader refreshes it
@@ -47,6 +48,23 @@ class HubSettings(BaseModel):
     queue_status_interval_seconds: float = Field(default=2.0, gt=0)
     # Lines of each workload's logs kept after its pods are gone.
     log_tail_lines: int = Field(default=1000, ge=0)
+    # TLS for HTTP and the agents' WebSockets on the one port (PEM files; the certificate
+    # file may hold the chain). Both or neither.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # The CA this hub trusts when it forwards a write to the leading hub over https (None:
+    # the system's CAs).
+    certificate_authority: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> HubSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        return self
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert is not None else "http"
 
     @field_validator("advertise_url")
     @classmethod
@@ -59,8 +77,8 @@ class HubSettings(BaseModel):
 
     @property
     def url(self) -> str:
-        """This hub's advertised URL: `advertise_url`, else http://HOST:PORT (a wildcard
-        host is replaced by this machine's name)."""
+        """This hub's advertised URL: `advertise_url`, else http(s)://HOST:PORT (https with
+        TLS; a wildcard host is replaced by this machine's name)."""
         if self.advertise_url:
             return self.advertise_url
         host = self.host
@@ -68,4 +86,4 @@ class HubSettings(BaseModel):
             host = socket.getfqdn()
         elif ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"

@@ -57,6 +57,11 @@ def connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True
     )
     group.add_argument("--token", help="bearer token (default: the current context)")
     group.add_argument("--context", help="a context of the qctl config file")
+    group.add_argument(
+        "--certificate-authority",
+        metavar="FILE",
+        help="PEM CA bundle to trust for an https hub (default: the context's, else the system's)",
+    )
     if namespaced:
         group.add_argument("-n", "--namespace", help="namespace (default: the context's)")
 

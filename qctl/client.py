@@ -27,7 +27,13 @@ import aiohttp
 
 from qctl.config import ResolvedContext
 from qctl.errors import HubRequestError, QctlError
-from qctl.hubs import READS, HubRotation
+from qctl.hubs import (
+    PLAIN_HTTP_HINT,
+    READS,
+    HubRotation,
+    tls_context,
+    untrusted_certificate,
+)
 from qctl.kinds import API_PREFIX, KindLike, collection_path, resource_path
 
 __all__ = ["HubClient", "HubRequestError", "resource_path"]
@@ -41,7 +47,13 @@ class HubClient:
         if context.token:
             headers["Authorization"] = f"Bearer {context.token}"
         connect = self._hubs.connect_timeout(timeout)
+        tls = (
+            tls_context(context.certificate_authority)
+            if any(s.startswith("https:") for s in context.servers)
+            else None
+        )
         self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=None, connect=connect, sock_read=None),
         )
@@ -94,15 +106,18 @@ class HubClient:
                     await self._raise_for(response)
                     result: dict[str, Any] = await response.json()
                     return result
+            except aiohttp.ClientConnectorCertificateError as exc:
+                raise QctlError(untrusted_certificate(server, _verify_message(exc))) from exc
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
                 failures.append(f"{server}: {exc}")  # nothing reached it: try the next
             except aiohttp.ClientConnectionError as exc:
+                hint = _plain_http_hint(server, exc)
                 if method not in READS:
                     raise QctlError(
                         f"lost the hub at {server} during {method} {path}: it may or may not "
-                        f"have been done ({exc}); look before trying again"
+                        f"have been done ({exc}{hint}); look before trying again"
                     ) from exc
-                failures.append(f"{server}: {exc}")
+                failures.append(f"{server}: {exc}{hint}")
             except TimeoutError as exc:
                 raise QctlError(f"the hub at {server} did not answer in time") from exc
         raise self._hubs.unreachable(failures)
@@ -126,10 +141,13 @@ class HubClient:
                     except aiohttp.ClientConnectionError as exc:
                         raise QctlError(f"lost the hub at {server}: {exc}") from exc
                     return
+            except aiohttp.ClientConnectorCertificateError as exc:
+                raise QctlError(untrusted_certificate(server, _verify_message(exc))) from exc
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
                 failures.append(f"{server}: {exc}")
             except aiohttp.ClientConnectionError as exc:
-                raise QctlError(f"lost the hub at {server}: {exc}") from exc
+                hint = _plain_http_hint(server, exc)
+                raise QctlError(f"lost the hub at {server}: {exc}{hint}") from exc
         raise self._hubs.unreachable(failures)
 
     # --- verbs ------------------------------------------------------------------------------
@@ -188,3 +206,13 @@ class HubClient:
         return self.stream(
             f"{API_PREFIX}/namespaces/{namespace}/workloads/{name}/log", params=params
         )
+
+
+def _plain_http_hint(server: str, exc: aiohttp.ClientConnectionError) -> str:
+    plain = server.startswith("http:")
+    return PLAIN_HTTP_HINT if plain and isinstance(exc, aiohttp.ServerDisconnectedError) else ""
+
+
+def _verify_message(exc: aiohttp.ClientConnectorCertificateError) -> str | None:
+    cause = exc.certificate_error
+    return getattr(cause, "verify_message", None) or str(cause)

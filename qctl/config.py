@@ -9,15 +9,20 @@ The file is `$MULTIQ_CONFIG`, else `$XDG_CONFIG_HOME/multiq/config.yaml`, else
         server: http://127.0.0.1:8470
         token: dev-admin-token
         namespace: default
+      - name: prod
+        server: https://hub.example.org:8470
+        certificateAuthority: /etc/multiq/ca.crt   # PEM: trust this CA for https hubs
 
 Several hubs sharing one store are named together: `server: http://h1:8470,http://h2:8470`
 (or a YAML list), `--server URL,URL`, `MULTIQ_SERVER=URL,URL`. qctl tries them in order and
 moves on when one cannot be reached; any hub serves any request (those that do not lead
 forward writes to the one that does).
 
-Flags beat environment variables (MULTIQ_SERVER, MULTIQ_TOKEN, MULTIQ_CONTEXT,
-MULTIQ_NAMESPACE), which beat the file. Called by: qctl.main (resolve) and `qctl dev up`
-(writes a context for the local federation).
+An https hub's certificate is checked against `certificateAuthority` (as kubeconfig's
+certificate-authority; `--certificate-authority`, MULTIQ_CERTIFICATE_AUTHORITY), else against
+the system's CAs. Flags beat environment variables (MULTIQ_SERVER, MULTIQ_TOKEN,
+MULTIQ_CONTEXT, MULTIQ_NAMESPACE, MULTIQ_CERTIFICATE_AUTHORITY), which beat the file.
+Called by: qctl.main (resolve) and `qctl dev up` (writes a context for the local federation).
 """
 
 from __future__ import annotations
@@ -54,10 +59,18 @@ class Context(NamedTuple):
     """One hub's URL, or several hubs' separated by commas (a YAML list is accepted too)."""
     token: str | None = None
     namespace: str = "default"
+    certificate_authority: str | None = None
+    """A PEM file of the CA(s) to trust for an https hub (None: the system's)."""
 
     @classmethod
     def from_file(cls, where: str, raw: object) -> Context:
-        fields = _mapping(where, raw, required=("name", "server"), optional=("token", "namespace"))
+        fields = _mapping(
+            where,
+            raw,
+            required=("name", "server"),
+            optional=("token", "namespace", "certificateAuthority"),
+        )
+        ca = fields.get("certificateAuthority")
         server = fields["server"]
         if isinstance(server, list):
             server = ",".join(str(s) for s in server)
@@ -66,6 +79,9 @@ class Context(NamedTuple):
             server=_text(f"{where}.server", server),
             token=None if fields.get("token") is None else _text(f"{where}.token", fields["token"]),
             namespace=_text(f"{where}.namespace", fields.get("namespace", "default")),
+            certificate_authority=(
+                None if ca is None else _text(f"{where}.certificateAuthority", ca)
+            ),
         )
 
     def to_file(self) -> dict[str, Any]:
@@ -73,6 +89,8 @@ class Context(NamedTuple):
         if self.token is not None:
             body["token"] = self.token
         body["namespace"] = self.namespace
+        if self.certificate_authority is not None:
+            body["certificateAuthority"] = self.certificate_authority
         return body
 
 
@@ -146,6 +164,8 @@ class ResolvedContext(NamedTuple):
     token: str | None
     namespace: str
     source: str
+    certificate_authority: str | None = None
+    """A PEM file of the CA(s) to trust for https hubs (None: the system's)."""
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -196,6 +216,7 @@ def resolve(
     token: str | None = None,
     context: str | None = None,
     namespace: str | None = None,
+    certificate_authority: str | None = None,
 ) -> ResolvedContext:
     """Combine flags, environment and the config file into the connection to use."""
     env = os.environ
@@ -218,4 +239,7 @@ def resolve(
         token=token or env.get("MULTIQ_TOKEN") or (ctx.token if ctx else None),
         namespace=namespace or env.get("MULTIQ_NAMESPACE") or (ctx.namespace if ctx else "default"),
         source=f"context {ctx.name!r}" if ctx else "flags and environment",
+        certificate_authority=certificate_authority
+        or env.get("MULTIQ_CERTIFICATE_AUTHORITY")
+        or (ctx.certificate_authority if ctx else None),
     )

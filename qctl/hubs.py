@@ -1,7 +1,8 @@
 """The rules both of qctl's hub clients follow when given several hubs (they share one store;
 one leads, the others forward writes to it): the hub that answered last is tried first, the
 next one when a hub cannot be reached, and only a read is sent again after a connection broke
-mid-request (a write may have been done).
+mid-request (a write may have been done). And what both trust over https: the context's
+certificate authority, else the system's, and the one line they say when that fails.
 
 Called by: qctl.client (aiohttp, streams) and qctl.rest (http.client, one-shot commands).
 """
@@ -9,10 +10,24 @@ Called by: qctl.client (aiohttp, streams) and qctl.rest (http.client, one-shot c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from qctl.errors import QctlError
+from qctl.errors import QctlError, UsageError
 
-__all__ = ["FAILOVER_CONNECT_SECONDS", "READS", "HubRotation"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = [
+    "FAILOVER_CONNECT_SECONDS",
+    "PLAIN_HTTP_HINT",
+    "READS",
+    "HubRotation",
+    "tls_context",
+    "untrusted_certificate",
+]
+
+# Said when a hub closes a plain-HTTP connection without a word: what a TLS hub does.
+PLAIN_HTTP_HINT = " (if the hub serves TLS, use an https:// URL)"
 
 # Safe to send to another hub even after the connection broke mid-request.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -46,3 +61,23 @@ class HubRotation:
         if len(failures) == 1:
             return QctlError(f"cannot reach the hub at {failures[0]}")
         return QctlError("cannot reach any hub:\n  " + "\n  ".join(failures))
+
+
+def tls_context(certificate_authority: str | None) -> ssl.SSLContext:
+    """What to trust for an https hub: the given CA bundle, else the system's CAs."""
+    import ssl  # noqa: PLC0415 - only an https hub needs it
+
+    try:
+        return ssl.create_default_context(cafile=certificate_authority)
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(
+            f"cannot load the certificate authority {certificate_authority}: {exc}"
+        ) from exc
+
+
+def untrusted_certificate(server: str, detail: str | None) -> str:
+    return (
+        f"the hub at {server} presented a certificate qctl does not trust "
+        f"({detail or 'certificate verify failed'}): pass --certificate-authority FILE "
+        "or set certificateAuthority in the context"
+    )

@@ -16,6 +16,7 @@ import contextlib
 import http.client
 import json
 import os
+import ssl  # (http.client imports it anyway: it costs qctl's start-up nothing)
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -23,7 +24,7 @@ from urllib.parse import urlencode, urlsplit
 from api.tracecontext import TRACEPARENT_HEADER, generate, parse
 from qctl.config import ResolvedContext
 from qctl.errors import HubRequestError, QctlError
-from qctl.hubs import READS, HubRotation
+from qctl.hubs import PLAIN_HTTP_HINT, READS, HubRotation, tls_context, untrusted_certificate
 from qctl.kinds import API_PREFIX, KindLike, collection_path, resource_path
 
 __all__ = ["HubSession", "command_traceparent"]
@@ -52,6 +53,8 @@ class HubSession:
     def __init__(self, context: ResolvedContext, *, timeout: float = 30.0) -> None:
         self._hubs = HubRotation(context.servers)
         self._timeout = timeout
+        self._certificate_authority = context.certificate_authority
+        self._tls: ssl.SSLContext | None = None
         self._headers = {
             "Accept": "application/json",
             "User-Agent": "qctl",
@@ -70,18 +73,28 @@ class HubSession:
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = tls_context(self._certificate_authority)
+        return self._tls
+
     def _connect(self, server: str) -> http.client.HTTPConnection:
         url = urlsplit(server)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise QctlError(f"not a hub URL: {server!r} (use http(s)://HOST:PORT)")
         timeout = self._hubs.connect_timeout(self._timeout)
         connection = (
-            http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout)
+            http.client.HTTPSConnection(
+                url.hostname, url.port, timeout=timeout, context=self._tls_context()
+            )
             if url.scheme == "https"
             else http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
         )
         try:
             connection.connect()
+        except ssl.SSLCertVerificationError as exc:
+            connection.close()
+            raise QctlError(untrusted_certificate(server, exc.verify_message)) from exc
         except OSError as exc:  # refused, unreachable, name unknown, connect timeout, TLS
             connection.close()
             raise _UnreachableError(str(exc) or type(exc).__name__) from exc
@@ -107,7 +120,12 @@ class HubSession:
         except TimeoutError:
             raise
         except (OSError, http.client.HTTPException) as exc:
-            raise _BrokenError(str(exc) or type(exc).__name__) from exc
+            detail = str(exc) or type(exc).__name__
+            if urlsplit(server).scheme == "http" and isinstance(
+                exc, http.client.RemoteDisconnected | ConnectionResetError
+            ):
+                detail += PLAIN_HTTP_HINT
+            raise _BrokenError(detail) from exc
         finally:
             connection.close()
 

@@ -57,8 +57,11 @@ __all__ = [
 class TokenReference(StrictModel):
     """Where the hub finds the bearer token this cluster's agent must present.
 
-    Exactly one of `secretName` (a secret in the hub's store, key `key`) or `file` (a path on
-    the hub's host, for development) is set.
+    Exactly one is set: `secretName` (a Kubernetes secret mounted in the hub's secrets
+    directory, `<dir>/<secretName>/<key>`) or `file` (a path relative to that directory, for
+    development). Nothing outside the secrets directory is ever read: an absolute `file`, or
+    one with a `..` part, is invalid, and the hub also refuses one that a symbolic link leads
+    out of.
     """
 
     secret_name: str | None = None
@@ -147,12 +150,25 @@ class MemberCluster(Object):
             )
         if ref.secret_name is not None:
             errors += dns1123_subdomain_errors(rpath.child("secretName"), ref.secret_name)
-        if ref.file is not None and not ref.file.startswith("/"):
-            errors.append(
-                FieldError.invalid(rpath.child("file"), ref.file, "must be an absolute path")
-            )
+        if ref.file is not None:
+            errors += _token_file_errors(rpath.child("file"), ref.file)
         errors += _fencing_errors(self.spec.fencing, Path("spec", "fencing"))
         return errors
+
+
+def _token_file_errors(path: Path, file: str) -> list[FieldError]:
+    if file.startswith("/"):
+        return [
+            FieldError.invalid(
+                path, file, "must be relative to the hub's secrets directory, not absolute"
+            )
+        ]
+    parts = file.split("/")
+    if ".." in parts:
+        return [FieldError.invalid(path, file, "must not leave the hub's secrets directory (..)")]
+    if not file.strip() or "" in parts or "\x00" in file:
+        return [FieldError.invalid(path, file, "must be a file name in the secrets directory")]
+    return []
 
 
 def _fencing_errors(fencing: Fencing, path: Path) -> list[FieldError]:
@@ -367,12 +383,14 @@ def _affinity_errors(path: Path, affinity: ClusterAffinity) -> Iterator[FieldErr
 
 
 class TenantSpec(StrictModel):
-    """Who belongs to a tenant: its namespaces and the users' groups (and users) that act in it."""
+    """Who belongs to a tenant: its namespaces and the users' groups (and users) that act in it,
+    and which WorkloadPriorityClasses its users may name (empty: every class)."""
 
     namespaces: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
     users: list[str] = Field(default_factory=list)
     fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))
+    priority_classes: list[str] = Field(default_factory=list)
 
 
 TENANT_LABEL = "multiq.dev/tenant"
@@ -397,10 +415,13 @@ class Tenant(Object):
             errors.append(FieldError.required(spec.child("namespaces"), "a tenant owns namespaces"))
         for i, ns in enumerate(s.namespaces):
             errors += dns1123_label_errors(spec.child("namespaces").index(i), ns)
+        for i, name in enumerate(s.priority_classes):
+            errors += dns1123_subdomain_errors(spec.child("priorityClasses").index(i), name)
         for field, names in (
             ("namespaces", s.namespaces),
             ("groups", s.groups),
             ("users", s.users),
+            ("priorityClasses", s.priority_classes),
         ):
             for i in find_duplicates(names):
                 errors.append(FieldError.duplicate(spec.child(field).index(i), names[i]))

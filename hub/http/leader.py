@@ -21,6 +21,7 @@ first) and then serves it or refuses it — it never forwards it again, so stale
 leads cannot make a loop. A request is sent again to a newer leader only when the first
 attempt could not even connect (nothing reached the old one); once sent, its outcome is the
 leader's answer or, if the leader died meanwhile, a 503 saying the outcome is unknown.
+A leader served over https is trusted by `--certificate-authority` (else the system's CAs).
 
 Called by: hub.app (installs the middleware after authentication, so only authenticated
 callers are forwarded or told where the leader is).
@@ -31,14 +32,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from yarl import URL
 
-from hub.errors import UnavailableError, status_body
+from hub.errors import SettingsError, UnavailableError, status_body
 from hub.role import Role
 
 __all__ = ["FORWARDED_BY_HEADER", "LEADER_HEADER", "LeaderRouting"]
@@ -90,13 +93,29 @@ def _unavailable(message: str, leader: str | None) -> web.Response:
 class LeaderRouting:
     """The middleware and the HTTP client it forwards with (`start`/`close` with the app)."""
 
-    def __init__(self, role: Role, *, forward_wait_seconds: float) -> None:
+    def __init__(
+        self,
+        role: Role,
+        *,
+        forward_wait_seconds: float,
+        certificate_authority: Path | None = None,
+    ) -> None:
         self.role = role
         self.forward_wait_seconds = forward_wait_seconds
+        self.certificate_authority = certificate_authority
         self._http: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
+        trust: ssl.SSLContext | bool = True  # the system's CAs, for a leader behind https
+        if self.certificate_authority is not None:
+            try:
+                trust = ssl.create_default_context(cafile=str(self.certificate_authority))
+            except (OSError, ssl.SSLError) as exc:
+                raise SettingsError(
+                    f"cannot load the certificate authority {self.certificate_authority}: {exc}"
+                ) from exc
         self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=trust),
             auto_decompress=False,  # bytes pass through as the leader sent them
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=CONNECT_TIMEOUT_SECONDS, sock_read=None

@@ -71,7 +71,7 @@ def make_auth_middleware(authority: TokenAuthority) -> Middleware:
     @web.middleware
     async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in PUBLIC_PATHS:
-            request[PRINCIPAL] = authority.authenticate(request.headers.get("Authorization"))
+            request[PRINCIPAL] = await authority.authenticate(request.headers.get("Authorization"))
         return await handler(request)
 
     return auth_middleware

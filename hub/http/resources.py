@@ -5,16 +5,25 @@
     POST   /apis/multiq.dev/v1alpha1[/namespaces/{ns}]/{plural}    create
     GET    …/{plural}/{name}                                       get
     PUT    …/{plural}/{name}                                       replace (CAS on resourceVersion)
+    PUT    …/{plural}/{name}/status                                replace the status only
     DELETE …/{plural}/{name}                                       delete (?resourceVersion=)
 
 `[/namespaces/{ns}]` is there for namespaced kinds and absent for cluster-scoped ones, as in
 Kubernetes; only a list may leave a namespaced kind's namespace out. A namespace or name in
 the URL that no object can have is a 400 naming it, a resourceVersion that is not one this
-hub gave out a 400, and a `status` written on create is ignored.
+hub gave out a 400.
 
-Who may do what is data (`ACCESS`): configuration kinds are readable by every user and
-writable by admins; namespaced kinds are readable in the caller's tenants' namespaces.
-Workloads are created through submissions (hub.http.submit), not here.
+Status, as Kubernetes' status subresource: a `status` written on create is ignored, a replace
+keeps the stored status whatever its body says, and `…/status` changes the status alone (its
+spec and metadata are kept). The hub's own components write status through the store, not
+over HTTP; over HTTP only admins may (kinds without a status have no such route).
+
+Who may do what is data (`ACCESS`) and hub.auth: configuration kinds are readable by every
+user and writable by admins; namespaced kinds are readable in the caller's tenants'
+namespaces (everywhere by admins and viewers, `multiq:viewers`); agents reach none of it.
+Workloads are created through submissions (hub.http.submit), not here, and deleted by the
+users of their namespace's tenants. A forbidden request is a 403 whether or not the object
+exists, as in Kubernetes (which answers 403, not 404, to a namespaced read it forbids).
 
 Called by: hub.app (routes). Uses hub.objects for storage semantics.
 """
@@ -108,11 +117,13 @@ class ResourceRoutes:
         r.add_post(PREFIX + "/namespaces/{ns}/{plural}", self.create)
         r.add_get(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.get)
         r.add_put(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.replace)
+        r.add_put(PREFIX + "/namespaces/{ns}/{plural}/{name}/status", self.replace_status)
         r.add_delete(PREFIX + "/namespaces/{ns}/{plural}/{name}", self.delete)
         r.add_get(PREFIX + "/{plural}", self.list_or_watch)
         r.add_post(PREFIX + "/{plural}", self.create)
         r.add_get(PREFIX + "/{plural}/{name}", self.get)
         r.add_put(PREFIX + "/{plural}/{name}", self.replace)
+        r.add_put(PREFIX + "/{plural}/{name}/status", self.replace_status)
         r.add_delete(PREFIX + "/{plural}/{name}", self.delete)
 
     # --- helpers ----------------------------------------------------------------------------
@@ -234,24 +245,36 @@ class ResourceRoutes:
         obj = self._decode_for(request, kind, await read_body(request))
         return web.json_response(await self.repo.create(without_status(obj)), status=201)
 
-    async def replace(self, request: web.Request) -> web.Response:
-        kind = self._kind(request)
-        self._check_write(request[PRINCIPAL], kind, "update")
-        body = await read_body(request)
-        obj = self._decode_for(request, kind, body)
+    async def _replacement(self, request: web.Request, kind: type[Object]) -> Object:
+        obj = self._decode_for(request, kind, await read_body(request))
         if obj.metadata.name != request.match_info["name"]:
             raise BadRequestError(
                 f"the name of the object ({obj.metadata.name}) does not match the name in the "
                 f"URL ({request.match_info['name']})"
             )
-        return web.json_response(await self.repo.replace(obj))
+        return obj
+
+    async def replace(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        self._check_write(request[PRINCIPAL], kind, "update")
+        obj = await self._replacement(request, kind)
+        return web.json_response(await self.repo.replace(obj, keep_status=True))
+
+    async def replace_status(self, request: web.Request) -> web.Response:
+        kind = self._kind(request)
+        if "status" not in kind.model_fields:
+            raise NotFoundError(f"{kind.plural()} have no status")
+        self._check_write(request[PRINCIPAL], kind, "update the status of")
+        obj = await self._replacement(request, kind)
+        return web.json_response(await self.repo.replace_status(obj))
 
     async def delete(self, request: web.Request) -> web.Response:
         kind = self._kind(request)
         ns = request.match_info.get("ns")
         principal: Principal = request[PRINCIPAL]
         if kind.KIND == "Workload" and ns is not None and not principal.is_admin:
-            require_namespace(principal, ns, await self._tenants(), "delete workloads")
+            tenants = await self._tenants()
+            require_namespace(principal, ns, tenants, "delete workloads", write=True)
         else:
             self._check_write(principal, kind, "delete")
         deleted = await self.repo.delete(

@@ -9,6 +9,15 @@ object first, then the Workload — before the hub answers 201 with the Workload
 invalid is a 4xx naming the field, and nothing is stored. A `status` in the submitted object
 is ignored, as Kubernetes ignores it on create: only the hub writes a Workload's status.
 
+What a tenant's user may ask for (admins may ask for anything the conversion accepts):
+- a priority only through a WorkloadPriorityClass its namespace's tenants may use (a Tenant's
+  `priorityClasses`; none listed: every class); a number written in a submitted Workload must
+  equal its class's value, and without a class only 0 is allowed — else a 403 naming
+  `spec.priority` or the class's field;
+- for everyone, a cluster set (`?clusterSet=`, or a submitted Workload's
+  `multiq.dev/cluster-set` annotation) only within the clusters its queue's GlobalQueue
+  dispatches to: a set that reaches other clusters is a 403 naming the field.
+
 Called by: hub.app (route); qctl submit.
 """
 
@@ -19,11 +28,11 @@ from aiohttp import web
 from api.errors import FieldError
 from api.meta import API_VERSION
 from api.v1alpha1.conversions import ConversionError, to_workload
-from api.v1alpha1.federation import ClusterSet, Tenant
+from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
 from api.v1alpha1.queues import LocalQueue, WorkloadPriorityClass
 from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
-from hub.errors import AlreadyExistsError, BadRequestError, InvalidObjectError
+from hub.errors import AlreadyExistsError, BadRequestError, ForbiddenError, InvalidObjectError
 from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import (
     ObjectRepository,
@@ -31,13 +40,31 @@ from hub.objects import (
     translate_store_error,
     without_status,
 )
-from hub.placement.routing import CLUSTER_SET_ANNOTATION
+from hub.placement.routing import CLUSTER_SET_ANNOTATION, Routing
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Revision
 from hub.tracing import keep_trace, submission_stage, traced_submission
 
-__all__ = ["SubmitRoutes"]
+__all__ = ["SubmitRoutes", "classes_usable_in"]
+
+PRIORITY_LABEL = "multiq.dev/priority-class"
+
+
+def classes_usable_in(namespace: str, tenants: list[Tenant]) -> frozenset[str] | None:
+    """The WorkloadPriorityClasses work in `namespace` may name: those its tenants list, or
+    every class (None) when one of them lists none."""
+    usable: set[str] = set()
+    for tenant in tenants:
+        if namespace in tenant.spec.namespaces:
+            if not tenant.spec.priority_classes:
+                return None
+            usable.update(tenant.spec.priority_classes)
+    return frozenset(usable)
+
+
+def _forbidden_field(field: str, detail: str) -> ForbiddenError:
+    return ForbiddenError(f"{field}: {detail}", causes=[FieldError.forbidden(field, detail)])
 
 
 class SubmitRoutes:
@@ -53,7 +80,7 @@ class SubmitRoutes:
         ns = request.match_info["ns"]
         principal: Principal = request[PRINCIPAL]
         tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
-        require_namespace(principal, ns, tenants, "submit workloads")
+        require_namespace(principal, ns, tenants, "submit workloads", write=True)
         check_path_names(Workload, None, ns)
         body = await read_body(request)
         meta = body.get("metadata")
@@ -85,6 +112,8 @@ class SubmitRoutes:
         if queue:
             workload.spec.queue_name = queue
         workload.metadata.namespace = ns
+        if not principal.is_admin:
+            self._check_priority(workload, ns, tenants, priorities, source)
         self._check_routing(workload, ns, request.query.get("clusterSet"))
         if workload.spec.priority is None:
             workload.spec.priority = 0
@@ -117,6 +146,42 @@ class SubmitRoutes:
         submission_stage("store")
         return web.json_response(created, status=201)
 
+    def _check_priority(
+        self,
+        workload: Workload,
+        ns: str,
+        tenants: list[Tenant],
+        priorities: dict[str, int],
+        source: object,
+    ) -> None:
+        spec = workload.spec
+        name = spec.priority_class_name
+        labels = getattr(getattr(source, "metadata", None), "labels", None) or {}
+        label = next((k for k in labels if k.endswith("/priority-class")), None)
+        if name is None:
+            if spec.priority not in (None, 0):
+                raise _forbidden_field(
+                    "spec.priority",
+                    f"a priority comes from a WorkloadPriorityClass (label {PRIORITY_LABEL}); "
+                    "only admins may write a number",
+                )
+            return
+        field = f"metadata.labels[{label}]" if label else "spec.priorityClassName"
+        allowed = classes_usable_in(ns, tenants)
+        if name not in priorities or (allowed is not None and name not in allowed):
+            usable = sorted(priorities if allowed is None else allowed & priorities.keys())
+            raise _forbidden_field(
+                field,
+                f"WorkloadPriorityClass {name!r} is not one namespace {ns}'s tenants may use "
+                f"(they may use: {', '.join(usable) or 'none'})",
+            )
+        if spec.priority is not None and spec.priority != priorities[name]:
+            raise _forbidden_field(
+                "spec.priority",
+                f"must equal the value of WorkloadPriorityClass {name} ({priorities[name]}); "
+                "only admins may write another number",
+            )
+
     def _check_routing(self, workload: Workload, ns: str, cluster_set: str | None) -> None:
         queue = workload.spec.queue_name
         if self.state.find(LocalQueue, queue, ns) is None:
@@ -130,13 +195,53 @@ class SubmitRoutes:
                 f"unknown queue {queue!r}",
                 causes=[FieldError.not_found("spec.queueName", queue, detail)],
             )
+        field = "clusterSet"
+        if not cluster_set:
+            cluster_set = workload.metadata.annotations.get(CLUSTER_SET_ANNOTATION)
+            field = f"metadata.annotations[{CLUSTER_SET_ANNOTATION}]"
         if cluster_set:
             if self.state.find(ClusterSet, cluster_set) is None:
                 raise InvalidObjectError(
                     f"unknown cluster set {cluster_set!r}",
-                    causes=[FieldError.not_found("clusterSet", cluster_set, "no such ClusterSet")],
+                    causes=[FieldError.not_found(field, cluster_set, "no such ClusterSet")],
                 )
+            self._check_within_queue(workload, cluster_set, field)
             workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = cluster_set
+
+    def _check_within_queue(self, workload: Workload, cluster_set: str, field: str) -> None:
+        """The asked set's clusters must all be clusters the queue dispatches to (its
+        GlobalQueue's set, else the `default` set or every member, as routing decides). A set
+        chosen by label selector is judged by the members it has now."""
+        state = self.state
+        routing = Routing.of(
+            local_queues=[q for q in state.objects(LocalQueue) if isinstance(q, LocalQueue)],
+            global_queues=[g for g in state.objects(GlobalQueue) if isinstance(g, GlobalQueue)],
+            tenants=[t for t in state.objects(Tenant) if isinstance(t, Tenant)],
+            cluster_sets=[c for c in state.objects(ClusterSet) if isinstance(c, ClusterSet)],
+            members=[m for m in state.objects(MemberCluster) if isinstance(m, MemberCluster)],
+        )
+        plain = workload.model_copy(deep=False)
+        plain.metadata = workload.metadata.model_copy(
+            update={
+                "annotations": {
+                    k: v
+                    for k, v in workload.metadata.annotations.items()
+                    if k != CLUSTER_SET_ANNOTATION
+                }
+            }
+        )
+        route = routing.route_of(plain)
+        asked = routing.cluster_set_members(cluster_set)
+        if isinstance(route, str) or isinstance(asked, str):
+            return  # the queue routes nowhere yet (its reason shows on the workload)
+        outside = sorted(asked - route.cluster_set)
+        if outside:
+            queue = route.global_queue.name if route.global_queue else "the default cluster set"
+            raise _forbidden_field(
+                field,
+                f"ClusterSet {cluster_set} reaches clusters {', '.join(outside)}, outside what "
+                f"queue {workload.spec.queue_name} dispatches to ({queue})",
+            )
 
     async def _store_source(self, ns: str, name: str, wire: dict[str, object]) -> None:
         key = f"{SOURCE_PREFIX}{ns}/{name}"

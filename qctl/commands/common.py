@@ -31,6 +31,7 @@ def connect(args: argparse.Namespace) -> ResolvedContext:
         token=args.token,
         context=args.context,
         namespace=getattr(args, "namespace", None),
+        certificate_authority=getattr(args, "certificate_authority", None),
     )
 
 

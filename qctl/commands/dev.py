@@ -8,9 +8,10 @@ and one agent per cluster — for trying MultiQ, developing it and demonstrating
 
 `up` starts the processes in the background, registers the clusters in cluster set `default`
 with a `default` flavor, cluster queue (sized to each cluster) and local queue, writes a qctl
-context `dev`, and prints how to use it; `down` stops every process it started. `demo` runs
-in the foreground and stops everything when the demo ends or on Ctrl-C. Logs of every
-process are in `<state-dir>/logs/`.
+context `dev`, and prints how to use it. The hubs listen on 127.0.0.1 over plain HTTP (no
+TLS: nothing leaves the machine), and the users file holds the admin token's scrypt hash.
+`down` stops every process it started. `demo` runs in the foreground and stops everything
+when the demo ends or on Ctrl-C. Logs of every process are in `<state-dir>/logs/`.
 
 `--ha N` runs N hubs instead of one, on a local etcd (hub.store.localetcd, started as a
 command) rather than SQLite: one leads, the others follow, and agents and the `dev` context
@@ -182,7 +183,11 @@ class DevFederation:
             secret.mkdir(parents=True, exist_ok=True)
             (secret / "token").write_text(token)
             (secret / "token").chmod(0o600)
-        users = {"users": [{"name": "admin", "token": self.admin_token, "groups": [ADMIN_GROUP]}]}
+        # The hub keeps only a salted hash of the admin token; the token is in the qctl context.
+        from api.tokens import hash_token  # noqa: PLC0415 - only `dev up` writes one
+
+        admin_hash = hash_token(self.admin_token)
+        users = {"users": [{"name": "admin", "tokenHash": admin_hash, "groups": [ADMIN_GROUP]}]}
         users_file = self.state_dir / "users.yaml"
         users_file.write_text(yaml.safe_dump(users))
         users_file.chmod(0o600)
@@ -508,6 +513,8 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"MultiQ dev federation is up: {hubs}, clusters {', '.join(fed.names)} "
         f"({fed.nodes} nodes each, {fed.runtime} runtime).\n"
+        "Plain HTTP on 127.0.0.1, for this machine only; a hub others reach serves TLS "
+        "(multiq-hub --tls-cert/--tls-key).\n"
         f"qctl context 'dev' written to {path}.\n\n"
         "Try:\n"
         "  qctl get clusters\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.api.helpers import errors_of, obj
 
 
@@ -14,18 +16,41 @@ def _namespaced(body: dict[str, Any], namespace: str = "team-a") -> dict[str, An
 
 
 def test_a_member_cluster_names_exactly_one_token_source() -> None:
-    both = obj("MemberCluster", "east", {"tokenRef": {"secretName": "t", "file": "/t"}})
+    both = obj("MemberCluster", "east", {"tokenRef": {"secretName": "t", "file": "t"}})
     neither = obj("MemberCluster", "east", {"tokenRef": {}})
     expected = ['spec.tokenRef: Invalid value: "": exactly one of secretName or file must be set']
     assert errors_of(both) == expected
     assert errors_of(neither) == expected
 
 
-def test_a_member_cluster_token_file_is_an_absolute_path() -> None:
-    body = obj("MemberCluster", "east", {"tokenRef": {"file": "token.txt"}})
-    assert errors_of(body) == [
-        'spec.tokenRef.file: Invalid value: "token.txt": must be an absolute path'
-    ]
+@pytest.mark.parametrize(
+    ("file", "error"),
+    [
+        (
+            "/etc/shadow",
+            'spec.tokenRef.file: Invalid value: "/etc/shadow": must be relative to the hub\'s '
+            "secrets directory, not absolute",
+        ),
+        (
+            "east/../../etc/shadow",
+            'spec.tokenRef.file: Invalid value: "east/../../etc/shadow": must not leave the '
+            "hub's secrets directory (..)",
+        ),
+        (
+            "east//token",
+            'spec.tokenRef.file: Invalid value: "east//token": must be a file name in the '
+            "secrets directory",
+        ),
+    ],
+    ids=["absolute", "dot-dot", "empty-part"],
+)
+def test_a_member_cluster_token_file_stays_in_the_secrets_directory(file: str, error: str) -> None:
+    body = obj("MemberCluster", "east", {"tokenRef": {"file": file}})
+    assert errors_of(body) == [error]
+
+
+def test_a_member_cluster_token_file_relative_to_the_secrets_directory_is_valid() -> None:
+    assert errors_of(obj("MemberCluster", "east", {"tokenRef": {"file": "east/token"}})) == []
 
 
 def test_a_member_cluster_name_is_a_dns_label() -> None:

@@ -126,7 +126,7 @@ BROKEN_VARIANTS = [
     pytest.param(
         "federation.yaml",
         0,
-        [("spec.tokenRef.file", "/etc/token")],
+        [("spec.tokenRef.file", "east/token")],
         'spec.tokenRef: Invalid value: "": exactly one of secretName or file must be set',
         id="a_member_cluster_with_two_token_sources",
     ),

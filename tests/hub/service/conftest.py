@@ -4,6 +4,7 @@ tests, plus a scripted agent peer that speaks the session protocol over a real W
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 from collections.abc import AsyncIterator
@@ -16,14 +17,23 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestServer
 
+from api.tokens import hash_token
 from api.v1alpha1.messages import Envelope, Hello, LeaseRenew, Payload
 from hub.app import HUB, Hub, build_app
 from hub.settings import HubSettings
 
 ADMIN = "admin-token"
 ALICE = "alice-token"  # a researcher of tenant "vision" (namespace vision)
+BOB = "bob-token"  # a researcher of tenant "audio" (namespace audio)
+VIEWER = "viewer-token"  # in multiq:viewers: reads everything, writes nothing
 MALLORY = "mallory-token"  # a user in no tenant
 AGENT_TOKENS = {"east": "east-agent-token", "west": "west-agent-token"}
+
+
+@functools.cache
+def token_hash(token: str) -> str:
+    """One slow hash per token per test run: every test's users file reuses it."""
+    return hash_token(token)
 
 
 @dataclass
@@ -88,9 +98,11 @@ class HubUnderTest:
 def _write_users(tmp: Path) -> Path:
     users = {
         "users": [
-            {"name": "admin", "token": ADMIN, "groups": ["multiq:admins"]},
-            {"name": "alice", "token": ALICE, "groups": ["vision-researchers"]},
-            {"name": "mallory", "token": MALLORY, "groups": []},
+            {"name": "admin", "tokenHash": token_hash(ADMIN), "groups": ["multiq:admins"]},
+            {"name": "alice", "tokenHash": token_hash(ALICE), "groups": ["vision-researchers"]},
+            {"name": "bob", "tokenHash": token_hash(BOB), "groups": ["audio-researchers"]},
+            {"name": "vera", "tokenHash": token_hash(VIEWER), "groups": ["multiq:viewers"]},
+            {"name": "mallory", "tokenHash": token_hash(MALLORY), "groups": []},
         ]
     }
     path = tmp / "users.yaml"

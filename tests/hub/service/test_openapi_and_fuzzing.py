@@ -66,6 +66,8 @@ async def test_every_route_the_hub_serves_is_documented_with_its_methods(
                 continue
             if route.method == "POST" and kind.KIND == "Workload":
                 continue  # workloads are created by submission
+            if template.endswith("/status") and "status" not in kind.model_fields:
+                continue  # answered 404: the kind has no status
             served.add((route.method, template.replace("{plural}", kind.plural())))
     assert served - documented == set()
     assert documented - served == set()
