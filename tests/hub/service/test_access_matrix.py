@@ -116,6 +116,8 @@ ROWS: dict[tuple[str, str], Rule] = {
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/version"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
+    # Prometheus scrapes without a token; the figures name no tenant's objects.
+    ("GET", "/metrics"): PUBLIC,
     ("POST", f"{API}/namespaces/{{namespace}}/submissions"): TENANT_WRITES,
     ("GET", f"{API}/namespaces/{{namespace}}/workloads/{{name}}/log"): TENANT_READS,
     ("GET", "/agent/v1/session"): AGENT_EAST_ONLY,
