@@ -1,5 +1,5 @@
 // A sortable table that renders only the rows in view (plus a few either side), so 10,000
-// rows cost what 40 do: a fixed row height, a spacer as tall as every row, and a pool of row
+// rows cost what 40 do: a fixed row height, a body as tall as every row, and a pool of row
 // elements moved and refilled as the viewport scrolls. The header is real buttons (sorting by
 // keyboard too, aria-sort says which); rows carry aria-rowindex so assistive technology knows
 // where in the whole list a visible row sits.
@@ -27,26 +27,33 @@ export class VirtualTable {
     this.header = h("div", { class: "vt-row vt-head", role: "row", "aria-rowindex": 1 });
     this.sortButtons = new Map();
     for (const column of columns) {
-      const button = h("button", { type: "button", class: "vt-sort", onclick: () => this.sortBy(column.key) }, column.label);
+      // The arrow is for the eye; aria-sort on the header says the same to assistive technology.
+      const button = h(
+        "button",
+        { type: "button", class: "vt-sort", onclick: () => this.sortBy(column.key) },
+        column.label,
+        h("span", { class: "vt-arrow", "aria-hidden": "true" }),
+      );
       this.sortButtons.set(column.key, button);
       this.header.append(
         h("div", { class: `vt-cell col-${column.key}`, role: "columnheader", "aria-sort": "none" }, button),
       );
     }
-    this.spacer = h("div", { class: "vt-spacer", role: "presentation" });
+    // The scrolling box holds the whole table (header sticky at its top), so the table's
+    // children are only rowgroups and rows; the box is focusable so the keyboard scrolls it.
     this.body = h("div", { class: "vt-body", role: "rowgroup" });
-    this.viewport = h(
+    this.table = h(
       "div",
-      { class: "vt-viewport", tabindex: 0, role: "region", "aria-label": `${caption}, scrollable` },
-      this.spacer,
+      { class: "vt-table", role: "table", "aria-label": caption, "aria-rowcount": 1 },
+      h("div", { role: "rowgroup", class: "vt-headgroup" }, this.header),
       this.body,
     );
-    this.element = h(
+    this.viewport = h(
       "div",
-      { class: "vt", role: "table", "aria-label": caption, "aria-rowcount": 1 },
-      h("div", { role: "rowgroup" }, this.header),
-      this.viewport,
+      { class: "vt vt-viewport", tabindex: 0, role: "region", "aria-label": `${caption}, scrollable` },
+      this.table,
     );
+    this.element = this.viewport;
     this.element.style.setProperty("--vt-columns", columns.map((c) => c.width || "1fr").join(" "));
     this.element.style.setProperty("--vt-row-height", `${rowHeight}px`);
     this.viewport.addEventListener("scroll", () => this.schedule(), { passive: true });
@@ -59,6 +66,7 @@ export class VirtualTable {
     for (const [columnKey, button] of this.sortButtons) {
       const state = columnKey !== key ? "none" : this.sortDescending ? "descending" : "ascending";
       button.parentElement.setAttribute("aria-sort", state);
+      button.lastChild.textContent = { none: "", ascending: " ▲", descending: " ▼" }[state];
     }
     this.onSort(key, this.sortDescending);
   }
@@ -66,8 +74,8 @@ export class VirtualTable {
   // The rows to show, already filtered and sorted by the caller.
   setRows(rows) {
     this.rows = rows;
-    this.element.setAttribute("aria-rowcount", String(rows.length + 1));
-    this.spacer.style.height = `${rows.length * this.rowHeight}px`;
+    this.table.setAttribute("aria-rowcount", String(rows.length + 1));
+    this.body.style.height = `${rows.length * this.rowHeight}px`;
     this.first = -1; // redraw every visible row: their contents may have changed
     this.render();
   }
