@@ -19,6 +19,11 @@ const PAGES = [
   { pattern: /^#\/fleet$/, page: fleet, nav: "fleet", title: "Fleet" },
 ];
 
+// Watched as they change; every other kind is listed every POLL_MS (see LiveList: a browser
+// holds at most six connections to the hub, and each watch keeps one).
+const WATCHED = new Set(["workloads", "memberclusters"]);
+const POLL_MS = 5000;
+
 // What every page shares while signed in: one watch per kind, whatever page is open.
 export class Session {
   constructor(hub) {
@@ -30,7 +35,10 @@ export class Session {
   }
 
   list(plural) {
-    if (!this.lists.has(plural)) this.lists.set(plural, new LiveList(this.hub, plural).start());
+    if (!this.lists.has(plural)) {
+      const pollMs = WATCHED.has(plural) ? 0 : POLL_MS;
+      this.lists.set(plural, new LiveList(this.hub, plural, { pollMs }).start());
+    }
     return this.lists.get(plural);
   }
 

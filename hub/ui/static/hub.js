@@ -112,11 +112,16 @@ export class Hub {
 // "reset" after a list, or the array of watch events applied since the last call — delivered
 // once per animation frame however many events arrived, so 10,000 quick changes cost one
 // render, not 10,000.
+//
+// A browser opens at most six HTTP/1.1 connections to one host, and every watch holds one
+// for as long as it runs: kinds that change seldom (queues, tenants) are listed every
+// `pollMs` instead, so the watches, a log stream and the page's own requests always fit.
 export class LiveList {
-  constructor(hub, plural, namespace = null) {
+  constructor(hub, plural, { namespace = null, pollMs = 0 } = {}) {
     this.hub = hub;
     this.plural = plural;
     this.namespace = namespace;
+    this.pollMs = pollMs;
     this.items = new Map();
     this.listeners = new Set();
     this.loaded = false;
@@ -161,6 +166,10 @@ export class LiveList {
         this.reset(list.items || []);
         const since = list.metadata?.resourceVersion || "";
         attempt = 0;
+        if (this.pollMs) {
+          await new Promise((resolve) => setTimeout(resolve, this.pollMs));
+          continue;
+        }
         for await (const event of this.hub.stream(`${path}?watch=1&resourceVersion=${since}`, signal)) {
           this.apply(event);
         }

@@ -5,7 +5,7 @@
 // Called by app.js (route #/workloads/NS/NAME).
 
 import { h, clear, announce } from "./dom.js";
-import { LiveList, objectPath, HubError } from "./hub.js";
+import { objectPath, HubError } from "./hub.js";
 import { age, isFinished, parseTime, workloadState } from "./model.js";
 
 const MAX_LOG_LINES = 5000;
@@ -69,9 +69,19 @@ export function mount(container, session, [namespace, name]) {
     ),
   );
 
-  // This namespace's workloads, watched, and this one picked out: the hub's watch takes a
-  // label selector but not a name, and a namespace's list is what the caller may read anyway.
-  const watch = new LiveList(session.hub, "workloads", namespace).start();
+  // The session's workloads watch, with this one picked out (one connection fewer than a
+  // watch of its own). When it is not there, a GET says why: gone, or not the caller's to see.
+  const watch = session.list("workloads");
+  let absence = null;
+  const explainAbsence = async () => {
+    try {
+      await session.hub.get(objectPath("workloads", namespace, name));
+      absence = null;
+    } catch (error) {
+      absence = error.status === 404 ? "This workload does not exist (any more)." : error.message;
+      draw(watch.items);
+    }
+  };
   const podsSeen = new Map(); // "cluster/pod" → Set(containers)
   let gone = false;
 
@@ -81,11 +91,17 @@ export function mount(container, session, [namespace, name]) {
     if (!wl) {
       if (watch.loaded) {
         gone = true;
-        clear(facts).append(h("p", { class: "muted", id: "gone" }, watch.error ? watch.error.message : "This workload does not exist (any more)."));
         cancel.disabled = true;
+        if (absence === null) {
+          absence = "";
+          explainAbsence();
+        }
+        clear(facts).append(h("p", { class: "muted", id: "gone" }, absence || "Looking it up…"));
       }
       return;
     }
+    gone = false;
+    absence = null;
     const st = wl.status || {};
     const state = workloadState(wl);
     const p = st.pods || {};
@@ -186,6 +202,5 @@ export function mount(container, session, [namespace, name]) {
   return () => {
     controller.abort();
     unsubscribe();
-    watch.stop();
   };
 }
