@@ -11,6 +11,7 @@ import { histogramChart } from "./charts.js";
 import { STATES, age, histogram, secondsToAdmission, tenantsByNamespace, workloadRow } from "./model.js";
 
 const HISTOGRAM_EVERY_MS = 2000;
+const REFRESH_EVERY_MS = 250;
 const FILTERS = [
   { key: "tenant", label: "Tenant" },
   { key: "namespace", label: "Namespace" },
@@ -134,6 +135,21 @@ export function mount(container, session) {
     drawHistogram(shown);
   }
 
+  // Under a storm of watch events (a hub writing 10,000 statuses) filter, sort and the
+  // filters' choices run at most every REFRESH_EVERY_MS, not every frame: scrolling stays
+  // smooth and a change still shows within a fraction of a second.
+  let refreshTimer = null;
+  let lastRefresh = 0;
+  function refreshSoon() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      lastRefresh = Date.now();
+      options();
+      refresh();
+    }, Math.max(0, REFRESH_EVERY_MS - (Date.now() - lastRefresh)));
+  }
+
   function rebuild() {
     rows.clear();
     for (const [key, obj] of list.items) rows.set(key, workloadRow(obj, tenantOf));
@@ -160,8 +176,7 @@ export function mount(container, session) {
           else if (items.has(change.key)) rows.set(change.key, workloadRow(items.get(change.key), tenantOf));
         }
       }
-      options();
-      refresh();
+      refreshSoon();
     }),
   ];
   search.addEventListener("input", refresh);
@@ -174,6 +189,7 @@ export function mount(container, session) {
   return () => {
     clearInterval(timer);
     clearTimeout(histogramTimer);
+    clearTimeout(refreshTimer);
     unsubscribe.forEach((u) => u());
   };
 }
