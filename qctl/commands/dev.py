@@ -508,7 +508,8 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"MultiQ dev federation is up: {hubs}, clusters {', '.join(fed.names)} "
         f"({fed.nodes} nodes each, {fed.runtime} runtime).\n"
-        f"qctl context 'dev' written to {path}.\n\n"
+        f"qctl context 'dev' written to {path}.\n"
+        f"Dashboard: {fed.hub_urls[0]}/ui/ (sign in with the token of context 'dev').\n\n"
         "Try:\n"
         "  qctl get clusters\n"
         "  qctl submit -f examples/demo/train.yaml --follow\n"
