@@ -51,6 +51,7 @@ from hub.store.etcd import EtcdStore, parse_endpoints
 from hub.store.fencing import LeaderFencedStore
 from hub.store.sqlite import SqliteStore
 from hub.tasks import cancel_all, start_guarded
+from hub.ui import add_ui_routes
 
 __all__ = ["HUB", "VERSION", "Hub", "build_app", "open_store"]
 
@@ -257,3 +258,4 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
     LogRoutes(hub.state, hub.logs).add_to(app)
     hub.leader.sessions.add_to(app)
     ResourceRoutes(hub.repo, kinds).add_to(app)
+    add_ui_routes(app)

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from api.meta import API_VERSION, Object
+from hub.ui import ASSETS
 
 __all__ = ["openapi_document"]
 
@@ -289,8 +290,52 @@ def _service_paths() -> dict[str, Any]:
                 },
             }
         },
+        **_ui_paths(),
         "/agent/v1/session": {"get": agent_lane},
         "/agent/v1/logs": {"get": {**agent_lane, "summary": "An agent's log lane"}},
+    }
+
+
+def _ui_paths() -> dict[str, Any]:
+    # The dashboard's static files (hub.ui): public, the same for everyone, no data in them.
+    ui = ["Dashboard"]
+    page = {"text/html": {"schema": {"type": "string"}}}
+    return {
+        "/ui": {
+            "get": {
+                "summary": "The dashboard (redirects to /ui/)",
+                "tags": ui,
+                "security": [],
+                "responses": {"308": {"description": "Permanent redirect to /ui/"}},
+            }
+        },
+        "/ui/": {
+            "get": {
+                "summary": "The dashboard: a static single-page app that signs in with a token",
+                "tags": ui,
+                "security": [],
+                "responses": {"200": {"description": "index.html", "content": page}},
+            }
+        },
+        "/ui/{asset}": {
+            "get": {
+                "summary": "One static file of the dashboard (scripts, styles, icon)",
+                "tags": ui,
+                "security": [],
+                "parameters": [
+                    {
+                        "name": "asset",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "enum": sorted(ASSETS)},
+                    }
+                ],
+                "responses": {
+                    "200": {"description": "The file, in its own content type"},
+                    **_errors("401", "404"),
+                },
+            }
+        },
     }
 
 

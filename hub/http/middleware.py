@@ -25,6 +25,7 @@ from hub.errors import (
     from_api_error,
     status_body,
 )
+from hub.ui import UI_PATHS
 
 __all__ = ["PRINCIPAL", "error_middleware", "make_auth_middleware", "read_body"]
 
@@ -33,9 +34,13 @@ log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("principal", Principal)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Paths anyone may read without a token: liveness, the API description, and the metrics
-# (Prometheus scrapes without a token; they hold counts, no workload or user's data).
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/version", "/openapi.json", "/metrics"})
+# Paths anyone may read without a token: liveness, the API description, the metrics
+# (Prometheus scrapes without a token; they hold counts, no workload or user's data) and the
+# dashboard's static files (hub.ui: the same for everyone, no data; the page's API calls carry
+# a token).
+PUBLIC_PATHS = (
+    frozenset({"/healthz", "/readyz", "/version", "/openapi.json", "/metrics"}) | UI_PATHS
+)
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
 

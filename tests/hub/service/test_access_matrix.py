@@ -118,6 +118,11 @@ ROWS: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): PUBLIC,
     # Prometheus scrapes without a token; the figures name no tenant's objects.
     ("GET", "/metrics"): PUBLIC,
+    # The dashboard's page and static files: the same for everyone, no data (its API calls
+    # carry the signed-in token and are judged by the rows below).
+    ("GET", "/ui"): PUBLIC,
+    ("GET", "/ui/"): PUBLIC,
+    ("GET", "/ui/{asset}"): PUBLIC,
     ("POST", f"{API}/namespaces/{{namespace}}/submissions"): TENANT_WRITES,
     ("GET", f"{API}/namespaces/{{namespace}}/workloads/{{name}}/log"): TENANT_READS,
     ("GET", "/agent/v1/session"): AGENT_EAST_ONLY,
@@ -190,7 +195,8 @@ def concrete(template: str, plural: str | None, method: str) -> str:
     name = EXISTING.get(plural or "", ABSENT) if method in ("GET", WATCH) else ABSENT
     if template.endswith("/log"):
         name = EXISTING["workloads"]
-    return template.replace("{namespace}", NS).replace("{name}", name)
+    path = template.replace("{namespace}", NS).replace("{name}", name)
+    return path.replace("{asset}", "app.js")
 
 
 def plural_of(template: str) -> str | None:
