@@ -74,10 +74,13 @@ async def test_every_route_the_hub_serves_is_documented_with_its_methods(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_schemathesis_finds_no_server_error_and_nothing_invalid_is_stored(tmp_path: Any) -> None:
     with fuzzed_hub() as hub:
         exit_code = run_schemathesis(
-            hub, examples=4, seconds=30, report=tmp_path / "junit.xml", phases="fuzzing"
+            # The time is a cap, not the budget: on a quiet machine every operation is done in
+            # well under it; on a loaded one 30 s ran out before every operation was tried.
+            hub, examples=3, seconds=150, report=tmp_path / "junit.xml", phases="fuzzing"
         )
         log = (tmp_path / "junit.log").read_text()
         assert {code for code in hub.statuses if code >= 500} == set(), log
