@@ -159,6 +159,10 @@ class TokenAuthority:
         self._refused: dict[bytes, bytes] = {}
         self._agents: dict[bytes, tuple[bytes, str]] = {}
         self._agent_macs: dict[str, bytes] = {}
+        # Agents known by their token's hash (MemberCluster.spec.tokenHash), and the MAC of
+        # the token that last matched each: forgotten when the hash changes.
+        self._agent_hashes: dict[str, TokenHash] = {}
+        self._agent_verified: dict[str, bytes] = {}
         self._slow_checks: asyncio.Semaphore | None = None
         self.slow_checks = 0
         """How many tokens were checked against the hashes (not answered from memory)."""
@@ -166,10 +170,26 @@ class TokenAuthority:
     def _mac(self, token: str) -> bytes:
         return hmac.digest(self._key, token.encode(), hashlib.sha256)
 
-    def set_agent_token(self, cluster: str, token: str | None) -> None:
+    def _forget_agent(self, cluster: str) -> None:
         old = self._agent_macs.pop(cluster, None)
         if old is not None:
             self._agents.pop(old, None)
+        self._agent_hashes.pop(cluster, None)
+        verified = self._agent_verified.pop(cluster, None)
+        if verified is not None:
+            self._verified.pop(verified, None)
+
+    def set_agent_token_hash(self, cluster: str, token_hash: TokenHash) -> None:
+        """This cluster's agent is known by its token's salted hash: the first request with the
+        token pays one slow check, later ones are answered from memory."""
+        if self._agent_hashes.get(cluster) == token_hash:
+            return
+        self._forget_agent(cluster)
+        self._agent_hashes[cluster] = token_hash
+        self._refused.clear()  # a token refused before may be this cluster's new one
+
+    def set_agent_token(self, cluster: str, token: str | None) -> None:
+        self._forget_agent(cluster)
         if token is not None:
             mac = self._mac(token)
             self._agent_macs[cluster] = mac
@@ -204,20 +224,28 @@ class TokenAuthority:
                 known = self._remembered(mac)  # another request may have checked it meanwhile
                 if known is None:
                     self.slow_checks += 1
-                    found = await asyncio.to_thread(self._check_hashes, token)
+                    agents = list(self._agent_hashes.items())  # (the thread must not see it change)
+                    found = await asyncio.to_thread(self._check_hashes, token, agents)
                     known = self._remember(mac, found)
         if known is False:
             raise UnauthorizedError("the bearer token is not valid")
         return known
 
-    def _check_hashes(self, token: str) -> Principal | None:
+    def _check_hashes(self, token: str, agents: list[tuple[str, TokenHash]]) -> Principal | None:
         for token_hash, principal in self._users:
             if token_hash.matches(token):
                 return principal
+        for cluster, agent_hash in agents:
+            if agent_hash.matches(token):
+                return Principal("agent", cluster)
         return None
 
     def _remember(self, mac: bytes, found: Principal | None) -> Principal | Literal[False]:
         if found is not None:
+            if found.kind == "agent":
+                if self._agent_hashes.get(found.name) is None:
+                    return False  # its hash was changed or removed while it was checked
+                self._agent_verified[found.name] = mac
             self._verified[mac] = (mac, found)
             return found
         if len(self._refused) >= REFUSED_KEPT:

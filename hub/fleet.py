@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from api.quantity import Quantity, resource_amount
+from api.tokens import TokenHashError, parse_token_hash
 from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.messages import CapacityReport, HeldWorkload
 from hub.auth import TokenAuthority, token_from_ref
@@ -153,14 +154,29 @@ class Fleet:
             state.loss_timeout_seconds = float(fencing.loss_timeout_seconds)
             state.lease_seconds = float(fencing.lease_seconds)
             state.grace_seconds = float(fencing.grace_seconds)
-            ref = member.spec.token_ref
-            token = token_from_ref(ref.secret_name, ref.key, ref.file, self.secrets_dir)
-            if token is None:
-                log.warning("cluster %s: no token found for its tokenRef", member.name)
-            self.authority.set_agent_token(member.name, token)
+            self._know_agent(member)
         for name in list(self.clusters):
             if name not in seen:
                 self._depart(self.clusters.pop(name), now)
+
+    def _know_agent(self, member: MemberCluster) -> None:
+        """How this cluster's agent proves itself: its token's hash, or the token read from
+        the secret its tokenRef names."""
+        spec = member.spec
+        if spec.token_hash is not None:
+            try:
+                self.authority.set_agent_token_hash(member.name, parse_token_hash(spec.token_hash))
+            except TokenHashError as exc:  # (validation refuses these; an old store may not)
+                log.warning("cluster %s: its tokenHash is refused: %s", member.name, exc)
+                self.authority.set_agent_token(member.name, None)
+            return
+        ref = spec.token_ref
+        token = None
+        if ref is not None:
+            token = token_from_ref(ref.secret_name, ref.key, ref.file, self.secrets_dir)
+        if token is None:
+            log.warning("cluster %s: no token found for its tokenRef", member.name)
+        self.authority.set_agent_token(member.name, token)
 
     def _depart(self, state: ClusterState, now: datetime) -> None:
         """A cluster left the fleet: no new session, no more lease; its work may run

@@ -28,6 +28,7 @@ from api.meta import (
     label_key_errors,
 )
 from api.quantity import Quantity
+from api.tokens import TokenHashError, parse_token_hash
 
 __all__ = [
     "TENANT_LABEL",
@@ -88,7 +89,15 @@ class Fencing(StrictModel):
 
 
 class MemberClusterSpec(StrictModel):
-    token_ref: TokenReference
+    """How the hub knows this cluster's agent, and what it may send there.
+
+    The agent's token is known by exactly one of `tokenHash` (its salted scrypt hash, as the
+    users file holds users' tokens: `qctl cluster join` mints a token, installs it in the
+    cluster and writes only its hash here) or `tokenRef` (a secret the hub reads the token
+    itself from)."""
+
+    token_ref: TokenReference | None = None
+    token_hash: str | None = None
     # A cordoned cluster keeps what it runs but gets no new dispatches.
     cordoned: bool = False
     fencing: Fencing = Field(default_factory=Fencing)
@@ -142,7 +151,23 @@ class MemberCluster(Object):
         # Cluster names appear in DNS-ish places (log prefixes, labels): keep them labels.
         if self.metadata.name:
             errors += dns1123_label_errors(Path("metadata", "name"), self.metadata.name)
-        ref = self.spec.token_ref
+        errors += _agent_token_errors(self.spec)
+        errors += _fencing_errors(self.spec.fencing, Path("spec", "fencing"))
+        return errors
+
+
+def _agent_token_errors(spec: MemberClusterSpec) -> list[FieldError]:
+    errors: list[FieldError] = []
+    ref = spec.token_ref
+    if (ref is None) == (spec.token_hash is None):
+        detail = "exactly one of tokenHash or tokenRef must be set (the agent's token)"
+        return [FieldError.required(Path("spec", "tokenHash"), detail)]
+    if spec.token_hash is not None:
+        try:
+            parse_token_hash(spec.token_hash)
+        except TokenHashError as exc:
+            errors.append(FieldError.invalid(Path("spec", "tokenHash"), "…", str(exc)))
+    if ref is not None:
         rpath = Path("spec", "tokenRef")
         if (ref.secret_name is None) == (ref.file is None):
             errors.append(
@@ -152,8 +177,7 @@ class MemberCluster(Object):
             errors += dns1123_subdomain_errors(rpath.child("secretName"), ref.secret_name)
         if ref.file is not None:
             errors += _token_file_errors(rpath.child("file"), ref.file)
-        errors += _fencing_errors(self.spec.fencing, Path("spec", "fencing"))
-        return errors
+    return errors
 
 
 def _token_file_errors(path: Path, file: str) -> list[FieldError]:

@@ -80,7 +80,11 @@ def test_schemathesis_finds_no_server_error_and_nothing_invalid_is_stored(tmp_pa
         exit_code = run_schemathesis(
             # The time is a cap, not the budget: on a quiet machine every operation is done in
             # well under it; on a loaded one 30 s ran out before every operation was tried.
-            hub, examples=3, seconds=150, report=tmp_path / "junit.xml", phases="fuzzing"
+            hub,
+            examples=3,
+            seconds=150,
+            report=tmp_path / "junit.xml",
+            phases="fuzzing",
         )
         log = (tmp_path / "junit.log").read_text()
         assert {code for code in hub.statuses if code >= 500} == set(), log

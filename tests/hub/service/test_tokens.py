@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 
@@ -175,3 +176,99 @@ class TestMemberClusterTokenFiles:
         status, body = await hub.call("POST", f"{API}/memberclusters", body=member)
         assert status == 422
         assert [c["field"] for c in body["details"]["causes"]] == ["spec.tokenRef.file"]
+
+
+class TestMemberClusterTokenHashes:
+    """`qctl cluster join` writes only the agent token's salted hash into the MemberCluster."""
+
+    async def test_an_agent_known_by_its_tokens_hash_is_checked_once_then_remembered(
+        self,
+    ) -> None:
+        authority = TokenAuthority()
+        authority.set_agent_token_hash("east", parse_token_hash(hash_token("minted")))
+        for _ in range(3):
+            principal = await authority.authenticate("Bearer minted")
+            assert (principal.kind, principal.name) == ("agent", "east")
+        assert authority.slow_checks == 1
+        with pytest.raises(UnauthorizedError):
+            await authority.authenticate("Bearer other")
+
+    async def test_a_new_hash_refuses_the_old_token_at_once_and_takes_the_new_one(self) -> None:
+        authority = TokenAuthority()
+        authority.set_agent_token_hash("east", parse_token_hash(hash_token("first")))
+        assert (await authority.authenticate("Bearer first")).name == "east"
+        with pytest.raises(UnauthorizedError):
+            await authority.authenticate("Bearer second")  # refused, and remembered so
+        authority.set_agent_token_hash("east", parse_token_hash(hash_token("second")))
+        with pytest.raises(UnauthorizedError):
+            await authority.authenticate("Bearer first")
+        assert (await authority.authenticate("Bearer second")).name == "east"
+        authority.set_agent_token("east", None)  # the cluster left
+        with pytest.raises(UnauthorizedError):
+            await authority.authenticate("Bearer second")
+
+    async def test_the_same_hash_set_again_keeps_the_remembered_token(self) -> None:
+        authority = TokenAuthority()
+        text = hash_token("steady")
+        authority.set_agent_token_hash("east", parse_token_hash(text))
+        await authority.authenticate("Bearer steady")
+        authority.set_agent_token_hash("east", parse_token_hash(text))  # (every member sync)
+        await authority.authenticate("Bearer steady")
+        assert authority.slow_checks == 1
+
+    @pytest.mark.parametrize(
+        ("spec", "field", "says"),
+        [
+            ({}, "spec.tokenHash", "exactly one of tokenHash or tokenRef"),
+            (
+                {"tokenHash": "HASH", "tokenRef": {"secretName": "s"}},
+                "spec.tokenHash",
+                "exactly one",
+            ),
+            ({"tokenHash": "sha256$abc"}, "spec.tokenHash", "scrypt$N$r$p$SALT$HASH"),
+        ],
+        ids=["neither", "both", "not-a-hash"],
+    )
+    async def test_a_member_cluster_names_its_agents_token_exactly_one_way(
+        self, hub: HubUnderTest, spec: dict[str, object], field: str, says: str
+    ) -> None:
+        body = {
+            "apiVersion": "multiq.dev/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": "north"},
+            "spec": {k: (hash_token("t") if v == "HASH" else v) for k, v in spec.items()},
+        }
+        status, reply = await hub.call("POST", f"{API}/memberclusters", body=body)
+        assert status == 422, reply
+        causes = reply["details"]["causes"]
+        assert [c["field"] for c in causes] == [field]
+        assert says in causes[0]["message"]
+
+    async def test_an_agent_whose_cluster_holds_its_tokens_hash_opens_its_session(
+        self, hub: HubUnderTest
+    ) -> None:
+        member = {
+            "apiVersion": "multiq.dev/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": "north"},
+            "spec": {"tokenHash": hash_token("north-token")},
+        }
+        status, _ = await hub.call("POST", f"{API}/memberclusters", body=member)
+        assert status == 201
+
+        async def dial(token: str) -> int:
+            try:
+                ws = await hub.session.ws_connect(
+                    f"{hub.url}/agent/v1/session?cluster=north",
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+            except aiohttp.WSServerHandshakeError as exc:
+                return exc.status
+            await ws.close()
+            return 101
+
+        assert await dial("wrong") == 401
+        assert await dial("north-token") == 101
+        # The hash is all the hub keeps: the token is nowhere in the stored object.
+        _, stored = await hub.call("GET", f"{API}/memberclusters/north")
+        assert "north-token" not in str(stored)
