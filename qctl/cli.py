@@ -50,13 +50,15 @@ def load_runner(dotted: str) -> Runner:
 # --- shared flags -----------------------------------------------------------------------------
 
 
-def connection_flags(parser: argparse.ArgumentParser, *, namespaced: bool = True) -> None:
+def connection_flags(
+    parser: argparse.ArgumentParser, *, namespaced: bool = True, context_flag: str = "--context"
+) -> None:
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--server", help="hub URL, or several comma-separated (default: the current context)"
     )
     group.add_argument("--token", help="bearer token (default: the current context)")
-    group.add_argument("--context", help="a context of the qctl config file")
+    group.add_argument(context_flag, dest="context", help="a context of the qctl config file")
     group.add_argument(
         "--certificate-authority",
         metavar="FILE",
@@ -189,6 +191,42 @@ def _dev(parser: argparse.ArgumentParser) -> None:
     demo.set_defaults(run="qctl.commands.dev:run_demo")
 
 
+def _cluster(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    formatter = parser.formatter_class
+
+    def member(p: argparse.ArgumentParser) -> None:
+        p.add_argument("name", help="the member cluster's name in the fleet")
+        p.add_argument("--kubeconfig", help="the member cluster's kubeconfig (default: kubectl's)")
+        p.add_argument("--context", dest="kube_context", help="a context of that kubeconfig")
+        # --context names the member cluster's kubeconfig context here, as kubectl's does.
+        connection_flags(p, namespaced=False, context_flag="--hub-context")
+
+    join = verbs.add_parser(
+        "join",
+        help="register a cluster at the hub and install its agent",
+        formatter_class=formatter,
+        description="Register NAME at the hub, mint its agent's token, install the agent into "
+        "the cluster with kubectl, and wait until it is connected.",
+    )
+    member(join)
+    join.add_argument(
+        "--hub-url", help="where the agent reaches the hub (default: the URL qctl uses)"
+    )
+    join.add_argument("--image", default="multiq:latest", help="the agent's image")
+    join.add_argument(
+        "--timeout", default="120s", help="how long to wait for the agent to connect (0: no wait)"
+    )
+    join.set_defaults(run="qctl.commands.cluster:run_join")
+    leave = verbs.add_parser(
+        "leave",
+        help="remove a cluster from the fleet and its agent from the cluster",
+        formatter_class=formatter,
+    )
+    member(leave)
+    leave.set_defaults(run="qctl.commands.cluster:run_leave")
+
+
 # The verbs in the order `qctl --help` lists them. A verb whose `run` is empty takes it from
 # its sub-verbs (`dev up|down|demo`).
 VERBS: tuple[Verb, ...] = (
@@ -226,6 +264,7 @@ VERBS: tuple[Verb, ...] = (
         _schema,
         "qctl.commands.schema:run",
     ),
+    Verb("cluster", "join a cluster to the fleet, or take it out", _cluster, ""),
     Verb("dev", "a local federation on kubesim", _dev, ""),
 )
 

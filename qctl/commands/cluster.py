@@ -1,0 +1,183 @@
+"""`qctl cluster join` and `qctl cluster leave`: bring a Kubernetes cluster into the fleet, or
+take it out, in one command each.
+
+    qctl cluster join NAME --kubeconfig K [--context C] [--hub-url URL] [--image IMAGE]
+    qctl cluster leave NAME --kubeconfig K [--context C]
+
+join: registers the MemberCluster at the hub, has the hub mint the agent's token, applies the
+agent's objects (qctl.install: manifests/agent plus the Secret with cluster, hub URL and token)
+to the member cluster with kubectl, and waits until that agent is connected. If any step fails,
+what the earlier steps made is taken back, so a failed join can simply be run again.
+leave: deletes the MemberCluster at the hub (the hub then stops sending it work, and gives its
+work to other clusters once its lease is over) and removes the agent's objects from the cluster
+(the namespace stays: the hub may live in it too).
+
+The member cluster is reached with the real kubectl (qctl is also `kubectl qctl`): its own
+messages for an unreachable cluster or missing rights are the clearest there are. Every failure
+is one line. Called by: qctl.main (through qctl.cli).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from typing import Any, TextIO
+
+from qctl.commands.common import connect, parse_duration, write
+from qctl.errors import HubRequestError, QctlError
+from qctl.install import agent_objects, agent_secret
+from qctl.kinds import API_PREFIX, resolve_kind
+from qctl.rest import HubSession
+
+__all__ = ["run_join", "run_leave"]
+
+
+class ClusterCommandError(QctlError):
+    """Joining or leaving failed; the message says where and why, in one line."""
+
+
+def run_join(args: argparse.Namespace, out: TextIO) -> int:
+    kind = resolve_kind("MemberCluster")
+    hub = HubSession(connect(args))
+    name: str = args.name
+    try:
+        hub.get(kind, name, None)
+    except HubRequestError as exc:
+        if exc.status != 404:
+            raise
+    else:
+        raise ClusterCommandError(
+            f"name taken: {name} is already a member cluster (qctl cluster leave {name} first)"
+        )
+    kubectl = _Kubectl(args.kubeconfig, args.kube_context)
+    kubectl.check_reachable()
+    hub.create(
+        kind,
+        {
+            "apiVersion": "multiq.dev/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": name},
+            "spec": {},
+        },
+    )
+    try:
+        token = hub.request("POST", f"{API_PREFIX}/memberclusters/{name}/token")["token"]
+        objects = [
+            *agent_objects(args.image),
+            agent_secret(name, args.hub_url or hub.server, token),
+        ]
+        kubectl.apply(objects)
+    except BaseException:
+        _quietly(lambda: hub.delete(kind, name, None))
+        raise
+    write(out, f"membercluster/{name} created; agent installed in {kubectl.where}\n")
+    if args.timeout == "0":
+        return 0
+    status = _wait_connected(hub, name, parse_duration(args.timeout))
+    capacity = status.get("capacity") or {}
+    write(
+        out,
+        f"cluster {name} joined: connected (agent {status.get('agentVersion') or '?'}, "
+        f"Kubernetes {status.get('kubernetesVersion') or '?'}, "
+        f"{capacity.get('readyNodes', 0)}/{capacity.get('nodes', 0)} nodes ready)\n",
+    )
+    return 0
+
+
+def run_leave(args: argparse.Namespace, out: TextIO) -> int:
+    kind = resolve_kind("MemberCluster")
+    hub = HubSession(connect(args))
+    name: str = args.name
+    kubectl = _Kubectl(args.kubeconfig, args.kube_context)
+    try:
+        hub.delete(kind, name, None)
+        write(out, f"membercluster/{name} deleted\n")
+    except HubRequestError as exc:
+        if exc.status != 404:
+            raise
+        write(out, f"membercluster/{name} was not a member\n")
+    # The namespace stays (the hub may run in it); everything else of the agent goes.
+    objects = [o for o in agent_objects() if o["kind"] != "Namespace"]
+    kubectl.delete([*objects, agent_secret(name, "", "")])
+    write(out, f"agent removed from {kubectl.where}\n")
+    return 0
+
+
+def _wait_connected(hub: HubSession, name: str, timeout: float) -> dict[str, Any]:
+    kind = resolve_kind("MemberCluster")
+    deadline = time.monotonic() + timeout
+    while True:
+        status = hub.get(kind, name, None).get("status") or {}
+        if status.get("connected"):
+            return dict(status)
+        if time.monotonic() > deadline:
+            raise ClusterCommandError(
+                f"the agent of {name} did not connect to the hub within {timeout:g}s: check "
+                f"that the cluster reaches the hub at its hub URL, and the agent's log "
+                f"(kubectl -n multiq-system logs deploy/multiq-agent)"
+            )
+        time.sleep(0.5)
+
+
+def _quietly(action: Any) -> None:
+    with contextlib.suppress(QctlError):
+        action()
+
+
+class _Kubectl:
+    """The member cluster, through the real kubectl."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+        binary = shutil.which("kubectl")
+        if binary is None:
+            raise ClusterCommandError("kubectl is needed to install the agent and is not on PATH")
+        self._base = [binary]
+        if kubeconfig:
+            self._base += ["--kubeconfig", kubeconfig]
+        if context:
+            self._base += ["--context", context]
+        self.where = f"context {context}" if context else "the current context"
+        if kubeconfig:
+            self.where += f" of {kubeconfig}"
+
+    def _run(self, words: list[str], stdin: str | None = None) -> str:
+        try:
+            done = subprocess.run(
+                [*self._base, *words],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterCommandError(f"kubectl {words[0]} on {self.where} timed out") from exc
+        if done.returncode != 0:
+            raise ClusterCommandError(self._explain(done.stderr))
+        return done.stdout
+
+    def _explain(self, stderr: str) -> str:
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        text = lines[0] if lines else "kubectl failed"
+        lowered = stderr.lower()
+        if "unable to connect" in lowered or "connection refused" in lowered:
+            return f"cluster unreachable ({self.where}): {text}"
+        if "forbidden" in lowered:
+            denied = next((line for line in lines if "forbidden" in line.lower()), text)
+            return f"RBAC denied in {self.where}: {denied}"
+        return f"kubectl failed on {self.where}: {text}"
+
+    def check_reachable(self) -> None:
+        self._run(["version", "-o", "json"])
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        listing = {"apiVersion": "v1", "kind": "List", "items": objects}
+        self._run(["apply", "-f", "-"], stdin=json.dumps(listing))
+
+    def delete(self, objects: list[dict[str, Any]]) -> None:
+        listing = {"apiVersion": "v1", "kind": "List", "items": list(reversed(objects))}
+        self._run(["delete", "--ignore-not-found", "--wait=false", "-f", "-"], json.dumps(listing))
