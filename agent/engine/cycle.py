@@ -87,6 +87,7 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
+from agent.engine.topology import Ask, Placed, Placer
 
 __all__ = ["schedule", "schedule_incremental"]
 
@@ -123,19 +124,26 @@ def schedule_incremental(
 
 
 class _Outcome:
-    """The evaluation of one workload: an assignment, and victims if it must preempt."""
+    """The evaluation of one workload: an assignment, victims if it must preempt, and where
+    its pods go when a flavor has a topology."""
 
-    __slots__ = ("assignment", "counts", "targets")
+    __slots__ = ("assignment", "counts", "freed", "placed", "targets")
 
     def __init__(
         self,
         assignment: Assignment,
         targets: list[Target] | None,
         counts: tuple[int, ...] | None,
+        placed: list[Placed] | None = None,
+        freed: str | None = None,
     ) -> None:
         self.assignment = assignment
         self.targets = targets
         self.counts = counts
+        self.placed = placed
+        """The pod sets' topology placements (not holding capacity until applied)."""
+        self.freed = freed
+        """The domain the victims free, when they are chosen for the topology."""
 
     @property
     def admissible(self) -> bool:
@@ -181,6 +189,10 @@ class _Cycle:
         self.tail_tried: dict[ClusterQueueName, int] = {}
         self.running: list[Workload] = []
         self.waiting: list[Workload] = []
+        self.placer: Placer | None = None
+        """Node capacity for flavors with a topology (None when no flavor has one)."""
+        if any(f.topology_name is not None for f in snapshot.flavors.values()):
+            self.placer = Placer(snapshot)
         ready = snapshot.config.wait_for_pods_ready
         if carry is not None and not (ready.enabled and ready.block_admission):
             self.running = list(carry.running.values())
@@ -224,6 +236,13 @@ class _Cycle:
                 evicting.add(name)
         for name, total in totals.items():
             tree.add_usage(tree.cqs[name], total)
+        placer = self.placer
+        if placer is not None:
+            for wl in self.running:
+                adm = wl.admission
+                assert adm is not None
+                if any(ps.topology is not None for ps in adm.pod_sets):
+                    placer.load(wl)
         self.preemptor = Preemptor(
             tree=tree,
             cq_specs=self.snap.cluster_queues,
@@ -373,6 +392,7 @@ class _Cycle:
             counts=counts,
             groups=self._groups(cq),
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
+            topologies=self.snap.topologies,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -388,7 +408,82 @@ class _Cycle:
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
                 memo.append((dict(a.usage), self._age(wl, shielded)))
                 del memo[:-4]
+        if self.placer is not None and a.mode is not Mode.NO_FIT:
+            asks = self.placer.asks(
+                wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
+            )
+            if asks and (a.mode is Mode.FIT or targets):
+                return self._place(wl, cq, a, asks, targets, counts)
         return _Outcome(a, targets, counts)
+
+    def _place(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        a: Assignment,
+        asks: list[Ask],
+        targets: list[Target] | None,
+        counts: tuple[int, ...] | None,
+    ) -> _Outcome:
+        """Where the pods of the pod sets with a topology go (the quota victims' capacity
+        given back first). If they do not fit, victims chosen to free one domain (within the
+        queue's preemption policies) may make room; else the workload waits with the
+        placement's reason. The capacity is unchanged on return."""
+        placer = self.placer
+        assert placer is not None
+        victims = [t.candidate.wl.id for t in targets or ()]
+        placer.release(victims)
+        try:
+            placed = placer.place(asks)
+            if not isinstance(placed, str):
+                placer.undo(placed)
+                return _Outcome(a, targets, counts, placed)
+            why = placed
+            if cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER or (
+                cq.preemption.reclaim_within_cohort is not PreemptionPolicy.NEVER
+            ):
+                more = self._topology_victims(wl, cq, a, asks, targets)
+                if more is not None:
+                    extra, where = more
+                    ids = [t.candidate.wl.id for t in extra]
+                    placer.release(ids)
+                    placed = placer.place(asks)
+                    placer.restore(ids)
+                    if not isinstance(placed, str):
+                        placer.undo(placed)
+                        a.mode = Mode.PREEMPT
+                        return _Outcome(a, [*(targets or ()), *extra], counts, placed, where)
+                a.mode = Mode.PREEMPT  # (its victims were looked for: no quota memo by age)
+            else:
+                a.mode = Mode.NO_FIT
+            a.topology_reason = why
+            return _Outcome(a, None, counts)
+        finally:
+            placer.restore(victims)
+
+    def _topology_victims(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        a: Assignment,
+        asks: list[Ask],
+        targets: list[Target] | None,
+    ) -> tuple[list[Target], str] | None:
+        """Victims among the policies' candidates whose nodes, given back, let the pods be
+        placed in one domain; and which domain."""
+        placer = self.placer
+        assert placer is not None
+        frs = {(f, r) for ask in asks for r, f in a.pod_sets[ask.index].flavors.items()}
+        cands = self.preemptor.candidates(wl, cq, frs, [])
+        chosen = {t.candidate.wl.id for t in targets or ()}
+        by_id = {c.wl.id: c for c in cands if c.wl.id not in chosen}
+        found = placer.find_room(asks, list(by_id))
+        if found is None:
+            return None
+        ids, where = found
+        return [
+            Target(by_id[i], Preemptor.reason_for(by_id[i], cq.name, borrows=False)) for i in ids
+        ], where
 
     def _age(self, wl: Workload, shielded: int) -> float:
         """The queueing time a failure verdict holds from: if protection set candidates aside
@@ -635,6 +730,8 @@ class _Cycle:
         if a.mode is Mode.FIT:
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
+            if out.placed and self.placer is not None:
+                self.placer.redo(out.placed)
             self._admit(wl, cq, out)
             ready = self.snap.config.wait_for_pods_ready
             if ready.enabled and ready.block_admission:
@@ -652,20 +749,26 @@ class _Cycle:
                         t.candidate.cq,
                         wl.id,
                         t.reason,
-                        f"preempted to accommodate {wl.id} ({t.reason}) in {cq.name}",
+                        f"preempted to accommodate {wl.id} ({t.reason}) in {cq.name}"
+                        + (f", freeing {out.freed}" if out.freed else ""),
                     )
                 )
             if fresh:
                 self.new_preemptors.add(wl.id)
             # Reserve the preemptor's quota for this cycle so nothing else takes what the
-            # victims are about to release (the tree is briefly overbooked: conservative).
+            # victims are about to release (the tree is briefly overbooked: conservative);
+            # the same for the nodes its pods will take.
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
-            self.nominated[wl.id] = self._admission(cq, a)
+            if out.placed and self.placer is not None:
+                self.placer.redo(out.placed)
+            self.nominated[wl.id] = self._admission(cq, a, out.placed)
             victims = ", ".join(t.candidate.wl.id for t in out.targets)
+            freeing = f" (to free {out.freed})" if out.freed else ""
             self.pending[wl.id] = PendingReason(
                 PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS,
-                f"waiting for {len(out.targets)} preempted workload(s) to finish: {victims}",
+                f"waiting for {len(out.targets)} preempted workload(s) to finish{freeing}: "
+                f"{victims}",
                 Unblock.PREEMPTIONS_COMPLETE,
                 shortfalls=tuple(a.shortfalls),
                 flavors_tried=tuple(a.attempts),
@@ -688,17 +791,20 @@ class _Cycle:
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod
-    def _admission(cq: ClusterQueue, a: Assignment) -> Admission:
+    def _admission(
+        cq: ClusterQueue, a: Assignment, placed: list[Placed] | None = None
+    ) -> Admission:
+        where = {p.index: p.assignment for p in placed or ()}
         return Admission(
             cq.name,
             tuple(
-                PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage))
-                for ps in a.pod_sets
+                PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage), where.get(i))
+                for i, ps in enumerate(a.pod_sets)
             ),
         )
 
     def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
-        admission = self._admission(cq, out.assignment)
+        admission = self._admission(cq, out.assignment, out.placed)
         a = out.assignment
         self.admitted.append(
             Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
@@ -731,6 +837,14 @@ class _Cycle:
         a = out.assignment
         tried = tuple(a.attempts)
         shortfalls = tuple(a.shortfalls)
+        if a.topology_reason is not None:
+            return PendingReason(
+                PendingCode.TOPOLOGY_PLACEMENT_FAILED,
+                f"{a.topology_reason}; waits for room in the topology of {cq.name}'s flavor",
+                Unblock.QUOTA_RELEASED,
+                shortfalls,
+                tried,
+            )
         if a.no_flavor:
             detail = "; ".join(f"{t.flavor or '-'}: {t.reason}" for t in tried)
             return PendingReason(
