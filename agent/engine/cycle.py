@@ -192,7 +192,12 @@ class _Cycle:
         self.placer: Placer | None = None
         """Node capacity for flavors with a topology (None when no flavor has one)."""
         if any(f.topology_name is not None for f in snapshot.flavors.values()):
-            self.placer = Placer(snapshot)
+            if carry is None:
+                self.placer = Placer()
+            else:
+                if carry.placer is None:
+                    carry.placer = Placer()
+                self.placer = carry.placer
         ready = snapshot.config.wait_for_pods_ready
         if carry is not None and not (ready.enabled and ready.block_admission):
             self.running = list(carry.running.values())
@@ -236,13 +241,8 @@ class _Cycle:
                 evicting.add(name)
         for name, total in totals.items():
             tree.add_usage(tree.cqs[name], total)
-        placer = self.placer
-        if placer is not None:
-            for wl in self.running:
-                adm = wl.admission
-                assert adm is not None
-                if any(ps.topology is not None for ps in adm.pod_sets):
-                    placer.load(wl)
+        if self.placer is not None:
+            self.placer.begin(self.snap, self.running)
         self.preemptor = Preemptor(
             tree=tree,
             cq_specs=self.snap.cluster_queues,
@@ -731,7 +731,7 @@ class _Cycle:
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
             if out.placed and self.placer is not None:
-                self.placer.redo(out.placed)
+                self.placer.commit(out.placed)
             self._admit(wl, cq, out)
             ready = self.snap.config.wait_for_pods_ready
             if ready.enabled and ready.block_admission:
@@ -761,7 +761,7 @@ class _Cycle:
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
             if out.placed and self.placer is not None:
-                self.placer.redo(out.placed)
+                self.placer.commit(out.placed)
             self.nominated[wl.id] = self._admission(cq, a, out.placed)
             victims = ", ".join(t.candidate.wl.id for t in out.targets)
             freeing = f" (to free {out.freed})" if out.freed else ""
@@ -892,6 +892,8 @@ class _Cycle:
             # changes before the next cycle and the result must not.
             self.buckets = {name: list(queue.items) for name, queue in carry.queues.items()}
         self._rounds(self.buckets)  # 4
+        if self.placer is not None:
+            self.placer.end()
         pending: Mapping[WorkloadId, PendingReason] = self.pending
         changed: frozenset[WorkloadId] | None = None
         if carry is not None:

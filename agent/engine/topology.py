@@ -142,7 +142,16 @@ class Placed:
 class _View:
     """The domains of one flavor with a topology: eligible nodes grouped by level values."""
 
-    __slots__ = ("by_depth", "children", "flavor", "levels", "nodes", "prefixes", "topology")
+    __slots__ = (
+        "by_depth",
+        "children",
+        "flavor",
+        "leaves",
+        "levels",
+        "nodes",
+        "prefixes",
+        "topology",
+    )
 
     def __init__(
         self, flavor: ResourceFlavor, levels: tuple[str, ...], nodes: Iterable[Node]
@@ -155,6 +164,8 @@ class _View:
         """Node name → its domains, the whole topology first, its lowest domain last."""
         self.children: dict[Prefix, list[Prefix]] = {}
         self.by_depth: list[list[Prefix]] = [[] for _ in range(len(levels) + 1)]
+        self.leaves: dict[Prefix, list[str]] = {}
+        """A lowest-level domain → its nodes, in name order."""
         wanted = flavor.node_labels
         seen: set[Prefix] = set()
         for node in sorted(nodes, key=lambda n: n.name):
@@ -167,6 +178,7 @@ class _View:
             chain = [path[:i] for i in range(len(levels) + 1)]
             self.nodes.append(node)
             self.prefixes[node.name] = chain
+            self.leaves.setdefault(path, []).append(node.name)
             for depth, prefix in enumerate(chain):
                 if prefix not in seen:
                     seen.add(prefix)
@@ -183,7 +195,7 @@ class _View:
         return self.depth if label is None else self.levels.index(label) + 1
 
     def nodes_of(self, prefix: Prefix) -> list[str]:
-        return [n.name for n in self.nodes if self.prefixes[n.name][-1] == prefix]
+        return self.leaves.get(prefix, [])
 
 
 def _tolerated(taint: Taint, tolerations: Iterable[Toleration]) -> bool:
@@ -241,20 +253,131 @@ class _UnplacedError(Exception):
 
 
 class Placer:
-    """Free node capacity for the flavors with a topology, over one cycle."""
+    """Free node capacity for the flavors with a topology, over one cycle — or over many:
+    `schedule_incremental` keeps one in its carry, so the domains, each node's free room and
+    the admitted workloads' assignments are worked out again only for what changed."""
 
-    __slots__ = ("counts", "free", "held", "nodes", "snapshot", "views", "watchers")
+    __slots__ = (
+        "counts",
+        "free",
+        "held",
+        "journal",
+        "loaded",
+        "nodes",
+        "references",
+        "snapshot",
+        "used",
+        "views",
+        "watchers",
+    )
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        self.nodes = snapshot.nodes
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+        self.references: tuple[object, ...] = ()
+        """The flavors and topologies the views were built for."""
+        self.nodes: Mapping[str, Node] = {}
         self.free: dict[str, dict[ResourceName, int]] = {}
         self.views: dict[FlavorName, _View | None] = {}
         self.counts: dict[tuple[object, ...], _Counts] = {}
+        self.used: set[tuple[object, ...]] = set()
+        """The counts a placement read this cycle (the others are let go at its end)."""
         self.watchers: dict[str, list[_Counts]] = {}
         """Node name → the counts that include it (updated when its capacity changes)."""
         self.held: dict[WorkloadId, list[tuple[str, dict[ResourceName, int], int]]] = {}
         """Admitted workloads' pods on nodes: (node, per-pod usage, pods)."""
+        self.loaded: dict[WorkloadId, object] = {}
+        """The admission each held workload's pods were taken for."""
+        self.journal: list[Placed] = []
+        """What this cycle admitted or reserved: given back at its end (the next snapshot
+        says what was applied)."""
+
+    # the cycle's frame ----------------------------------------------------------------------
+
+    def begin(self, snapshot: Snapshot, running: Iterable[Workload]) -> None:
+        """Bring the capacity to `snapshot`: its nodes, and the admitted workloads' (in
+        `running`) assignments."""
+        references = (snapshot.flavors, snapshot.topologies)
+        if len(references) != len(self.references) or any(
+            a is not b for a, b in zip(references, self.references, strict=True)
+        ):
+            self._reset(snapshot)
+        elif snapshot.nodes is not self.nodes:
+            self._sync_nodes(snapshot)
+        self.snapshot = snapshot
+        seen = set()
+        for wl in running:
+            adm = wl.admission
+            assert adm is not None
+            if not any(ps.topology is not None for ps in adm.pod_sets):
+                continue
+            seen.add(wl.id)
+            if self.loaded.get(wl.id) is adm:
+                continue
+            if wl.id in self.loaded:
+                self.release([wl.id])
+            self._load(wl)
+        for wid in [w for w in self.loaded if w not in seen]:
+            self.release([wid])
+            del self.loaded[wid]
+            self.held.pop(wid, None)
+
+    def end(self) -> None:
+        """Give back what the cycle admitted or reserved, and let go of counts it did not
+        read (shapes no longer waiting)."""
+        self.undo(self.journal)
+        self.journal.clear()
+        for key in [k for k in self.counts if k not in self.used]:
+            counts = self.counts.pop(key)
+            for name in counts.fit:
+                watching = self.watchers.get(name)
+                if watching is not None:
+                    watching.remove(counts)
+        self.used.clear()
+
+    def _reset(self, snapshot: Snapshot) -> None:
+        self.references = (snapshot.flavors, snapshot.topologies)
+        self.nodes = snapshot.nodes
+        self.free.clear()
+        self.views.clear()
+        self.counts.clear()
+        self.watchers.clear()
+        self.held.clear()
+        self.loaded.clear()
+        self.snapshot = snapshot
+
+    def _sync_nodes(self, snapshot: Snapshot) -> None:
+        """Take the nodes' changes: free room moves with allocatable and pod usage; a node
+        added, gone, relabelled, tainted or cordoned changes the domains (built again)."""
+        new = snapshot.nodes
+        old = self.nodes
+        if new.keys() != old.keys():
+            self._reset(snapshot)
+            return
+        changed = []
+        for name, node in new.items():
+            before = old[name]
+            if before is node:
+                continue
+            if (
+                before.labels != node.labels
+                or before.taints != node.taints
+                or before.schedulable != node.schedulable
+            ):
+                self._reset(snapshot)
+                return
+            changed.append((name, before, node))
+        self.nodes = new
+        for name, before, node in changed:
+            free = self.free.get(name)
+            if free is None:
+                continue  # not read yet: built from the new node when it is
+            for res in before.allocatable.keys() | node.allocatable.keys():
+                free[res] = free.get(res, 0) + node.allocatable.get(res, 0)
+                free[res] -= before.allocatable.get(res, 0)
+            for res in before.usage.keys() | node.usage.keys():
+                free[res] = free.get(res, 0) - node.usage.get(res, 0) + before.usage.get(res, 0)
+            for counts in self.watchers.get(name, ()):
+                counts.update(name, self.fit(name, counts.per_pod))
 
     # capacity -------------------------------------------------------------------------------
 
@@ -295,6 +418,7 @@ class Placer:
             return self.views[flavor]
         except KeyError:
             pass
+        assert self.snapshot is not None
         spec = self.snapshot.flavors.get(flavor)
         found: _View | None = None
         if spec is not None and spec.topology_name is not None:
@@ -312,6 +436,7 @@ class Placer:
             ps.required_affinity,
             ps.tolerations,
         )
+        self.used.add(key)
         found = self.counts.get(key)
         if found is None:
             nodes = [n.name for n in view.nodes if _eligible(n, ps, view.flavor)]
@@ -328,11 +453,12 @@ class Placer:
 
     # admitted workloads ---------------------------------------------------------------------
 
-    def load(self, wl: Workload) -> None:
+    def _load(self, wl: Workload) -> None:
         """Take the capacity an admitted workload's topology assignments hold."""
         adm = wl.admission
         assert adm is not None
-        held = None
+        self.loaded[wl.id] = adm
+        held = self.held[wl.id] = []
         for psa in adm.pod_sets:
             ta = psa.topology
             if ta is None or not psa.count or not psa.flavors:
@@ -342,12 +468,8 @@ class Placer:
                 continue
             per_pod = {r: v // psa.count for r, v in psa.usage.items() if r != PODS}
             per_pod[PODS] = _POD
-            if held is None:
-                held = self.held.setdefault(wl.id, [])
             for values, pods in ta.domains:
-                names = view.nodes_of(values) if len(values) == view.depth else []
-                if not names:
-                    continue
+                names = view.nodes_of(values)
                 left = pods
                 for i, name in enumerate(names):
                     take = left if i == len(names) - 1 else min(left, self.fit(name, per_pod))
@@ -395,6 +517,7 @@ class Placer:
             request = ps.topology
             if request is None:
                 if implied is None:
+                    assert self.snapshot is not None
                     implied = tas_only(cq, self.snapshot.flavors)
                 if not implied:
                     continue
@@ -427,10 +550,12 @@ class Placer:
             for name, pods in p.on_nodes:
                 self._take(name, p.per_pod, -pods)
 
-    def redo(self, placed: Iterable[Placed]) -> None:
+    def commit(self, placed: Iterable[Placed]) -> None:
+        """Take the capacity of placements the cycle admits or reserves (until `end`)."""
         for p in placed:
             for name, pods in p.on_nodes:
                 self._take(name, p.per_pod, pods)
+            self.journal.append(p)
 
     def _setup(self, ask: Ask) -> tuple[_View, _Counts]:
         view = self.view(ask.flavor)

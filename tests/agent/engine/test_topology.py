@@ -388,3 +388,48 @@ def test_without_a_preemption_policy_a_gang_waits_for_a_rack_instead() -> None:
     result = run(state)
     assert preempted_ids(result) == []
     assert reason_of(result, "big").code is PendingCode.TOPOLOGY_PLACEMENT_FAILED
+
+
+# the incremental cycle ----------------------------------------------------------------------------
+
+
+def test_the_incremental_cycle_places_exactly_as_the_full_one_as_work_and_nodes_change() -> None:
+    import random
+
+    from agent.engine.carry import Carry
+    from agent.engine.cycle import schedule, schedule_incremental
+
+    requests = [required(RACK), required(BLOCK), preferred(RACK), preferred(BLOCK), None]
+    for seed in range(6):
+        rng = random.Random(seed)
+        snap = tas_snapshot(preemption=PreemptionPolicy.LOWER_PRIORITY)
+        carry: Carry | None = None
+        before: dict[WorkloadId, Workload] = {}
+        for step in range(40):
+            workloads = dict(snap.workloads)
+            for _ in range(rng.randint(0, 3)):
+                name = f"w{step}-{rng.randint(0, 10**6)}"
+                new = asking(
+                    gang(name, rng.randint(1, 8), priority=rng.choice([0, 5])).created(step),
+                    rng.choice(requests),
+                )
+                workloads[new.id] = new
+            admitted = [w for w in workloads.values() if w.admission is not None]
+            for w in admitted:
+                if rng.random() < 0.25:
+                    del workloads[w.id]
+            nodes = snap.nodes
+            if rng.random() < 0.3:
+                busy = {f"b{rng.randint(0, 1)}r{rng.randint(0, 1)}h{rng.randint(0, 3)}": 1}
+                nodes = fabric(used=busy)
+            snap = dataclasses.replace(snap, workloads=workloads, nodes=nodes)
+            changed = {
+                k for k in before.keys() | workloads.keys() if before.get(k) is not workloads.get(k)
+            }
+            full = schedule(snap, float(step))
+            incremental, carry = schedule_incremental(snap, float(step), carry, changed)
+            assert full.admitted == incremental.admitted, (seed, step)
+            assert full.preempted == incremental.preempted, (seed, step)
+            assert dict(full.pending) == dict(incremental.pending), (seed, step)
+            before = dict(snap.workloads)  # what this cycle saw: changes are against it
+            snap = apply_result(snap, full)
