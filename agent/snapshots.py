@@ -147,6 +147,11 @@ class ClusterNodes:
     def __init__(self) -> None:
         self._nodes: dict[tuple[str, str], Node] = {}
         self._requests: dict[str, dict[ResourceName, int]] = {}
+        self._last: dict[str, Node] = {}
+        """The last build: returned again when nothing changed, and its nodes reused when
+        theirs did not, so the engine tells unchanged nodes by identity."""
+        self._bases: dict[str, Node] = {}
+        """The converted node revision each node of the last build was made from."""
 
     def build(
         self,
@@ -184,6 +189,7 @@ class ClusterNodes:
                 total[res] = total.get(res, 0) + amount
         self._requests = requests
         converted: dict[tuple[str, str], Node] = {}
+        bases: dict[str, Node] = {}
         out: dict[str, Node] = {}
         for node in nodes.values():
             meta = node.get("metadata") or {}
@@ -202,8 +208,19 @@ class ClusterNodes:
                     schedulable=_schedulable(node),
                 )
             converted[revision] = engine
-            out[name] = dataclasses.replace(engine, usage=usage.get(name, {}))
+            used = usage.get(name, {})
+            before = self._last.get(name)
+            if before is not None and self._bases.get(name) is engine and before.usage == used:
+                out[name] = before
+            else:
+                out[name] = dataclasses.replace(engine, usage=used)
+            bases[name] = engine
         self._nodes = converted
+        self._bases = bases
+        last = self._last
+        if out.keys() == last.keys() and all(out[n] is last[n] for n in out):
+            return last
+        self._last = out
         return out
 
 

@@ -189,3 +189,16 @@ def test_without_a_flavor_with_a_topology_the_snapshot_reads_no_nodes() -> None:
     config.resource_flavors[0].spec.topology_name = None
     snap = cache.build(config, {}, cluster=({"n0": node("n0", "r0")}, {}))
     assert snap.nodes == {}
+
+
+def test_nodes_that_did_not_change_are_the_same_objects_and_an_unchanged_cluster_the_same_map() -> (
+    None
+):
+    converter = ClusterNodes()
+    nodes = {"n0": node("n0", "r0"), "n1": node("n1", "r0")}
+    first = converter.build(nodes, {}, lambda ns, name: False)
+    assert converter.build(nodes, {}, lambda ns, name: False) is first
+    busy = converter.build(nodes, {"p": pod("p", "n1", "1")}, lambda ns, name: False)
+    assert busy is not first
+    assert busy["n0"] is first["n0"] and busy["n1"] is not first["n1"]
+    assert busy["n1"].usage[ResourceName("cpu")] == 1000
