@@ -4,14 +4,17 @@ Owns `schedule`, the engine's entry point, called by the agent's loop on every e
 (arrival, completion, eviction, configuration change) and by the benchmarks' simulated
 clock. The cycle is a list of numbered steps, each a named helper:
 
-1. build the quota tree and the preemption candidates from the admitted workloads;
+1. build the quota tree and the preemption candidates from the admitted workloads (and,
+   when a flavor has a topology, the nodes' free room: `topology.Placer`);
 2. time- and policy-driven evictions (pods-ready timeouts, drains, max execution time);
 3. route pending workloads to their cluster queues, in queue order, and gate those that
    cannot be considered now (missing or stopped queues, namespace selectors, backoff,
    inactive cluster queues) with a reason;
 4. rounds: take the next head of every cluster queue, assign flavors, order the heads
    (non-borrowing first, then priority, then FIFO) and process each against the tree as it
-   changes — admit, preempt (then wait, sticky), or keep pending with a reason. Unlike
+   changes — admit, preempt (then wait, sticky), or keep pending with a reason; a pod set
+   whose flavor has a topology is placed after its flavor is chosen, and when it does not
+   fit, victims that free one domain may be chosen (within the queue's policies). Unlike
    Kueue, which pops one head per cluster queue per cycle, rounds repeat until every queue
    is exhausted or blocked, so a deep queue drains in one cycle; and so that "non-borrowing
    first" still holds across those rounds, the rounds run in two phases: heads that fit
@@ -20,9 +23,10 @@ clock. The cycle is a list of numbered steps, each a named helper:
    the routed queues only when the result is asked for them.
 
 Within a cycle usage only grows (admissions and reservations add; preemption simulation
-restores), so a workload shape that failed in a cluster queue fails again for the rest of
-the cycle: failures are memoised per (cluster queue, shape, priority), and a victim search
-that found nothing spares the search for any larger request of the same queue and priority.
+restores; the same holds for the nodes' room), so a workload shape that failed in a cluster
+queue fails again for the rest of the cycle: failures are memoised per (cluster queue, shape,
+priority), and a victim search that found nothing spares the search for any larger request
+of the same queue and priority.
 This keeps a cycle over tens of thousands of pending workloads near linear. The memo is a
 per-cycle verdict, like Kueue evaluating each head once per cycle: an admission later in
 the same cycle can make another queue borrow and so offer new victims; the workload sees

@@ -2,9 +2,11 @@
 
 Owns every type the admission cycle reads: resource flavors, cluster queues with their
 resource groups and policies, the cohort tree, local queues, workloads (pending and admitted,
-with their timestamps), namespaces' labels and the engine configuration. Nothing here knows
-about pydantic, Kubernetes objects or the clock: the agent's inventory cache (or
-`from_api.py`, or the tests' builders) builds a `Snapshot`, and `cycle.schedule` reads it.
+with their timestamps), namespaces' labels, the engine configuration, and for topology-aware
+scheduling the Topology objects, the nodes (labels, allocatable, what their pods use) and
+what each pod set asks of them. Nothing here knows about pydantic, Kubernetes objects or the
+clock: the agent's inventory cache (or `from_api.py`, or the tests' builders) builds a
+`Snapshot`, and `cycle.schedule` reads it.
 
 Amounts are exact integers in milli-units keyed by resource name (`cpu: 1500` is 1.5 CPU,
 `pods: 3000` is three pods); times are seconds on the caller's clock (floats), passed in
