@@ -79,6 +79,7 @@ from agent.engine.snapshot import (
     Admission,
     ClusterQueue,
     ClusterQueueName,
+    FlavorName,
     FlavorResource,
     LocalQueueKey,
     Namespace,
@@ -91,7 +92,7 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
-from agent.engine.topology import Ask, Placed, Placer
+from agent.engine.topology import Ask, Placed, Placer, Unplaced
 
 __all__ = ["schedule", "schedule_incremental"]
 
@@ -384,6 +385,39 @@ class _Cycle:
     # step 4 -----------------------------------------------------------------------------------
 
     def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
+        excluded: dict[int, dict[FlavorName, str]] = {}
+        first: tuple[Assignment, list[Ask], list[Target] | None] | None = None
+        while True:
+            a, targets = self._assign(wl, cq, counts, excluded)
+            placer = self.placer
+            if placer is None or a.mode is Mode.NO_FIT:
+                break
+            asks = placer.asks(
+                wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
+            )
+            if not asks or not (a.mode is Mode.FIT or targets):
+                break
+            placed = self._try_place(asks, targets)
+            if not isinstance(placed, Unplaced):
+                return _Outcome(a, targets, counts, placed)
+            # As Kueue: a flavor whose topology cannot take the pods is passed over for the
+            # next one; if none can, the first is where victims may make room.
+            if first is None:
+                first = (a, asks, targets)
+            flavor = next(ask.flavor for ask in asks if ask.index == placed.index)
+            excluded.setdefault(placed.index, {})[flavor] = f"topology: {placed.reason}"
+        if first is not None:
+            return self._place(wl, cq, *first, counts)
+        return _Outcome(a, targets, counts)
+
+    def _assign(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        counts: tuple[int, ...] | None,
+        excluded: Mapping[int, Mapping[FlavorName, str]],
+    ) -> tuple[Assignment, list[Target] | None]:
+        """Flavor assignment, and the victims of a quota preemption."""
         node = self.tree.cqs[cq.name]
         shielded = self.preemptor.shielded
         a = assign_flavors(
@@ -397,6 +431,7 @@ class _Cycle:
             groups=self._groups(cq),
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
             topologies=self.snap.topologies,
+            excluded=excluded or None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -412,13 +447,21 @@ class _Cycle:
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
                 memo.append((dict(a.usage), self._age(wl, shielded)))
                 del memo[:-4]
-        if self.placer is not None and a.mode is not Mode.NO_FIT:
-            asks = self.placer.asks(
-                wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
-            )
-            if asks and (a.mode is Mode.FIT or targets):
-                return self._place(wl, cq, a, asks, targets, counts)
-        return _Outcome(a, targets, counts)
+        return a, targets
+
+    def _try_place(self, asks: list[Ask], targets: list[Target] | None) -> list[Placed] | Unplaced:
+        """The placement with the quota victims' room given back; capacity unchanged."""
+        placer = self.placer
+        assert placer is not None
+        victims = [t.candidate.wl.id for t in targets or ()]
+        placer.release(victims)
+        try:
+            placed = placer.place(asks)
+            if not isinstance(placed, Unplaced):
+                placer.undo(placed)
+            return placed
+        finally:
+            placer.restore(victims)
 
     def _place(
         self,
@@ -439,10 +482,10 @@ class _Cycle:
         placer.release(victims)
         try:
             placed = placer.place(asks)
-            if not isinstance(placed, str):
+            if not isinstance(placed, Unplaced):
                 placer.undo(placed)
                 return _Outcome(a, targets, counts, placed)
-            why = placed
+            why = placed.reason
             if cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER or (
                 cq.preemption.reclaim_within_cohort is not PreemptionPolicy.NEVER
             ):
@@ -453,7 +496,7 @@ class _Cycle:
                     placer.release(ids)
                     placed = placer.place(asks)
                     placer.restore(ids)
-                    if not isinstance(placed, str):
+                    if not isinstance(placed, Unplaced):
                         placer.undo(placed)
                         a.mode = Mode.PREEMPT
                         return _Outcome(a, [*(targets or ()), *extra], counts, placed, where)

@@ -148,6 +148,7 @@ def assign_flavors(
     groups: Mapping[ResourceName, int] | None = None,
     oracle: Callable[[dict[FlavorResource, int], set[FlavorResource]], bool] | None = None,
     topologies: Mapping[str, Topology] | None = None,
+    excluded: Mapping[int, Mapping[FlavorName, str]] | None = None,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
 
@@ -156,6 +157,8 @@ def assign_flavors(
     asked only when a resource group offers other flavors to fall back on. `topologies`
     (the snapshot's) let flavors with a topology take only pod sets that ask for one, and
     pod sets that ask for one only flavors whose topology has the levels asked for.
+    `excluded`: pod set index → flavors it may not take, with why (its pods did not fit the
+    flavor's topology).
     """
     implied: bool | None = None
     out = Assignment()
@@ -199,6 +202,8 @@ def assign_flavors(
                     out.attempts.append(FlavorAttempt(ps.name, fname, "flavor not found"))
                     continue
                 why = flavor_mismatch(spec, ps)
+                if why is None and excluded is not None and fname in excluded.get(idx, {}):
+                    why = excluded[idx][fname]
                 if why is None and (spec.topology_name is not None or ps.topology is not None):
                     if implied is None:
                         implied = tas_only(cq, flavors)

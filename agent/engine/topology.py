@@ -62,6 +62,7 @@ __all__ = [
     "Ask",
     "Placed",
     "Placer",
+    "Unplaced",
     "level_name",
     "tas_mismatch",
     "tas_only",
@@ -250,6 +251,18 @@ class _Counts:
 
 class _UnplacedError(Exception):
     """A pod set does not fit; the message says why (caught inside this module)."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """Why the pod set at `index` (the first that failed) cannot be placed."""
+
+    index: int
+    reason: str
 
 
 class Placer:
@@ -525,7 +538,7 @@ class Placer:
             out.append(Ask(i, ps, flavor, counts[i], request))
         return out
 
-    def place(self, asks: Sequence[Ask]) -> list[Placed] | str:
+    def place(self, asks: Sequence[Ask]) -> list[Placed] | Unplaced:
         """Place every ask, taking the capacity; or undo and say why the first that failed
         cannot be placed."""
         done: list[Placed] = []
@@ -536,13 +549,18 @@ class Placer:
                     grouped.setdefault(ask.request.group, []).append(ask)
             for ask in asks:
                 group = ask.request.group
-                if group is None or len(grouped[group]) == 1:
-                    done.append(self._place_one(ask, None))
-                elif grouped[group][0] is ask:
-                    done.extend(self._place_group(group, grouped[group]))
+                try:
+                    if group is None or len(grouped[group]) == 1:
+                        done.append(self._place_one(ask, None))
+                    elif grouped[group][0] is ask:
+                        done.extend(self._place_group(group, grouped[group]))
+                except _UnplacedError as why:
+                    why.index = ask.index
+                    raise
         except _UnplacedError as why:
             self.undo(done)
-            return str(why)
+            assert why.index is not None
+            return Unplaced(why.index, str(why))
         return done
 
     def undo(self, placed: Iterable[Placed]) -> None:
@@ -827,7 +845,7 @@ class Placer:
 
     def _fits_all(self, asks: Sequence[Ask]) -> bool:
         placed = self.place(asks)
-        if isinstance(placed, str):
+        if isinstance(placed, Unplaced):
             return False
         self.undo(placed)
         return True

@@ -433,3 +433,22 @@ def test_the_incremental_cycle_places_exactly_as_the_full_one_as_work_and_nodes_
             assert dict(full.pending) == dict(incremental.pending), (seed, step)
             before = dict(snap.workloads)  # what this cycle saw: changes are against it
             snap = apply_result(snap, full)
+
+
+def test_a_gang_that_fits_no_rack_of_the_first_flavor_takes_the_next_flavors_rack() -> None:
+    second = ResourceFlavor(FlavorName("tas2"), {"pool": "tas2"}, topology_name="fabric")
+    nodes = fabric(used={"b0r0h0": 1, "b0r1h0": 1, "b1r0h0": 1, "b1r1h0": 1})
+    for name, node in fabric(blocks=1, racks=1).items():
+        nodes[f"x{name}"] = dataclasses.replace(
+            node, name=f"x{name}", labels={**node.labels, HOST: f"x{name}", "pool": "tas2"}
+        )
+    result = run(
+        tas_snapshot(asking(gang("w", 4), required(RACK)), nodes=nodes, flavors=(TAS, second))
+    )
+    [admit] = result.admitted
+    assert admit.admission.pod_sets[0].flavors[ResourceName("cpu")] == "tas2"
+    assert set(placement(result, "w")) == {"xb0r0h0", "xb0r0h1", "xb0r0h2", "xb0r0h3"}
+
+    # With no second flavor to fall back on, the gang waits with the first flavor's reason.
+    alone = run(tas_snapshot(asking(gang("w", 4), required(RACK)), nodes=nodes))
+    assert reason_of(alone, "w").code is PendingCode.TOPOLOGY_PLACEMENT_FAILED
