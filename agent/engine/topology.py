@@ -585,7 +585,11 @@ class Placer:
         request = ask.request
         if ask.count <= 0:
             return self._placed(ask, view, counts, [])
-        if request.mode is TopologyMode.UNCONSTRAINED and request.slice_level is None:
+        if (
+            request.mode is TopologyMode.UNCONSTRAINED
+            and request.slice_level is None
+            and within is None
+        ):
             return self._placed(ask, view, counts, self._fullest_first(view, counts, ask))
         slice_depth, size = self._slicing(view, ask)
         units = ask.count // size
@@ -739,15 +743,16 @@ class Placer:
         )
 
     def _place_group(self, group: str, asks: list[Ask]) -> list[Placed]:
-        """Pod sets that must share one domain of the first one's level (e.g. a leader and
-        its workers): the best-fit domain where all of them fit, one after the other."""
-        first = asks[0]
-        view, _ = self._setup(first)
-        request = first.request
-        depth = (
-            view.depth_of(request.level) if request.mode is not TopologyMode.UNCONSTRAINED else 0
+        """Pod sets that must share one domain (e.g. a leader and its workers) of the
+        narrowest level any of them asks for (required if any requires it): the best-fit
+        domain where all of them fit, one after the other."""
+        view, _ = self._setup(asks[0])
+        depth = max(
+            (view.depth_of(a.request.level) for a in asks if a.request.level is not None),
+            default=0,
         )
-        depths = [depth] if request.mode is TopologyMode.REQUIRED else range(depth, -1, -1)
+        strict = any(a.request.mode is TopologyMode.REQUIRED for a in asks)
+        depths = [depth] if strict else range(depth, -1, -1)
         for d in depths:
             candidates = []
             for prefix in view.by_depth[d]:

@@ -305,6 +305,24 @@ def test_pod_sets_of_one_group_share_one_rack() -> None:
     assert racks_of(leader) != {"b0r0"}
 
 
+def test_a_group_shares_the_narrowest_level_any_member_asks_for() -> None:
+    # The leader asks for nothing particular; the workers require a rack: both in one rack.
+    leader_workers = (
+        wl("lws")
+        .queue("q")
+        .pod_set("leader", 1)
+        .request("cpu", 1)
+        .pod_set("workers", 3)
+        .request("cpu", 1)
+    )
+    loose = TopologyRequest(TopologyMode.UNCONSTRAINED, group="g")
+    rack = TopologyRequest(TopologyMode.REQUIRED, RACK, group="g")
+    used = {"b1r0h0": 1, "b1r0h1": 1, "b0r1h0": 1, "b0r1h1": 1, "b1r1h0": 1}
+    result = run(tas_snapshot(asking(leader_workers, loose, rack), nodes=fabric(used=used)))
+    leader, workers = placement(result, "lws", 0), placement(result, "lws", 1)
+    assert racks_of(leader) == racks_of(workers) == {"b0r0"}
+
+
 # flavors ----------------------------------------------------------------------------------------
 
 
