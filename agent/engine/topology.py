@@ -71,6 +71,11 @@ __all__ = [
 _POD = 1000
 """One pod in milli-units of the `pods` resource."""
 
+_IDLE_CYCLES = 64
+"""Cycles a shape's per-node counts are kept unread: one that waits comes back within a few
+cycles, and building its counts again costs a pass over the nodes; one gone costs an update
+on every capacity change until it is let go."""
+
 _UNCONSTRAINED = TopologyRequest(TopologyMode.UNCONSTRAINED)
 """The implicit request of a pod set without one in a TAS-only cluster queue."""
 
@@ -272,6 +277,7 @@ class Placer:
 
     __slots__ = (
         "counts",
+        "cycles",
         "free",
         "held",
         "journal",
@@ -292,8 +298,10 @@ class Placer:
         self.free: dict[str, dict[ResourceName, int]] = {}
         self.views: dict[FlavorName, _View | None] = {}
         self.counts: dict[tuple[object, ...], _Counts] = {}
-        self.used: set[tuple[object, ...]] = set()
-        """The counts a placement read this cycle (the others are let go at its end)."""
+        self.used: dict[tuple[object, ...], int] = {}
+        """Each count's last cycle a placement read it (counted by `cycles`); one unread for
+        `_IDLE_CYCLES` is let go (its shape no longer waits)."""
+        self.cycles = 0
         self.watchers: dict[str, list[_Counts]] = {}
         """Node name → the counts that include it (updated when its capacity changes)."""
         self.held: dict[WorkloadId, list[tuple[str, dict[ResourceName, int], int]]] = {}
@@ -335,17 +343,19 @@ class Placer:
             self.held.pop(wid, None)
 
     def end(self) -> None:
-        """Give back what the cycle admitted or reserved, and let go of counts it did not
-        read (shapes no longer waiting)."""
+        """Give back what the cycle admitted or reserved, and let go of counts no placement
+        read for a while (shapes no longer waiting)."""
         self.undo(self.journal)
         self.journal.clear()
-        for key in [k for k in self.counts if k not in self.used]:
+        self.cycles += 1
+        stale = self.cycles - _IDLE_CYCLES
+        for key in [k for k, last in self.used.items() if last < stale]:
+            del self.used[key]
             counts = self.counts.pop(key)
             for name in counts.fit:
                 watching = self.watchers.get(name)
                 if watching is not None:
                     watching.remove(counts)
-        self.used.clear()
 
     def _reset(self, snapshot: Snapshot) -> None:
         self.references = (snapshot.flavors, snapshot.topologies)
@@ -353,6 +363,7 @@ class Placer:
         self.free.clear()
         self.views.clear()
         self.counts.clear()
+        self.used.clear()
         self.watchers.clear()
         self.held.clear()
         self.loaded.clear()
@@ -449,7 +460,7 @@ class Placer:
             ps.required_affinity,
             ps.tolerations,
         )
-        self.used.add(key)
+        self.used[key] = self.cycles
         found = self.counts.get(key)
         if found is None:
             nodes = [n.name for n in view.nodes if _eligible(n, ps, view.flavor)]
