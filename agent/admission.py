@@ -222,7 +222,11 @@ class AdmissionShell:
     def snapshot(self) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload."""
         return self._snapshots.build(
-            self.config, self.held, self.book.take_changed(), self.inventory.namespace_labels()
+            self.config,
+            self.held,
+            self.book.take_changed(),
+            self.inventory.namespace_labels(),
+            cluster=(self.inventory.nodes.objects, self.inventory.pods.objects),
         )
 
     # input -----------------------------------------------------------------------------------

@@ -12,7 +12,11 @@ What is created (`plan_jobs`, pure):
 - no source (a Workload submitted directly): one Indexed Job per pod set, `<workload>-<podset>`.
 
 Every Job and pod template gets the workload's identity labels (`inventory.Labels`), the
-assigned flavor's nodeLabels merged into nodeSelector and its tolerations appended; a
+assigned flavor's nodeLabels merged into nodeSelector and its tolerations appended, and for a
+topology assignment the level values all its domains share (widest first: one rack's block
+and rack; only the block when the pods span racks of one block) — so a pod set that required
+one rack runs in that rack; how many pods each domain of a wider assignment gets is left to
+kube-scheduler (Kueue places each pod with scheduling gates; not done here yet); a
 partially admitted pod set runs with the admitted count as parallelism (and completions, when
 they were equal). Jobs are created unsuspended; Kueue's queue-name label is dropped so a Kueue
 on the member cluster does not manage them too; server-owned metadata and the selector are
@@ -53,7 +57,7 @@ from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
 from agent.labels import Labels
 from agent.retry import K8S_TRANSIENT
 from api.v1alpha1.queues import ResourceFlavor
-from api.v1alpha1.workload import Admission, Workload
+from api.v1alpha1.workload import Admission, TopologyAssignment, Workload
 
 __all__ = ["Materializer", "identity_labels", "plan_jobs"]
 
@@ -108,6 +112,19 @@ class _Injection:
     """Admitted pod count when partial, else None."""
 
 
+def _shared_domain(assignment: TopologyAssignment) -> dict[str, str]:
+    """The level values every assigned domain shares, from the widest level down to the
+    first where they differ."""
+    domains = assignment.domains()
+    out: dict[str, str] = {}
+    for level in assignment.levels:
+        values = {selector.get(level) for selector, _ in domains}
+        if len(values) != 1 or None in values:
+            break
+        out[level] = values.pop() or ""
+    return out
+
+
 def _injections(
     workload: Workload, admission: Admission, flavors: Mapping[str, ResourceFlavor]
 ) -> dict[str, _Injection]:
@@ -120,6 +137,8 @@ def _injections(
             if flavor is None:
                 raise MaterializeError(f"flavor {flavor_name!r} is not in the configuration")
             selector.update(flavor.spec.node_labels)
+            if psa.topology_assignment is not None:
+                selector.update(_shared_domain(psa.topology_assignment))
             tolerations += [
                 t.model_dump(mode="json", by_alias=True, exclude_defaults=True)
                 for t in flavor.spec.tolerations

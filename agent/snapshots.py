@@ -14,6 +14,12 @@ The cycle is incremental too (`agent.engine.cycle.schedule_incremental`): the ca
 engine's `Carry` and the ids of the engine workloads it replaced since the last cycle, and
 `cycle` hands both to the engine, so a cycle over a deep queue costs what changed.
 
+Topology-aware scheduling needs the nodes: `ClusterNodes` turns the mirrored node and pod
+objects into the engine's `Node`s (allocatable, labels, taints, whether schedulable, and what
+the bound pods request — except the pods of workloads the engine counts by their topology
+assignment), parsing each node revision and each pod once; the cache asks for them only
+when a flavor has a topology, so clusters without one pay nothing.
+
 Called by: agent.admission (every cycle, and on admission); agent.capacity reads the result.
 """
 
@@ -21,20 +27,60 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from agent.engine.carry import Carry
 from agent.engine.cycle import schedule_incremental
 from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
-from agent.engine.snapshot import Snapshot, WorkloadId
+from agent.engine.snapshot import Node, ResourceName, Snapshot, Taint, WorkloadId
+from agent.engine.snapshot import TopologyAssignment as EngineTopologyAssignment
 from agent.engine.snapshot import Workload as EngineWorkload
+from agent.labels import Labels
 from agent.records import Record
+from api.k8s.pod import PodSpec, effective_pod_requests
 from api.quantity import Quantity
 from api.v1alpha1.messages import ConfigSync
-from api.v1alpha1.workload import Admission, PodSetAssignment, Workload, WorkloadStatus
+from api.v1alpha1.workload import (
+    Admission,
+    PodSetAssignment,
+    TopologyAssignment,
+    TopologyAssignmentSlice,
+    TopologyAssignmentSliceLevelValues,
+    Workload,
+    WorkloadStatus,
+)
 
-__all__ = ["SnapshotCache", "api_admission", "namespace_labels"]
+__all__ = ["ClusterNodes", "SnapshotCache", "api_admission", "api_topology", "namespace_labels"]
+
+JsonObject = Mapping[str, Any]
+
+
+def api_topology(ta: EngineTopologyAssignment) -> TopologyAssignment:
+    """The engine's assignment in Kueue's form: one slice, a level's values given once when
+    every domain shares it."""
+    columns = list(zip(*(values for values, _ in ta.domains), strict=True)) if ta.domains else []
+    levels = []
+    for column in columns:
+        if len(set(column)) == 1:
+            levels.append(TopologyAssignmentSliceLevelValues(universal_value=column[0]))
+        else:
+            levels.append(TopologyAssignmentSliceLevelValues(roots=list(column)))
+    counts = [pods for _, pods in ta.domains]
+    return TopologyAssignment(
+        levels=list(ta.levels),
+        slices=[
+            TopologyAssignmentSlice(
+                domain_count=len(ta.domains),
+                values_per_level=levels,
+                pod_counts=None if len(set(counts)) == 1 else counts,
+                universal_pod_count=counts[0] if len(set(counts)) == 1 else None,
+            )
+        ]
+        if ta.domains
+        else [],
+    )
 
 
 def api_admission(adm: EngineAdmission) -> Admission:
@@ -47,6 +93,7 @@ def api_admission(adm: EngineAdmission) -> Admission:
                 flavors={str(r): str(f) for r, f in ps.flavors.items()},
                 resource_usage={r: Quantity.from_milli(v) for r, v in ps.usage.items()},
                 count=ps.count,
+                topology_assignment=None if ps.topology is None else api_topology(ps.topology),
             )
             for ps in adm.pod_sets
         ],
@@ -73,6 +120,110 @@ def namespace_labels(
     return out
 
 
+def _milli(amounts: Mapping[str, Any]) -> dict[ResourceName, int]:
+    out: dict[ResourceName, int] = {}
+    for name, raw in amounts.items():
+        try:
+            out[ResourceName(name)] = Quantity.parse(str(raw)).milli()
+        except ValueError:
+            continue
+    return out
+
+
+def _schedulable(node: JsonObject) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+class ClusterNodes:
+    """The engine's nodes from the cluster's node and pod objects (the inventory's mirrors),
+    kept between cycles: a node is converted once per revision, a pod's requests once per
+    pod (they never change)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[str, str], Node] = {}
+        self._requests: dict[str, dict[ResourceName, int]] = {}
+        self._last: dict[str, Node] = {}
+        """The last build: returned again when nothing changed, and its nodes reused when
+        theirs did not, so the engine tells unchanged nodes by identity."""
+        self._bases: dict[str, Node] = {}
+        """The converted node revision each node of the last build was made from."""
+
+    def build(
+        self,
+        nodes: Mapping[str, JsonObject],
+        pods: Mapping[str, JsonObject],
+        placed: Callable[[str, str], bool],
+    ) -> dict[str, Node]:
+        """Every node, with what its bound unfinished pods request; the pods of a workload
+        for which `placed(namespace, name label)` holds are left out (the engine counts
+        them by their topology assignment)."""
+        usage: dict[str, dict[ResourceName, int]] = {}
+        requests: dict[str, dict[ResourceName, int]] = {}
+        for key, pod in pods.items():
+            spec = pod.get("spec") or {}
+            node_name = spec.get("nodeName")
+            if not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            owner = (labels.get(Labels.NAMESPACE), labels.get(Labels.NAME))
+            if owner[0] is not None and owner[1] is not None and placed(owner[0], owner[1]):
+                continue
+            uid = str(meta.get("uid") or key)
+            amounts = self._requests.get(uid)
+            if amounts is None:
+                try:
+                    parsed = effective_pod_requests(PodSpec.model_validate(spec))
+                except ValueError:
+                    parsed = {}
+                amounts = {ResourceName(k): q.milli() for k, q in parsed.items()}
+                amounts[ResourceName("pods")] = 1000
+            requests[uid] = amounts
+            total = usage.setdefault(str(node_name), {})
+            for res, amount in amounts.items():
+                total[res] = total.get(res, 0) + amount
+        self._requests = requests
+        converted: dict[tuple[str, str], Node] = {}
+        bases: dict[str, Node] = {}
+        out: dict[str, Node] = {}
+        for node in nodes.values():
+            meta = node.get("metadata") or {}
+            name = str(meta.get("name"))
+            revision = (name, str(meta.get("resourceVersion")))
+            engine = self._nodes.get(revision)
+            if engine is None:
+                engine = Node(
+                    name,
+                    dict(meta.get("labels") or {}),
+                    _milli((node.get("status") or {}).get("allocatable") or {}),
+                    taints=tuple(
+                        Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect")))
+                        for t in (node.get("spec") or {}).get("taints") or []
+                    ),
+                    schedulable=_schedulable(node),
+                )
+            converted[revision] = engine
+            used = usage.get(name, {})
+            before = self._last.get(name)
+            if before is not None and self._bases.get(name) is engine and before.usage == used:
+                out[name] = before
+            else:
+                out[name] = dataclasses.replace(engine, usage=used)
+            bases[name] = engine
+        self._nodes = converted
+        self._bases = bases
+        last = self._last
+        if out.keys() == last.keys() and all(out[n] is last[n] for n in out):
+            return last
+        self._last = out
+        return out
+
+
 class SnapshotCache:
     """The engine's view of the held workloads, kept between cycles: only the workloads the
     shell names as changed are looked at again (a full walk when it cannot name them)."""
@@ -88,6 +239,9 @@ class SnapshotCache:
         self._carry: Carry | None = None
         self._replaced: set[WorkloadId] | None = None
         """Engine ids added, replaced or dropped since the last `cycle` (None: unknown)."""
+        self._nodes = ClusterNodes()
+        self._by_label: dict[tuple[str, str], _Converted] = {}
+        """The converted workloads by the labels their pods carry (namespace, name label)."""
 
     def build(
         self,
@@ -95,11 +249,12 @@ class SnapshotCache:
         held: Mapping[str, Record],
         changed: Iterable[str] | None = None,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        cluster: tuple[Mapping[str, JsonObject], Mapping[str, JsonObject]] | None = None,
     ) -> Snapshot:
         """The snapshot of `config`, the cluster's namespaces' labels (by name; a new object
         when they change) and the unfinished workloads of `held`. `changed`: the keys whose
         record may differ since the last build — forgotten ones included — (None: any of
-        them)."""
+        them). `cluster`: the node and pod objects, read when a flavor has a topology."""
         cfg = config or ConfigSync(revision=0)
         new_config = self._config is not cfg
         if self._base is None or new_config or self._namespaces is not namespaces:
@@ -110,12 +265,14 @@ class SnapshotCache:
                 cohorts=cfg.cohorts,
                 workloads=(),
                 namespaces=namespace_labels(namespaces or {}, cfg),
+                topologies=cfg.topologies,
             )
             self._namespaces = namespaces
         if new_config:
             self._config = cfg
             self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
             self._workloads.clear()
+            self._by_label.clear()
             changed = None
         if changed is None:
             self._engine = {}
@@ -125,7 +282,22 @@ class SnapshotCache:
             keys = changed
         for key in keys:
             self._refresh(key, held.get(key))
-        return dataclasses.replace(self._base, workloads=dict(self._engine))
+        nodes: dict[str, Node] = {}
+        if cluster is not None and any(
+            f.spec.topology_name is not None for f in cfg.resource_flavors
+        ):
+            nodes = self._nodes.build(*cluster, self._placed)
+        return dataclasses.replace(self._base, workloads=dict(self._engine), nodes=nodes)
+
+    def _placed(self, namespace: str, name_label: str) -> bool:
+        """Whether the workload whose pods carry these labels is counted by its topology
+        assignment (its admission in the snapshot has one)."""
+        found = self._by_label.get((namespace, name_label))
+        return (
+            found is not None
+            and found.engine.admission is not None
+            and any(ps.topology is not None for ps in found.engine.admission.pod_sets)
+        )
 
     def cycle(self, snapshot: Snapshot) -> Callable[[float], CycleResult]:
         """The admission cycle over `snapshot` (the last `build`), to call with `now` — in a
@@ -140,6 +312,10 @@ class SnapshotCache:
 
         return run
 
+    @staticmethod
+    def _label_key(wl: Workload) -> tuple[str, str]:
+        return (wl.metadata.namespace or "default", Labels.value(wl.metadata.name))
+
     def _refresh(self, key: str, item: Record | None) -> None:
         cached = self._workloads.get(key)
         replaced = self._replaced
@@ -150,6 +326,7 @@ class SnapshotCache:
         if item is None or item.settled:
             if cached is not None:
                 self._engine.pop(cached.engine.id, None)
+                self._by_label.pop(self._label_key(cached.workload), None)
                 if item is None:
                     del self._workloads[key]
             return
@@ -171,6 +348,7 @@ class SnapshotCache:
             )
             cached = _Converted(wl, wl.status, sticky, engine)
             self._workloads[key] = cached
+            self._by_label[self._label_key(wl)] = cached
             if replaced is not None:
                 replaced.add(engine.id)
         self._engine[cached.engine.id] = cached.engine

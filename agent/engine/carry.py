@@ -37,6 +37,8 @@ from agent.engine.snapshot import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from agent.engine.topology import Placer
+
 __all__ = ["INACTIVE", "Carry", "QueueIndex", "ShapeRun", "no_cluster_queue"]
 
 _ORDER = attrgetter("order_key")
@@ -135,7 +137,16 @@ def _count(counts: dict[str, int], key: str, step: int) -> None:
 class Carry:
     """The state one admission cycle leaves for the next; see the module docstring."""
 
-    __slots__ = ("config", "missing", "previous", "queues", "running", "unrouted", "waiting")
+    __slots__ = (
+        "config",
+        "missing",
+        "placer",
+        "previous",
+        "queues",
+        "running",
+        "unrouted",
+        "waiting",
+    )
 
     def __init__(self) -> None:
         self.config: tuple[object, ...] = ()
@@ -149,6 +160,8 @@ class Carry:
         """One reason per missing local queue (or its missing cluster queue), shared."""
         self.previous: Mapping[WorkloadId, PendingReason] | None = None
         """The last cycle's pending reasons (None: no cycle yet, or the index was rebuilt)."""
+        self.placer: Placer | None = None
+        """Node capacity for flavors with a topology, kept in step with each snapshot."""
 
     def refresh(self, snapshot: Snapshot, changed: Iterable[WorkloadId] | None) -> bool:
         """Bring the index to `snapshot`; `changed`: the ids whose workload object may differ

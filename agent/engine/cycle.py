@@ -4,14 +4,17 @@ Owns `schedule`, the engine's entry point, called by the agent's loop on every e
 (arrival, completion, eviction, configuration change) and by the benchmarks' simulated
 clock. The cycle is a list of numbered steps, each a named helper:
 
-1. build the quota tree and the preemption candidates from the admitted workloads;
+1. build the quota tree and the preemption candidates from the admitted workloads (and,
+   when a flavor has a topology, the nodes' free room: `topology.Placer`);
 2. time- and policy-driven evictions (pods-ready timeouts, drains, max execution time);
 3. route pending workloads to their cluster queues, in queue order, and gate those that
    cannot be considered now (missing or stopped queues, namespace selectors, backoff,
    inactive cluster queues) with a reason;
 4. rounds: take the next head of every cluster queue, assign flavors, order the heads
    (non-borrowing first, then priority, then FIFO) and process each against the tree as it
-   changes — admit, preempt (then wait, sticky), or keep pending with a reason. Unlike
+   changes — admit, preempt (then wait, sticky), or keep pending with a reason; a pod set
+   whose flavor has a topology is placed after its flavor is chosen, and when it does not
+   fit, victims that free one domain may be chosen (within the queue's policies). Unlike
    Kueue, which pops one head per cluster queue per cycle, rounds repeat until every queue
    is exhausted or blocked, so a deep queue drains in one cycle; and so that "non-borrowing
    first" still holds across those rounds, the rounds run in two phases: heads that fit
@@ -20,9 +23,10 @@ clock. The cycle is a list of numbered steps, each a named helper:
    the routed queues only when the result is asked for them.
 
 Within a cycle usage only grows (admissions and reservations add; preemption simulation
-restores), so a workload shape that failed in a cluster queue fails again for the rest of
-the cycle: failures are memoised per (cluster queue, shape, priority), and a victim search
-that found nothing spares the search for any larger request of the same queue and priority.
+restores; the same holds for the nodes' room), so a workload shape that failed in a cluster
+queue fails again for the rest of the cycle: failures are memoised per (cluster queue, shape,
+priority), and a victim search that found nothing spares the search for any larger request
+of the same queue and priority.
 This keeps a cycle over tens of thousands of pending workloads near linear. The memo is a
 per-cycle verdict, like Kueue evaluating each head once per cycle: an admission later in
 the same cycle can make another queue borrow and so offer new victims; the workload sees
@@ -75,6 +79,7 @@ from agent.engine.snapshot import (
     Admission,
     ClusterQueue,
     ClusterQueueName,
+    FlavorName,
     FlavorResource,
     LocalQueueKey,
     Namespace,
@@ -87,6 +92,7 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
+from agent.engine.topology import Ask, Placed, Placer, Unplaced
 
 __all__ = ["schedule", "schedule_incremental"]
 
@@ -123,19 +129,26 @@ def schedule_incremental(
 
 
 class _Outcome:
-    """The evaluation of one workload: an assignment, and victims if it must preempt."""
+    """The evaluation of one workload: an assignment, victims if it must preempt, and where
+    its pods go when a flavor has a topology."""
 
-    __slots__ = ("assignment", "counts", "targets")
+    __slots__ = ("assignment", "counts", "freed", "placed", "targets")
 
     def __init__(
         self,
         assignment: Assignment,
         targets: list[Target] | None,
         counts: tuple[int, ...] | None,
+        placed: list[Placed] | None = None,
+        freed: str | None = None,
     ) -> None:
         self.assignment = assignment
         self.targets = targets
         self.counts = counts
+        self.placed = placed
+        """The pod sets' topology placements (not holding capacity until applied)."""
+        self.freed = freed
+        """The domain the victims free, when they are chosen for the topology."""
 
     @property
     def admissible(self) -> bool:
@@ -181,6 +194,15 @@ class _Cycle:
         self.tail_tried: dict[ClusterQueueName, int] = {}
         self.running: list[Workload] = []
         self.waiting: list[Workload] = []
+        self.placer: Placer | None = None
+        """Node capacity for flavors with a topology (None when no flavor has one)."""
+        if any(f.topology_name is not None for f in snapshot.flavors.values()):
+            if carry is None:
+                self.placer = Placer()
+            else:
+                if carry.placer is None:
+                    carry.placer = Placer()
+                self.placer = carry.placer
         ready = snapshot.config.wait_for_pods_ready
         if carry is not None and not (ready.enabled and ready.block_admission):
             self.running = list(carry.running.values())
@@ -224,6 +246,8 @@ class _Cycle:
                 evicting.add(name)
         for name, total in totals.items():
             tree.add_usage(tree.cqs[name], total)
+        if self.placer is not None:
+            self.placer.begin(self.snap, self.running)
         self.preemptor = Preemptor(
             tree=tree,
             cq_specs=self.snap.cluster_queues,
@@ -361,6 +385,39 @@ class _Cycle:
     # step 4 -----------------------------------------------------------------------------------
 
     def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
+        excluded: dict[int, dict[FlavorName, str]] = {}
+        first: tuple[Assignment, list[Ask], list[Target] | None] | None = None
+        while True:
+            a, targets = self._assign(wl, cq, counts, excluded)
+            placer = self.placer
+            if placer is None or a.mode is Mode.NO_FIT:
+                break
+            asks = placer.asks(
+                wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
+            )
+            if not asks or not (a.mode is Mode.FIT or targets):
+                break
+            placed = self._try_place(asks, targets)
+            if not isinstance(placed, Unplaced):
+                return _Outcome(a, targets, counts, placed)
+            # As Kueue: a flavor whose topology cannot take the pods is passed over for the
+            # next one; if none can, the first is where victims may make room.
+            if first is None:
+                first = (a, asks, targets)
+            flavor = next(ask.flavor for ask in asks if ask.index == placed.index)
+            excluded.setdefault(placed.index, {})[flavor] = f"topology: {placed.reason}"
+        if first is not None:
+            return self._place(wl, cq, *first, counts)
+        return _Outcome(a, targets, counts)
+
+    def _assign(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        counts: tuple[int, ...] | None,
+        excluded: Mapping[int, Mapping[FlavorName, str]],
+    ) -> tuple[Assignment, list[Target] | None]:
+        """Flavor assignment, and the victims of a quota preemption."""
         node = self.tree.cqs[cq.name]
         shielded = self.preemptor.shielded
         a = assign_flavors(
@@ -373,6 +430,8 @@ class _Cycle:
             counts=counts,
             groups=self._groups(cq),
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
+            topologies=self.snap.topologies,
+            excluded=excluded or None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -388,7 +447,90 @@ class _Cycle:
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
                 memo.append((dict(a.usage), self._age(wl, shielded)))
                 del memo[:-4]
-        return _Outcome(a, targets, counts)
+        return a, targets
+
+    def _try_place(self, asks: list[Ask], targets: list[Target] | None) -> list[Placed] | Unplaced:
+        """The placement with the quota victims' room given back; capacity unchanged."""
+        placer = self.placer
+        assert placer is not None
+        victims = [t.candidate.wl.id for t in targets or ()]
+        placer.release(victims)
+        try:
+            placed = placer.place(asks)
+            if not isinstance(placed, Unplaced):
+                placer.undo(placed)
+            return placed
+        finally:
+            placer.restore(victims)
+
+    def _place(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        a: Assignment,
+        asks: list[Ask],
+        targets: list[Target] | None,
+        counts: tuple[int, ...] | None,
+    ) -> _Outcome:
+        """Where the pods of the pod sets with a topology go (the quota victims' capacity
+        given back first). If they do not fit, victims chosen to free one domain (within the
+        queue's preemption policies) may make room; else the workload waits with the
+        placement's reason. The capacity is unchanged on return."""
+        placer = self.placer
+        assert placer is not None
+        victims = [t.candidate.wl.id for t in targets or ()]
+        placer.release(victims)
+        try:
+            placed = placer.place(asks)
+            if not isinstance(placed, Unplaced):
+                placer.undo(placed)
+                return _Outcome(a, targets, counts, placed)
+            why = placed.reason
+            if cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER or (
+                cq.preemption.reclaim_within_cohort is not PreemptionPolicy.NEVER
+            ):
+                more = self._topology_victims(wl, cq, a, asks, targets)
+                if more is not None:
+                    extra, where = more
+                    ids = [t.candidate.wl.id for t in extra]
+                    placer.release(ids)
+                    placed = placer.place(asks)
+                    placer.restore(ids)
+                    if not isinstance(placed, Unplaced):
+                        placer.undo(placed)
+                        a.mode = Mode.PREEMPT
+                        return _Outcome(a, [*(targets or ()), *extra], counts, placed, where)
+                a.mode = Mode.PREEMPT  # (its victims were looked for: no quota memo by age)
+            else:
+                a.mode = Mode.NO_FIT
+            a.topology_reason = why
+            return _Outcome(a, None, counts)
+        finally:
+            placer.restore(victims)
+
+    def _topology_victims(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        a: Assignment,
+        asks: list[Ask],
+        targets: list[Target] | None,
+    ) -> tuple[list[Target], str] | None:
+        """Victims among the policies' candidates whose nodes, given back, let the pods be
+        placed in one domain; and which domain."""
+        placer = self.placer
+        assert placer is not None
+        frs = {(f, r) for ask in asks for r, f in a.pod_sets[ask.index].flavors.items()}
+        cands = self.preemptor.candidates(wl, cq, frs, [])
+        chosen = {t.candidate.wl.id for t in targets or ()}
+        by_id = {c.wl.id: c for c in cands if c.wl.id not in chosen}
+        found = placer.find_room(asks, list(by_id))
+        if found is None:
+            return None
+        ids, where = found
+        return [
+            Target(by_id[i], Preemptor.reason_for(by_id[i], cq.name, borrows=False)) for i in ids
+        ], where
 
     def _age(self, wl: Workload, shielded: int) -> float:
         """The queueing time a failure verdict holds from: if protection set candidates aside
@@ -635,6 +777,8 @@ class _Cycle:
         if a.mode is Mode.FIT:
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
+            if out.placed and self.placer is not None:
+                self.placer.commit(out.placed)
             self._admit(wl, cq, out)
             ready = self.snap.config.wait_for_pods_ready
             if ready.enabled and ready.block_admission:
@@ -652,20 +796,26 @@ class _Cycle:
                         t.candidate.cq,
                         wl.id,
                         t.reason,
-                        f"preempted to accommodate {wl.id} ({t.reason}) in {cq.name}",
+                        f"preempted to accommodate {wl.id} ({t.reason}) in {cq.name}"
+                        + (f", freeing {out.freed}" if out.freed else ""),
                     )
                 )
             if fresh:
                 self.new_preemptors.add(wl.id)
             # Reserve the preemptor's quota for this cycle so nothing else takes what the
-            # victims are about to release (the tree is briefly overbooked: conservative).
+            # victims are about to release (the tree is briefly overbooked: conservative);
+            # the same for the nodes its pods will take.
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
-            self.nominated[wl.id] = self._admission(cq, a)
+            if out.placed and self.placer is not None:
+                self.placer.commit(out.placed)
+            self.nominated[wl.id] = self._admission(cq, a, out.placed)
             victims = ", ".join(t.candidate.wl.id for t in out.targets)
+            freeing = f" (to free {out.freed})" if out.freed else ""
             self.pending[wl.id] = PendingReason(
                 PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS,
-                f"waiting for {len(out.targets)} preempted workload(s) to finish: {victims}",
+                f"waiting for {len(out.targets)} preempted workload(s) to finish{freeing}: "
+                f"{victims}",
                 Unblock.PREEMPTIONS_COMPLETE,
                 shortfalls=tuple(a.shortfalls),
                 flavors_tried=tuple(a.attempts),
@@ -688,17 +838,20 @@ class _Cycle:
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod
-    def _admission(cq: ClusterQueue, a: Assignment) -> Admission:
+    def _admission(
+        cq: ClusterQueue, a: Assignment, placed: list[Placed] | None = None
+    ) -> Admission:
+        where = {p.index: p.assignment for p in placed or ()}
         return Admission(
             cq.name,
             tuple(
-                PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage))
-                for ps in a.pod_sets
+                PodSetAssignment(ps.name, ps.count, dict(ps.flavors), dict(ps.usage), where.get(i))
+                for i, ps in enumerate(a.pod_sets)
             ),
         )
 
     def _admit(self, wl: Workload, cq: ClusterQueue, out: _Outcome) -> None:
-        admission = self._admission(cq, out.assignment)
+        admission = self._admission(cq, out.assignment, out.placed)
         a = out.assignment
         self.admitted.append(
             Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
@@ -731,6 +884,14 @@ class _Cycle:
         a = out.assignment
         tried = tuple(a.attempts)
         shortfalls = tuple(a.shortfalls)
+        if a.topology_reason is not None:
+            return PendingReason(
+                PendingCode.TOPOLOGY_PLACEMENT_FAILED,
+                f"{a.topology_reason}; waits for room in the topology of {cq.name}'s flavor",
+                Unblock.QUOTA_RELEASED,
+                shortfalls,
+                tried,
+            )
         if a.no_flavor:
             detail = "; ".join(f"{t.flavor or '-'}: {t.reason}" for t in tried)
             return PendingReason(
@@ -778,6 +939,8 @@ class _Cycle:
             # changes before the next cycle and the result must not.
             self.buckets = {name: list(queue.items) for name, queue in carry.queues.items()}
         self._rounds(self.buckets)  # 4
+        if self.placer is not None:
+            self.placer.end()
         pending: Mapping[WorkloadId, PendingReason] = self.pending
         changed: frozenset[WorkloadId] | None = None
         if carry is not None:

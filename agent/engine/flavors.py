@@ -32,9 +32,11 @@ from agent.engine.snapshot import (
     PreemptionPolicy,
     ResourceFlavor,
     ResourceName,
+    Topology,
     UndeclaredResources,
     Workload,
 )
+from agent.engine.topology import tas_mismatch, tas_only
 
 __all__ = ["Assignment", "Mode", "PodSetFlavors", "assign_flavors", "flavor_mismatch"]
 
@@ -72,6 +74,9 @@ class Assignment:
     """Some pod set had no flavor whose labels/taints match (or an undeclared resource)."""
     no_candidates: bool = False
     """Some flavor needed preemption but had no workload that may be preempted."""
+    topology_reason: str | None = None
+    """Quota fits (or preemption would make it), but the pods cannot be placed in the
+    flavor's topology: why (set by the cycle after the placement)."""
 
 
 def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
@@ -142,13 +147,20 @@ def assign_flavors(
     counts: tuple[int, ...] | None = None,
     groups: Mapping[ResourceName, int] | None = None,
     oracle: Callable[[dict[FlavorResource, int], set[FlavorResource]], bool] | None = None,
+    topologies: Mapping[str, Topology] | None = None,
+    excluded: Mapping[int, Mapping[FlavorName, str]] | None = None,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
 
     `counts` overrides the pod sets' counts (partial admission tries smaller ones).
     `oracle(request, needs)` says whether preemption could make room for `request`; it is
-    asked only when a resource group offers other flavors to fall back on.
+    asked only when a resource group offers other flavors to fall back on. `topologies`
+    (the snapshot's) let flavors with a topology take only pod sets that ask for one, and
+    pod sets that ask for one only flavors whose topology has the levels asked for.
+    `excluded`: pod set index → flavors it may not take, with why (its pods did not fit the
+    flavor's topology).
     """
+    implied: bool | None = None
     out = Assignment()
     if groups is None:
         groups = group_index(cq)
@@ -190,6 +202,13 @@ def assign_flavors(
                     out.attempts.append(FlavorAttempt(ps.name, fname, "flavor not found"))
                     continue
                 why = flavor_mismatch(spec, ps)
+                if why is None and excluded is not None and fname in excluded.get(idx, {}):
+                    why = excluded[idx][fname]
+                if why is None and (spec.topology_name is not None or ps.topology is not None):
+                    if implied is None:
+                        implied = tas_only(cq, flavors)
+                    topology = (topologies or {}).get(spec.topology_name or "")
+                    why = tas_mismatch(spec, ps, topology, implied)
                 if why is not None:
                     out.attempts.append(FlavorAttempt(ps.name, fname, why))
                     continue

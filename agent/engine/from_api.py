@@ -5,8 +5,10 @@ Cohort, LocalQueue, WorkloadPriorityClass, Workload) to the engine's frozen inpu
 quantities become exact milli-units (`Quantity.milli`), pod-set requests are Kubernetes'
 effective pod requests, required node affinity keeps its label expressions (matchFields
 cannot match flavor labels and are dropped), and the workload's status supplies admission,
-admission time, eviction, pods-ready and requeue state. Called by the agent's inventory
-cache when it builds a cycle's snapshot, and by tests.
+admission time, eviction, pods-ready and requeue state. Topology objects become level
+lists, a pod set's `topologyRequest` (Kueue's annotations) its engine request, and an
+admission's `topologyAssignment` the engine's (expanded from Kueue's compressed form).
+Called by the agent's inventory cache when it builds a cycle's snapshot, and by tests.
 
 What the api does not record, the caller passes in: namespace labels (for namespace
 selectors), the engine configuration, which workloads are sticky preemptors (the agent
@@ -50,6 +52,10 @@ from agent.engine.snapshot import (
     StopPolicy,
     Taint,
     Toleration,
+    Topology,
+    TopologyAssignment,
+    TopologyMode,
+    TopologyRequest,
     Workload,
     WorkloadId,
 )
@@ -64,6 +70,9 @@ __all__ = [
     "cohort_from_api",
     "flavor_from_api",
     "local_queue_from_api",
+    "topology_assignment_from_api",
+    "topology_from_api",
+    "topology_request_from_api",
     "workload_from_api",
 ]
 
@@ -119,6 +128,41 @@ def flavor_from_api(obj: api_queues.ResourceFlavor) -> ResourceFlavor:
         tuple(Taint(t.key, t.value, t.effect) for t in spec.node_taints),
         _tolerations(spec.tolerations),
         spec.topology_name,
+    )
+
+
+def topology_from_api(obj: api_queues.Topology) -> Topology:
+    return Topology(obj.metadata.name, tuple(level.node_label for level in obj.spec.levels))
+
+
+def topology_request_from_api(
+    req: api_workload.PodSetTopologyRequest | None,
+) -> TopologyRequest | None:
+    """The engine's request from the pod set's (Kueue's annotations, already parsed); None
+    when it asks for no placement (only index labels, say)."""
+    if req is None:
+        return None
+    slice_level = req.pod_set_slice_required_topology
+    slice_size = req.pod_set_slice_size
+    if req.pod_set_slice_required_topology_constraints:
+        # Several layers: the outermost is honoured (the inner ones are not yet).
+        outer = req.pod_set_slice_required_topology_constraints[0]
+        slice_level, slice_size = outer.topology, outer.size
+    if req.required is not None:
+        mode, level = TopologyMode.REQUIRED, req.required
+    elif req.preferred is not None:
+        mode, level = TopologyMode.PREFERRED, req.preferred
+    elif req.unconstrained or slice_level is not None or req.pod_set_group_name is not None:
+        mode, level = TopologyMode.UNCONSTRAINED, None
+    else:
+        return None
+    return TopologyRequest(mode, level, slice_level, slice_size, req.pod_set_group_name)
+
+
+def topology_assignment_from_api(ta: api_workload.TopologyAssignment) -> TopologyAssignment:
+    return TopologyAssignment(
+        tuple(ta.levels),
+        tuple((values, count) for s in ta.slices for values, count in s.domains() if count > 0),
     )
 
 
@@ -203,6 +247,7 @@ def _pod_set(ps: api_workload.PodSet) -> PodSet:
         node_selector=dict(pod.node_selector),
         required_affinity=terms,
         tolerations=_tolerations(pod.tolerations),
+        topology=topology_request_from_api(ps.topology_request),
     )
 
 
@@ -244,6 +289,9 @@ def workload_from_api(
                         a.count if a.count is not None else counts.get(a.name, 1),
                         {ResourceName(r): FlavorName(f) for r, f in a.flavors.items()},
                         {ResourceName(r): q.milli() for r, q in a.resource_usage.items()},
+                        None
+                        if a.topology_assignment is None
+                        else topology_assignment_from_api(a.topology_assignment),
                     )
                     for a in status.admission.pod_set_assignments
                 ),
@@ -306,6 +354,7 @@ def build_snapshot(
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     preempting: Iterable[str] = (),
     config: EngineConfig | None = None,
+    topologies: Iterable[api_queues.Topology] = (),
 ) -> Snapshot:
     """A snapshot of the given objects; finished workloads are left out (they hold no quota)."""
     priorities = {p.metadata.name: p.value for p in priority_classes}
@@ -330,4 +379,5 @@ def build_snapshot(
         cohorts={c.name: c for c in map(cohort_from_api, cohorts)},
         namespaces={Namespace(k): dict(v) for k, v in (namespaces or {}).items()},
         config=config or EngineConfig(),
+        topologies={t.name: t for t in map(topology_from_api, topologies)},
     )

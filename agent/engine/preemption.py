@@ -321,7 +321,7 @@ class Preemptor:
         chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
         if chosen:
             borrows = self._check_fits(node, request, chosen)
-            return [Target(c, self._reason(c, cq.name, borrows)) for c in chosen]
+            return [Target(c, self.reason_for(c, cq.name, borrows=borrows)) for c in chosen]
         if not shielded:
             return None
         plan = self._select(wl, cq, node, request, frs, self.candidates(wl, cq, frs, None))
@@ -441,7 +441,7 @@ class Preemptor:
         return borrows
 
     @staticmethod
-    def _reason(c: Candidate, own: ClusterQueueName, borrows: bool) -> PreemptionReason:
+    def reason_for(c: Candidate, own: ClusterQueueName, *, borrows: bool) -> PreemptionReason:
         if c.cq == own:
             return PreemptionReason.IN_CLUSTER_QUEUE
         if borrows:

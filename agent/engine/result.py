@@ -52,6 +52,8 @@ class PendingCode(enum.StrEnum):
     NO_MATCHING_FLAVOR = "NoMatchingFlavor"
     WAITING_FOR_QUOTA = "WaitingForQuota"
     EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+    """Quota fits, but the pods do not fit the flavor's topology as asked."""
     NO_PREEMPTION_CANDIDATES = "NoPreemptionCandidates"
     PREEMPTION_PROTECTED = "PreemptionProtected"
     """Preempting would make room, but victims it needs are within their minAdmitSeconds."""

@@ -2,9 +2,11 @@
 
 Owns every type the admission cycle reads: resource flavors, cluster queues with their
 resource groups and policies, the cohort tree, local queues, workloads (pending and admitted,
-with their timestamps), namespaces' labels and the engine configuration. Nothing here knows
-about pydantic, Kubernetes objects or the clock: the agent's inventory cache (or
-`from_api.py`, or the tests' builders) builds a `Snapshot`, and `cycle.schedule` reads it.
+with their timestamps), namespaces' labels, the engine configuration, and for topology-aware
+scheduling the Topology objects, the nodes (labels, allocatable, what their pods use) and
+what each pod set asks of them. Nothing here knows about pydantic, Kubernetes objects or the
+clock: the agent's inventory cache (or `from_api.py`, or the tests' builders) builds a
+`Snapshot`, and `cycle.schedule` reads it.
 
 Amounts are exact integers in milli-units keyed by resource name (`cpu: 1500` is 1.5 CPU,
 `pods: 3000` is three pods); times are seconds on the caller's clock (floats), passed in
@@ -41,6 +43,7 @@ __all__ = [
     "LocalQueue",
     "LocalQueueKey",
     "Namespace",
+    "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "PodSet",
@@ -57,6 +60,10 @@ __all__ = [
     "StopPolicy",
     "Taint",
     "Toleration",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyMode",
+    "TopologyRequest",
     "UndeclaredResources",
     "WaitForPodsReady",
     "Workload",
@@ -203,7 +210,70 @@ class ResourceFlavor:
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
-    topology_name: str | None = None  # TAS (a later issue); carried, not interpreted yet
+    topology_name: str | None = None
+    """The `Topology` its nodes are placed by (topology-aware scheduling), or None."""
+
+
+# --------------------------------------------------------------------------------------------
+# topology: the nodes, their levels, and what a pod set asks of them
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Levels of a topology, widest first (block → rack → host), each a node label."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as topology-aware scheduling sees it.
+
+    `usage` is what the pods bound to it request (unfinished pods, milli-units), except the
+    pods of workloads whose admission in the snapshot carries a topology assignment: the
+    engine counts those by their assignment, whether their pods run yet or not (assumed),
+    so the shell leaves them out here and nothing is counted twice."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[ResourceName, int]
+    usage: Mapping[ResourceName, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+    """Ready and not cordoned; other nodes hold no topology placement."""
+
+
+class TopologyMode(enum.StrEnum):
+    REQUIRED = "Required"
+    """All pods in one domain of the level, or wait."""
+    PREFERRED = "Preferred"
+    """One domain of the level if one fits; else the fewest domains one level up, and so on."""
+    UNCONSTRAINED = "Unconstrained"
+    """Any nodes of the flavor's topology, filled fullest first (least fragmentation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """What one pod set asks of the topology (Kueue's pod-template annotations)."""
+
+    mode: TopologyMode
+    level: str | None = None
+    """The node label of the level (None for unconstrained: the lowest level)."""
+    slice_level: str | None = None
+    slice_size: int | None = None
+    """With `slice_level`: every `slice_size` pods (in index order) in one domain of it."""
+    group: str | None = None
+    """Pod sets of one workload with the same group share one domain (leader + workers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """Where a pod set's pods go: pod counts per domain of the topology's lowest level."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+    """(values per level, pod count) for every domain used, in the order they were chosen."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,6 +375,8 @@ class PodSet:
     required_affinity: tuple[NodeSelectorTerm, ...] = ()
     """Terms ORed together; empty means no required affinity."""
     tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyRequest | None = None
+    """Topology-aware placement asked for, or None (implicit for TAS-only cluster queues)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +386,8 @@ class PodSetAssignment:
     flavors: Mapping[ResourceName, FlavorName]
     usage: Mapping[ResourceName, int]
     """Total (count × per-pod) milli-units per resource, including `pods` when quota'd."""
+    topology: TopologyAssignment | None = None
+    """Where the pods go, when the flavor has a topology."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +472,7 @@ class Workload:
                     tuple(sorted(ps.node_selector.items())),
                     ps.required_affinity,
                     ps.tolerations,
+                    ps.topology,
                 )
                 for ps in self.pod_sets
             ),
@@ -458,3 +533,6 @@ class Snapshot:
     namespaces: Mapping[Namespace, Mapping[str, str]] = field(default_factory=dict)
     """Namespace labels, for cluster queues' namespace selectors."""
     config: EngineConfig = field(default_factory=EngineConfig)
+    topologies: Mapping[str, Topology] = field(default_factory=dict)
+    nodes: Mapping[str, Node] = field(default_factory=dict)
+    """The cluster's nodes, read only for flavors with a topology."""
