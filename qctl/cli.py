@@ -215,6 +215,11 @@ def _cluster(parser: argparse.ArgumentParser) -> None:
     )
     join.add_argument("--image", default="multiq:latest", help="the agent's image")
     join.add_argument(
+        "--hub-certificate-authority",
+        metavar="FILE",
+        help="the CA the agent trusts for an https hub (default: qctl's own, if any)",
+    )
+    join.add_argument(
         "--timeout", default="120s", help="how long to wait for the agent to connect (0: no wait)"
     )
     join.set_defaults(run="qctl.commands.cluster:run_join")

@@ -27,6 +27,8 @@ NAMESPACE = "multiq-system"
 AGENT_NAME = "multiq-agent"
 DEFAULT_IMAGE = "multiq:latest"
 UID = 10001
+CONNECTION_DIR = "/etc/multiq/agent"
+METRICS_PORT = 8471
 
 # Exactly what the agent calls (agent/k8s/client.py is its only Kubernetes client).
 AGENT_RULES: list[dict[str, Any]] = [
@@ -45,14 +47,22 @@ _PART_OF = {"app.kubernetes.io/part-of": "multiq"}
 _AGENT_LABELS = {"app.kubernetes.io/name": AGENT_NAME}
 
 
-def agent_secret(cluster: str, hub_url: str, token: str) -> dict[str, Any]:
-    """How the agent finds and proves itself to its hub."""
+def agent_secret(
+    cluster: str, hub_url: str, token: str, *, certificate_authority: str | None = None
+) -> dict[str, Any]:
+    """How the agent finds and proves itself to its hub; with the hub's CA certificate (PEM)
+    when the hub serves https with a certificate the cluster does not already trust."""
+    data = {"cluster": cluster, "hub-url": hub_url, "token": token}
+    if certificate_authority is not None:
+        data["ca.crt"] = certificate_authority
+        # Read by the Deployment as MULTIQ_AGENT_CERTIFICATE_AUTHORITY (an optional key).
+        data["certificate-authority"] = f"{CONNECTION_DIR}/ca.crt"
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": AGENT_NAME, "namespace": NAMESPACE, "labels": dict(_AGENT_LABELS)},
         "type": "Opaque",
-        "stringData": {"cluster": cluster, "hub-url": hub_url, "token": token},
+        "stringData": data,
     }
 
 
@@ -100,8 +110,11 @@ def agent_objects(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
 
 
 def _deployment(image: str) -> dict[str, Any]:
-    def from_secret(name: str, key: str) -> dict[str, Any]:
-        return {"name": name, "valueFrom": {"secretKeyRef": {"name": AGENT_NAME, "key": key}}}
+    def from_secret(name: str, key: str, *, optional: bool = False) -> dict[str, Any]:
+        ref: dict[str, Any] = {"name": AGENT_NAME, "key": key}
+        if optional:
+            ref["optional"] = True
+        return {"name": name, "valueFrom": {"secretKeyRef": ref}}
 
     return {
         "apiVersion": "apps/v1",
@@ -116,7 +129,13 @@ def _deployment(image: str) -> dict[str, Any]:
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": dict(_AGENT_LABELS)},
             "template": {
-                "metadata": {"labels": {**_AGENT_LABELS, **_PART_OF}},
+                "metadata": {
+                    "labels": {**_AGENT_LABELS, **_PART_OF},
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(METRICS_PORT),
+                    },
+                },
                 "spec": {
                     "serviceAccountName": AGENT_NAME,
                     "securityContext": {
@@ -138,14 +157,32 @@ def _deployment(image: str) -> dict[str, Any]:
                                 from_secret("MULTIQ_AGENT_HUB", "hub-url"),
                                 {
                                     "name": "MULTIQ_AGENT_TOKEN_FILE",
-                                    "value": "/etc/multiq/agent/token",
+                                    "value": f"{CONNECTION_DIR}/token",
                                 },
+                                from_secret(
+                                    "MULTIQ_AGENT_CERTIFICATE_AUTHORITY",
+                                    "certificate-authority",
+                                    optional=True,
+                                ),
+                                {"name": "MULTIQ_AGENT_METRICS_PORT", "value": str(METRICS_PORT)},
                                 {
                                     "name": "MULTIQ_AGENT_STATE_DIR",
                                     "value": "/var/lib/multiq-agent",
                                 },
                                 {"name": "MULTIQ_AGENT_LOG_LEVEL", "value": "INFO"},
                             ],
+                            "ports": [
+                                {
+                                    "name": "metrics",
+                                    "containerPort": METRICS_PORT,
+                                    "protocol": "TCP",
+                                }
+                            ],
+                            "livenessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "metrics"},
+                                "periodSeconds": 10,
+                                "failureThreshold": 3,
+                            },
                             "resources": {
                                 "requests": {"cpu": "100m", "memory": "128Mi"},
                                 "limits": {"memory": "512Mi"},
@@ -158,7 +195,7 @@ def _deployment(image: str) -> dict[str, Any]:
                             "volumeMounts": [
                                 {
                                     "name": "connection",
-                                    "mountPath": "/etc/multiq/agent",
+                                    "mountPath": CONNECTION_DIR,
                                     "readOnly": True,
                                 },
                                 {"name": "state", "mountPath": "/var/lib/multiq-agent"},
@@ -168,10 +205,7 @@ def _deployment(image: str) -> dict[str, Any]:
                     "volumes": [
                         {
                             "name": "connection",
-                            "secret": {
-                                "secretName": AGENT_NAME,
-                                "items": [{"key": "token", "path": "token"}],
-                            },
+                            "secret": {"secretName": AGENT_NAME},
                         },
                         {
                             "name": "state",

@@ -4,10 +4,11 @@ take it out, in one command each.
     qctl cluster join NAME --kubeconfig K [--context C] [--hub-url URL] [--image IMAGE]
     qctl cluster leave NAME --kubeconfig K [--context C]
 
-join: registers the MemberCluster at the hub, has the hub mint the agent's token, applies the
-agent's objects (qctl.install: manifests/agent plus the Secret with cluster, hub URL and token)
-to the member cluster with kubectl, and waits until that agent is connected. If any step fails,
-what the earlier steps made is taken back, so a failed join can simply be run again.
+join: mints the agent's token, registers the MemberCluster at the hub with only the token's
+salted hash, applies the agent's objects (qctl.install: manifests/agent plus the Secret with
+cluster, hub URL, token and the hub's CA) to the member cluster with kubectl, and waits until
+that agent is connected. If a step fails, the MemberCluster it registered is taken back, so a
+failed join can simply be run again.
 leave: deletes the MemberCluster at the hub (the hub then stops sending it work, and gives its
 work to other clusters once its lease is over) and removes the agent's objects from the cluster
 (the namespace stays: the hub may live in it too).
@@ -22,15 +23,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import secrets
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
+from api.tokens import hash_token
 from qctl.commands.common import connect, parse_duration, write
 from qctl.errors import HubRequestError, QctlError
 from qctl.install import agent_objects, agent_secret
-from qctl.kinds import API_PREFIX, resolve_kind
+from qctl.kinds import resolve_kind
 from qctl.rest import HubSession
 
 __all__ = ["run_join", "run_leave"]
@@ -42,7 +46,8 @@ class ClusterCommandError(QctlError):
 
 def run_join(args: argparse.Namespace, out: TextIO) -> int:
     kind = resolve_kind("MemberCluster")
-    hub = HubSession(connect(args))
+    context = connect(args)
+    hub = HubSession(context)
     name: str = args.name
     try:
         hub.get(kind, name, None)
@@ -55,22 +60,20 @@ def run_join(args: argparse.Namespace, out: TextIO) -> int:
         )
     kubectl = _Kubectl(args.kubeconfig, args.kube_context)
     kubectl.check_reachable()
-    hub.create(
-        kind,
-        {
-            "apiVersion": "multiq.dev/v1alpha1",
-            "kind": "MemberCluster",
-            "metadata": {"name": name},
-            "spec": {},
-        },
-    )
+    # The token is made here and goes only into the member cluster; the hub keeps its salted
+    # hash (MemberCluster.spec.tokenHash), as its users file does for people.
+    token = secrets.token_urlsafe(32)
+    member = {
+        "apiVersion": "multiq.dev/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {"name": name},
+        "spec": {"tokenHash": hash_token(token)},
+    }
+    hub.create(kind, member)
     try:
-        token = hub.request("POST", f"{API_PREFIX}/memberclusters/{name}/token")["token"]
-        objects = [
-            *agent_objects(args.image),
-            agent_secret(name, args.hub_url or hub.server, token),
-        ]
-        kubectl.apply(objects)
+        ca = _read_ca(args.hub_certificate_authority or context.certificate_authority)
+        secret = agent_secret(name, args.hub_url or hub.server, token, certificate_authority=ca)
+        kubectl.apply([*agent_objects(args.image), secret])
     except BaseException:
         _quietly(lambda: hub.delete(kind, name, None))
         raise
@@ -105,6 +108,15 @@ def run_leave(args: argparse.Namespace, out: TextIO) -> int:
     kubectl.delete([*objects, agent_secret(name, "", "")])
     write(out, f"agent removed from {kubectl.where}\n")
     return 0
+
+
+def _read_ca(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise ClusterCommandError(f"cannot read the hub's CA certificate {path}: {exc}") from exc
 
 
 def _wait_connected(hub: HubSession, name: str, timeout: float) -> dict[str, Any]:
