@@ -100,7 +100,7 @@ class Agent:
         self._terms_changed = asyncio.Event()
         self.deadline_writes = 0
         """Job deadline PATCHes sent (what fencing costs in API writes)."""
-        self.materializer = Materializer(kube)
+        self.materializer = Materializer(kube, settings.cluster)
         self.session = HubSession(
             settings,
             hello=self.hello,

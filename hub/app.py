@@ -35,6 +35,7 @@ from hub.http.leader import LeaderRouting
 from hub.http.logs import LogRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
+from hub.http.slurm import SlurmRoutes
 from hub.http.submit import SubmitRoutes
 from hub.leader import LeaderWork
 from hub.loghub import LogHub
@@ -42,6 +43,8 @@ from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
 from hub.role import Role
 from hub.settings import HubSettings
+from hub.slurm import SlurmService
+from hub.slurm_index import SlurmIndex
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
@@ -75,6 +78,7 @@ class Hub:
     role: Role
     leader: LeaderWork
     election: HubElection
+    slurm: SlurmService
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -152,10 +156,21 @@ async def build_app(
     fleet = Fleet(repo, authority, secrets_dir=settings.secrets_dir)
     logs = LogHub(fleet, tail_lines=settings.log_tail_lines)
     role = Role(settings.url)
-    leader = LeaderWork(settings=settings, state=state, fleet=fleet, repo=repo, logs=logs)
+    slurm_index = SlurmIndex(state)
+    leader = LeaderWork(
+        settings=settings, state=state, fleet=fleet, repo=repo, logs=logs, slurm=slurm_index
+    )
     campaign = campaign or _campaign(backend, settings)
     election = HubElection(campaign, role=role, store=fenced, work=leader)
-    hub = Hub(settings, fenced, repo, state, authority, fleet, logs, role, leader, election)
+    slurm = SlurmService(
+        state=state,
+        repo=repo,
+        index=slurm_index,
+        controller=settings.url.split("://", 1)[-1],
+        # The current term's dispatcher, whichever that is when a job is cancelled.
+        send_cancel=lambda cluster, cancel: leader.dispatcher.send(cluster, cancel),  # noqa: PLW0108
+    )
+    hub = Hub(settings, fenced, repo, state, authority, fleet, logs, role, leader, election, slurm)
     _wire_listeners(hub)
     routing = LeaderRouting(role, forward_wait_seconds=settings.forward_wait_seconds)
     app = web.Application(
@@ -229,6 +244,7 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
     app.router.add_get("/version", version)
     app.router.add_get("/openapi.json", openapi)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
+    SlurmRoutes(hub.slurm, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
     hub.leader.sessions.add_to(app)
     ResourceRoutes(hub.repo, kinds).add_to(app)

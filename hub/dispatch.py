@@ -52,6 +52,7 @@ from hub.placement.cycle import (
     record_plan,
     status_change,
 )
+from hub.placement.holds import SlurmJobs
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
 from hub.placement.tally import QueueTally, Tallies
@@ -87,6 +88,7 @@ class Dispatcher:
         reservation_timeout_seconds: int = 30,
         clock: Callable[[], datetime] = _now,
         settings: CycleSettings | None = None,
+        slurm: SlurmJobs | None = None,
     ) -> None:
         self.state = state
         self.fleet = fleet
@@ -97,6 +99,8 @@ class Dispatcher:
             offer_timeout_seconds=offer_timeout_seconds,
             waiting_refresh_seconds=WAITING_REFRESH_SECONDS,
         )
+        self.slurm = slurm
+        """The Slurm-mode workloads' facts, for their holds (hub.slurm_index)."""
         self.book = DispatchBook()
         self.writer = WorkloadWriter(state)
         self.tallies = Tallies()
@@ -189,6 +193,7 @@ class Dispatcher:
             config_generation=self.state.config_generation,
             settings=self.settings,
             expiry_checked_at=self._expiry_checked_at,
+            slurm=self.slurm,
         )
 
     def _cluster_facts(self) -> dict[str, ClusterFacts]:
@@ -212,6 +217,7 @@ class Dispatcher:
         work += [self.writer.update(g.key, status_change(g, now)) for g in plan.let_go]
         work += [self.writer.change(w.key, status_change(w, now)) for w in plan.waits]
         work += [self._commit_offer(offer, now) for offer in plan.offers]
+        work += [self.writer.change(c.key, status_change(c, now)) for c in plan.cancels]
         await asyncio.gather(*work)
 
     async def _expire(self, key: str, cluster: str, bound: bool, now: datetime) -> None:

@@ -46,6 +46,7 @@ from hub.dispatch import Dispatcher
 from hub.fleet import Fleet
 from hub.loghub import LogHub
 from hub.objects import ObjectRepository
+from hub.placement.holds import SlurmJobs
 from hub.queue_status import QueueStatusWriter
 from hub.sessions import SessionRoutes
 from hub.settings import HubSettings
@@ -96,6 +97,7 @@ class LeaderWork:
         repo: ObjectRepository,
         logs: LogHub,
         clock: Callable[[], datetime] = _now,
+        slurm: SlurmJobs | None = None,
     ) -> None:
         self.settings = settings
         self.state = state
@@ -103,6 +105,7 @@ class LeaderWork:
         self.repo = repo
         self.logs = logs
         self.clock = clock
+        self.slurm = slurm
         self.term: LeaderTerm | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[tuple[list[Any], Any]] = []  # (listener list, listener)
@@ -197,6 +200,7 @@ class LeaderWork:
             fleet,
             offer_timeout_seconds=self.settings.offer_timeout_seconds,
             interval_seconds=self.settings.dispatch_interval_seconds,
+            slurm=self.slurm,
         )
         answers = AgentAnswers(dispatcher)
         config = ConfigPusher(state, fleet)
