@@ -155,9 +155,10 @@ def task_workload_name(job_name: str, ids: TaskIds, array_size: int = 1) -> str:
     return f"{_label(job_name)}-{ids.array_job_id}-{ids.array_task_id:0{width}d}"
 
 
-def _escape(value: str) -> str:
-    # Kubernetes expands $(VAR) in env values; a submitter's value is taken as written.
-    return value.replace("$(", "$$(")
+def _escape_all(text: str) -> str:
+    # Kubernetes expands `$(VAR)` and reduces `$$` in command, args and env values: every `$`
+    # here is meant literally.
+    return text.replace("$", "$$")
 
 
 def _resources(options: SbatchOptions) -> dict[str, Any]:
@@ -196,7 +197,7 @@ def build_job(
         # The pods' hostnames, as the Job controller names an Indexed Job's pods.
         context = replace(context, nodelist=f"{name}-[0-{nodes - 1}]")
     env = batch_environment(options, ids, context)
-    env_list: list[dict[str, Any]] = [{"name": k, "value": _escape(v)} for k, v in env.items()]
+    env_list: list[dict[str, Any]] = [{"name": k, "value": _escape_all(v)} for k, v in env.items()]
     env_list += [
         {"name": "SLURMD_NODENAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {
@@ -205,7 +206,7 @@ def build_job(
                 "fieldRef": {"fieldPath": f"metadata.annotations['{CLUSTER_ANNOTATION}']"}
             },
         },
-        {"name": SCRIPT_VARIABLE, "value": _escape(script)},
+        {"name": SCRIPT_VARIABLE, "value": _escape_all(script)},
     ]
     annotations = _annotations(options, ids, context, begin)
     spec: dict[str, Any] = {
@@ -220,7 +221,13 @@ def build_job(
                     {
                         "name": CONTAINER,
                         "image": image,
-                        "command": ["/bin/sh", "-c", PROLOGUE, "slurm_script", *script_args],
+                        "command": [
+                            "/bin/sh",
+                            "-c",
+                            _escape_all(PROLOGUE),
+                            "slurm_script",
+                            *(_escape_all(a) for a in script_args),
+                        ],
                         "env": env_list,
                         "resources": _resources(options),
                     }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -90,7 +91,10 @@ def _submitter() -> dict[str, Any]:
         nice = os.getpriority(os.PRIO_PROCESS, 0)
     except OSError:
         nice = 0
-    user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
     return {
         "user": user,
         "uid": os.getuid(),
