@@ -167,7 +167,7 @@ def _sbatch(parser: argparse.ArgumentParser) -> None:
     parser.description = SBATCH_DESCRIPTION
     parser.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     # Every word after `sbatch` is sbatch's (argparse would read -n, -p… as qctl's): with no
-    # prefix character, nothing is an option here. run_sbatch answers -h/--help itself.
+    # prefix character, nothing is an option here. qctl.commands.sbatch_help answers -h/--help.
     parser.prefix_chars = "\0"
 
 
@@ -309,7 +309,7 @@ VERBS: tuple[Verb, ...] = (
         "sbatch",
         "submit a Slurm batch script (Submitted batch job N)",
         _sbatch,
-        "qctl.commands.slurm:run_sbatch",
+        "qctl.commands.sbatch_help:run",
     ),
     Verb("squeue", "Slurm jobs waiting and running", _squeue, "qctl.commands.slurm:run_squeue"),
     Verb("scancel", "cancel Slurm jobs", _scancel, "qctl.commands.slurm:run_scancel"),

@@ -20,7 +20,7 @@ __all__ = ["BeginError", "parse_begin"]
 
 _RELATIVE = re.compile(r"^now\+(\d+)([a-z]*)$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
-_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:T(\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
 _UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400))
 _NAMED = {"midnight": (0, 0), "noon": (12, 0), "teatime": (16, 0)}
 

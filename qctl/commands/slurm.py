@@ -39,7 +39,6 @@ from api.slurm.environment import exportable
 from api.slurm.options import SlurmOptionsError, parse_sbatch, split_argv
 from api.slurm.patterns import PatternValues, default_output, expand
 from qctl import slurmview
-from qctl.cli import SBATCH_DESCRIPTION, SBATCH_USAGE
 from qctl.commands.common import connect, write
 from qctl.errors import QctlError, UsageError
 from qctl.rest import HubSession
@@ -107,9 +106,6 @@ def _submitter() -> dict[str, Any]:
 
 
 def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
-    if args.argv[:1] in (["-h"], ["--help"]):
-        write(out, f"usage: {SBATCH_USAGE}\n\n{SBATCH_DESCRIPTION}\n")
-        return 0
     connection, argv = strip_connection_flags(args.argv)
     options_words, rest = split_argv(argv)
     script: str | None = None
