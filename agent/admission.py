@@ -381,7 +381,13 @@ class AdmissionShell:
             offer = started.offer
             deadline = self.lease.job_deadline(now)
             return plan_jobs(
-                started.workload, offer.generation, offer.source, admission, flavors, deadline
+                started.workload,
+                offer.generation,
+                offer.source,
+                admission,
+                flavors,
+                deadline,
+                cluster=self.materializer.cluster,
             )
 
         key = started.key

@@ -103,7 +103,7 @@ class Agent:
         self._terms_changed = asyncio.Event()
         self.deadline_writes = 0
         """Job deadline PATCHes sent (what fencing costs in API writes)."""
-        self.materializer = Materializer(kube)
+        self.materializer = Materializer(kube, settings.cluster)
         self.metrics = AgentMetrics()
         self.metrics_server: MetricsServer | None = None
         """Serving `/metrics` while running, when the settings give a metrics port."""

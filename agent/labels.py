@@ -22,6 +22,9 @@ class Labels:
     GENERATION = "multiq.dev/dispatch-generation"
     MANAGED = "multiq.dev/managed-by"
     MANAGED_VALUE = "multiq-agent"
+    CLUSTER_ANNOTATION = "multiq.dev/cluster"
+    """Annotation on every pod template with the member cluster's name (jobs read it through
+    the downward API: Slurm mode's SLURM_CLUSTER_NAME)."""
     WORKLOAD_ANNOTATION = "multiq.dev/workload"
     """Annotation with the full `namespace/name` (a label value holds at most 63 chars)."""
 

@@ -215,9 +215,11 @@ def plan_jobs(
     admission: Admission,
     flavors: Mapping[str, ResourceFlavor],
     deadline_seconds: int | None = None,
+    cluster: str | None = None,
 ) -> list[JsonObject]:
     """The batch/v1 Jobs that run the admitted workload (pure; see the module docstring).
-    `deadline_seconds`: the fencing deadline (None: fencing is off)."""
+    `deadline_seconds`: the fencing deadline (None: fencing is off); `cluster`: this member
+    cluster's name, annotated on every pod template."""
     namespace = workload.metadata.namespace or "default"
     labels = identity_labels(workload, generation)
     injections = _injections(workload, admission, flavors)
@@ -228,7 +230,16 @@ def plan_jobs(
             **(job["metadata"].get("annotations") or {}),
             Labels.WORKLOAD_ANNOTATION: key,
         }
+        if cluster is not None:
+            _annotate_pods(job, Labels.CLUSTER_ANNOTATION, cluster)
     return [with_deadline(job, deadline_seconds) for job in jobs]
+
+
+def _annotate_pods(job: JsonObject, key: str, value: str) -> None:
+    spec = job["spec"] = dict(job.get("spec") or {})
+    template = spec["template"] = dict(spec.get("template") or {})
+    meta = template["metadata"] = dict(template.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), key: value}
 
 
 def _plan(
@@ -352,8 +363,10 @@ def _job_done(job: JsonObject) -> bool:
 class Materializer:
     """Creates and deletes a workload's Jobs; see the module docstring."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, cluster: str | None = None) -> None:
         self.kube = kube
+        self.cluster = cluster
+        """This member cluster's name, annotated on the pods it creates."""
         self._namespaces: set[str] = set()
         self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
         """Labels the hub asserts per namespace (its tenant), given to a namespace made here."""

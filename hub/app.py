@@ -36,6 +36,7 @@ from hub.http.logs import LogRoutes
 from hub.http.metrics import MetricsRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
+from hub.http.slurm import SlurmRoutes
 from hub.http.submit import SubmitRoutes
 from hub.leader import LeaderWork
 from hub.loghub import LogHub
@@ -44,6 +45,8 @@ from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
 from hub.role import Role
 from hub.settings import HubSettings
+from hub.slurm import SlurmService
+from hub.slurm_index import SlurmIndex
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
@@ -78,6 +81,7 @@ class Hub:
     role: Role
     leader: LeaderWork
     election: HubElection
+    slurm: SlurmService
     metrics: HubMetrics = UNCOUNTED
 
     @property
@@ -157,13 +161,39 @@ async def build_app(
     fleet = Fleet(repo, authority, secrets_dir=settings.secrets_dir)
     logs = LogHub(fleet, tail_lines=settings.log_tail_lines, metrics=metrics)
     role = Role(settings.url)
+    slurm_index = SlurmIndex(state)
     leader = LeaderWork(
-        settings=settings, state=state, fleet=fleet, repo=repo, logs=logs, metrics=metrics
+        settings=settings,
+        state=state,
+        fleet=fleet,
+        repo=repo,
+        logs=logs,
+        metrics=metrics,
+        slurm=slurm_index,
     )
     campaign = campaign or _campaign(backend, settings)
     election = HubElection(campaign, role=role, store=fenced, work=leader)
+    slurm = SlurmService(
+        state=state,
+        repo=repo,
+        index=slurm_index,
+        controller=settings.url.split("://", 1)[-1],
+        # The current term's dispatcher, whichever that is when a job is cancelled.
+        send_cancel=lambda cluster, cancel: leader.dispatcher.send(cluster, cancel),  # noqa: PLW0108
+    )
     hub = Hub(
-        settings, fenced, repo, state, authority, fleet, logs, role, leader, election, metrics
+        settings,
+        fenced,
+        repo,
+        state,
+        authority,
+        fleet,
+        logs,
+        role,
+        leader,
+        election,
+        slurm,
+        metrics,
     )
     _wire_listeners(hub)
     routing = LeaderRouting(
@@ -255,6 +285,7 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
         dispatcher=lambda: hub.leader.dispatcher,
     ).add_to(app)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
+    SlurmRoutes(hub.slurm, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
     hub.leader.sessions.add_to(app)
     ResourceRoutes(hub.repo, kinds).add_to(app)

@@ -54,6 +54,7 @@ from hub.placement.cycle import (
     record_plan,
     status_change,
 )
+from hub.placement.holds import SlurmJobs
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
 from hub.placement.tally import QueueTally, Tallies
@@ -92,6 +93,7 @@ class Dispatcher:
         settings: CycleSettings | None = None,
         tracing: HubTracing | None = None,
         metrics: HubMetrics = UNCOUNTED,
+        slurm: SlurmJobs | None = None,
     ) -> None:
         self.state = state
         self.tracing = tracing or HubTracing()
@@ -104,6 +106,8 @@ class Dispatcher:
             offer_timeout_seconds=offer_timeout_seconds,
             waiting_refresh_seconds=WAITING_REFRESH_SECONDS,
         )
+        self.slurm = slurm
+        """The Slurm-mode workloads' facts, for their holds (hub.slurm_index)."""
         self.book = DispatchBook()
         self.writer = WorkloadWriter(state)
         self.tallies = Tallies()
@@ -197,6 +201,7 @@ class Dispatcher:
             config_generation=self.state.config_generation,
             settings=self.settings,
             expiry_checked_at=self._expiry_checked_at,
+            slurm=self.slurm,
         )
 
     def _cluster_facts(self) -> dict[str, ClusterFacts]:
@@ -224,6 +229,7 @@ class Dispatcher:
                 entry = self.state.workloads.get(wait.key)
                 self.tracing.waiting(wait, entry.workload if entry is not None else None)
         work += [self._commit_offer(offer, now) for offer in plan.offers]
+        work += [self.writer.change(c.key, status_change(c, now)) for c in plan.cancels]
         await asyncio.gather(*work)
 
     async def _expire(self, key: str, cluster: str, bound: bool, now: datetime) -> None:

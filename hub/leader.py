@@ -47,6 +47,7 @@ from hub.fleet import Fleet
 from hub.loghub import LogHub
 from hub.metrics import UNCOUNTED, HubMetrics
 from hub.objects import ObjectRepository
+from hub.placement.holds import SlurmJobs
 from hub.queue_status import QueueStatusWriter
 from hub.sessions import SessionRoutes
 from hub.settings import HubSettings
@@ -98,6 +99,7 @@ class LeaderWork:
         logs: LogHub,
         clock: Callable[[], datetime] = _now,
         metrics: HubMetrics = UNCOUNTED,
+        slurm: SlurmJobs | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -106,6 +108,7 @@ class LeaderWork:
         self.repo = repo
         self.logs = logs
         self.clock = clock
+        self.slurm = slurm
         self.term: LeaderTerm | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._listeners: list[tuple[list[Any], Any]] = []  # (listener list, listener)
@@ -201,6 +204,7 @@ class LeaderWork:
             offer_timeout_seconds=self.settings.offer_timeout_seconds,
             interval_seconds=self.settings.dispatch_interval_seconds,
             metrics=self.metrics,
+            slurm=self.slurm,
         )
         answers = AgentAnswers(dispatcher)
         config = ConfigPusher(state, fleet)

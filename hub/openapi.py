@@ -339,6 +339,84 @@ def _ui_paths() -> dict[str, Any]:
     }
 
 
+def _slurm_paths() -> dict[str, Any]:
+    """The Slurm mode's routes (hub.http.slurm)."""
+    base = "/apis/slurm.multiq.dev/v1alpha1"
+    tags = ["Slurm"]
+    row = {"type": "object", "description": "one job or array task as squeue/sacct show it"}
+    rows = {"type": "object", "properties": {"items": {"type": "array", "items": row}}}
+    ids = {"type": "object", "properties": {"jobs": {"type": "array", "items": {"type": "string"}}}}
+    filters = [
+        _query("jobs", "string", "job ids: N, N_I or N_[1-3], comma-separated"),
+        _query("users", "string", "users, comma-separated"),
+        _query("names", "string", "job names, comma-separated"),
+        _query("states", "string", "states or codes (PENDING, PD, …), comma-separated"),
+        _query("partitions", "string", "partitions, comma-separated"),
+        _query("history", "boolean", "also jobs that ended long ago (sacct)"),
+        _query("start", "string", "jobs that ended at or after this ISO 8601 time"),
+        _query("end", "string", "jobs submitted at or before this ISO 8601 time"),
+    ]
+    selection = {
+        "type": "object",
+        "description": "which jobs: jobs, users, names, states, partitions (comma lists)",
+    }
+
+    def acting(summary: str) -> dict[str, Any]:
+        return {
+            "post": {
+                "summary": summary,
+                "tags": tags,
+                "parameters": [_NAMESPACE],
+                "requestBody": _body(selection),
+                "responses": {**_ok(ids), **_errors(*_WRITE_ERRORS)},
+            }
+        }
+
+    return {
+        f"{base}/namespaces/{{namespace}}/jobs": {
+            "post": {
+                "summary": "sbatch: submit a batch script (argv, script, environment, submitter)",
+                "tags": tags,
+                "parameters": [_NAMESPACE],
+                "requestBody": _body(_ANY_OBJECT),
+                "responses": {
+                    **_ok(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "jobId": {"type": "integer"},
+                                "workloads": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                        "201",
+                        "Submitted",
+                    ),
+                    **_errors(*_WRITE_ERRORS),
+                },
+            },
+            "get": {
+                "summary": "squeue/sacct: the namespace's jobs",
+                "tags": tags,
+                "parameters": [_NAMESPACE, *filters],
+                "responses": {**_ok(rows), **_errors(*_READ_ERRORS)},
+            },
+        },
+        f"{base}/jobs": {
+            "get": {
+                "summary": "squeue/sacct: jobs of every namespace the caller may read",
+                "tags": tags,
+                "parameters": filters,
+                "responses": {**_ok(rows), **_errors(*_READ_ERRORS)},
+            }
+        },
+        f"{base}/namespaces/{{namespace}}/jobs/cancel": acting("scancel: cancel jobs"),
+        f"{base}/namespaces/{{namespace}}/jobs/hold": acting("scontrol hold: hold pending jobs"),
+        f"{base}/namespaces/{{namespace}}/jobs/release": acting(
+            "scontrol release: release held jobs"
+        ),
+    }
+
+
 _STATUS_SCHEMA = {
     "type": "object",
     "description": "A Kubernetes Status: why a request failed",
@@ -387,7 +465,7 @@ def openapi_document(kinds: list[type[Object]], *, version: str) -> dict[str, An
         schema["x-multiq-namespaced"] = kind.NAMESPACED
         if ref != f"#/components/schemas/{kind.KIND}":
             schemas[kind.KIND] = {"$ref": ref}
-    paths: dict[str, Any] = _service_paths()
+    paths: dict[str, Any] = _service_paths() | _slurm_paths()
     for kind in kinds:
         paths.update(_kind_paths(kind))
     return {

@@ -48,6 +48,7 @@ __all__ = [
     "is_finished",
     "mark_bound_offer",
     "mark_cancel_requested",
+    "mark_cancelled",
     "mark_offer_failed",
     "mark_offered",
     "mark_withdrawing",
@@ -203,6 +204,16 @@ def unbind(wl: Workload, cluster: str, reason: str, message: str, now: datetime)
 
 def mark_cancel_requested(wl: Workload, now: datetime) -> Workload:
     set_condition(wl, FINISHED, True, "Cancelled", "deleted by the user", now)
+    return wl
+
+
+def mark_cancelled(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
+    """Cancelled at the hub and kept (Slurm's scancel, or a dependency that can never be
+    satisfied): finished, so nothing dispatches it again; the record stays for sacct. The
+    clusters that hold it are told to Cancel by the caller."""
+    set_condition(wl, FINISHED, True, reason, message, now)
+    if not is_admitted(wl):
+        set_condition(wl, QUOTA_RESERVED, False, reason, message, now)
     return wl
 
 

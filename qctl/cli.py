@@ -21,7 +21,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TextIO, cast
 
-__all__ = ["VERBS", "Runner", "Verb", "build_parser", "chosen_verb", "load_runner"]
+__all__ = [
+    "SBATCH_DESCRIPTION",
+    "SBATCH_USAGE",
+    "VERBS",
+    "Runner",
+    "Verb",
+    "build_parser",
+    "chosen_verb",
+    "load_runner",
+]
 
 Runner = Callable[[argparse.Namespace, TextIO], int]
 """What runs a verb: the parsed arguments and where to print; returns the exit code."""
@@ -139,6 +148,81 @@ def _validate(parser: argparse.ArgumentParser) -> None:
 
 def _schema(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", nargs="?", help="kind name or short name, e.g. ClusterQueue or cq")
+
+
+def _slurm_connection(parser: argparse.ArgumentParser) -> None:
+    """The connection flags, long only: Slurm's verbs use -n, -p, -M, -u themselves."""
+    group = parser.add_argument_group("connection")
+    group.add_argument("--server", help="hub URL, or several comma-separated")
+    group.add_argument("--token", help="bearer token (default: the current context)")
+    group.add_argument("--context", help="a context of the qctl config file")
+    group.add_argument("--namespace", help="namespace (default: the context's)")
+
+
+SBATCH_USAGE = "qctl sbatch [OPTIONS] SCRIPT [ARGS…] | qctl sbatch [OPTIONS] --wrap CMD"
+SBATCH_DESCRIPTION = (
+    "Submit a batch script as sbatch does: #SBATCH lines, SBATCH_* variables and options\n"
+    "(which win). Supported: -J -a -N -n --ntasks-per-node -c --mem --mem-per-cpu -G\n"
+    "--gpus-per-node --gpus-per-task --gres -t -p -M -o -e -D --export -d -W -H -b\n"
+    "--comment --parsable --wrap; anything else is an error naming it. qctl's own\n"
+    "--server, --token, --context and --namespace go before the script."
+)
+
+
+def _sbatch(parser: argparse.ArgumentParser) -> None:
+    parser.usage = SBATCH_USAGE
+    parser.description = SBATCH_DESCRIPTION
+    parser.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
+    # Every word after `sbatch` is sbatch's (argparse would read -n, -p… as qctl's): with no
+    # prefix character, nothing is an option here. qctl.commands.sbatch_help answers -h/--help.
+    parser.prefix_chars = "\0"
+
+
+def _squeue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-u", "--user", help="users, comma-separated")
+    parser.add_argument("-t", "--states", help="states or codes (PD,R,…), or all")
+    parser.add_argument("-j", "--jobs", help="job ids, comma-separated")
+    parser.add_argument("-p", "--partition", help="partitions, comma-separated")
+    parser.add_argument("-o", "--format", help="fields, e.g. '%%.18i %%.9P %%.8j %%T'")
+    parser.add_argument("--start", action="store_true", help="pending jobs and when they begin")
+    parser.add_argument("--noheader", action="store_true")
+    parser.add_argument("-A", "--all-namespaces", action="store_true")
+    _slurm_connection(parser)
+
+
+def _scancel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobs", nargs="*", metavar="ID", help="N, N_IDX or N_[RANGE]")
+    parser.add_argument("-u", "--user", help="every job of this user")
+    parser.add_argument("-n", "--name", help="every job of this name")
+    parser.add_argument("-t", "--states", help="only jobs in these states")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    _slurm_connection(parser)
+
+
+def _sacct(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", help="job ids, comma-separated")
+    parser.add_argument("-u", "--user", help="users, comma-separated")
+    parser.add_argument("-s", "--state", dest="states", help="states, comma-separated")
+    parser.add_argument("-S", "--starttime", help="jobs that ended since (default: midnight)")
+    parser.add_argument("-E", "--endtime", help="jobs submitted before")
+    parser.add_argument(
+        "-o", "--format", help="fields, e.g. JobID,JobName%%20,State,ExitCode,Elapsed,NodeList"
+    )
+    parser.add_argument("-n", "--noheader", action="store_true")
+    parser.add_argument("-A", "--all-namespaces", action="store_true")
+    _slurm_connection(parser)
+
+
+def _scontrol(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("hold", "release"))
+    parser.add_argument("jobs", nargs="+", metavar="ID")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    _slurm_connection(parser)
+
+
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", metavar="JOBID", help="N, N_IDX: write its output files here")
+    _slurm_connection(parser)
 
 
 def default_dev_state_dir() -> Path:
@@ -270,6 +354,29 @@ VERBS: tuple[Verb, ...] = (
         "qctl.commands.schema:run",
     ),
     Verb("cluster", "join a cluster to the fleet, or take it out", _cluster, ""),
+    Verb(
+        "sbatch",
+        "submit a Slurm batch script (Submitted batch job N)",
+        _sbatch,
+        "qctl.commands.sbatch_help:run",
+    ),
+    Verb("squeue", "Slurm jobs waiting and running", _squeue, "qctl.commands.slurm:run_squeue"),
+    Verb("scancel", "cancel Slurm jobs", _scancel, "qctl.commands.slurm:run_scancel"),
+    Verb(
+        "sacct", "Slurm jobs' accounting, ended ones too", _sacct, "qctl.commands.slurm:run_sacct"
+    ),
+    Verb(
+        "scontrol",
+        "hold or release pending Slurm jobs",
+        _scontrol,
+        "qctl.commands.slurm:run_scontrol",
+    ),
+    Verb(
+        "output",
+        "write a Slurm job's output files from the hub",
+        _output,
+        "qctl.commands.slurm:run_output",
+    ),
     Verb("dev", "a local federation on kubesim", _dev, ""),
 )
 

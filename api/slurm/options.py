@@ -37,6 +37,7 @@ __all__ = [
     "parse_gpus",
     "parse_sbatch",
     "script_directives",
+    "split_argv",
 ]
 
 DEPENDENCY_TYPES = ("after", "afterany", "afterok", "afternotok")
@@ -229,6 +230,12 @@ def _parser() -> _Parser:
         else:
             parser.add_argument(*flags, dest=dest)
     return parser
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The option words of an sbatch command line, and the rest: the script and its
+    arguments."""
+    return _split(argv)
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -19,6 +19,11 @@ round are the models), over a `HubSnapshot` the shell (`hub.dispatch`) keeps cur
 8. offer              BestFit binds to its one cluster before offering (one round trip);
                       AllAtOnce and Incremental ask several clusters to reserve.
 
+Before step 5, a Slurm-mode workload (`snapshot.slurm`) that is held — by the user, a begin
+time, a dependency or its array's throttle — is skipped with a Waiting condition that says
+why (hub.placement.holds); one whose dependency can never be satisfied is cancelled
+(`plan.cancels`). An array's live tasks are counted once per cycle and grow with its offers.
+
 Within a cycle room only shrinks and fleet usage only grows (each offer books its room), so a
 shape that fit nowhere fits nowhere for the rest of the cycle: failures are remembered per
 shape. The plan is data: what to write, what to send, how the offer book changes. Reading the
@@ -36,8 +41,10 @@ from functools import partial
 from typing import Protocol
 
 from api.quantity import Quantity
+from api.slurm.work import SlurmFacts
 from api.v1alpha1.workload import Workload
 from hub import transitions
+from hub.placement import holds
 from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
 from hub.placement.core import headroom_score, place
 from hub.placement.routing import Route, Routing, workload_requests
@@ -54,6 +61,7 @@ from hub.placement.snapshot import (
 __all__ = [
     "ClusterFacts",
     "CycleSettings",
+    "DependencyCancel",
     "DispatchPlan",
     "Expiry",
     "HubSnapshot",
@@ -140,6 +148,8 @@ class HubSnapshot:
     config_generation: int
     settings: CycleSettings = field(default_factory=CycleSettings)
     expiry_checked_at: datetime | None = None
+    slurm: holds.SlurmJobs | None = None
+    """The Slurm-mode workloads, for their holds (None: no Slurm mode)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +190,15 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class DependencyCancel:
+    """A Slurm job whose dependency can never be satisfied: cancelled, kept for sacct."""
+
+    key: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Park:
     key: str
     workload: Workload
@@ -196,6 +215,7 @@ class DispatchPlan:
     parks: list[Park] = field(default_factory=list)
     waits: list[Wait] = field(default_factory=list)
     offers: list[OfferDecision] = field(default_factory=list)
+    cancels: list[DependencyCancel] = field(default_factory=list)
     expiry_checked_at: datetime | None = None
     placed: list[tuple[tuple[str, int], ...]] = field(default_factory=list)
     """The requests of every placement made (a deep queue must cost few)."""
@@ -346,6 +366,9 @@ class _Cycle:
         self.told: dict[str, str] = {}
         """Waiting messages this plan writes, by key."""
         self.dissolved: set[Shape] = set()
+        self.array_live: dict[int, int] = {}
+        """Live tasks per throttled array: counted at first need, grown by this cycle's
+        offers."""
 
     # --- room -------------------------------------------------------------------------
 
@@ -438,6 +461,9 @@ class _Cycle:
         record = self.book.get(key)
         if record.offers and record.mode != DispatchMode.INCREMENTAL:
             return  # offered, waiting for the answer (or the offer timeout)
+        slurm = snap.slurm.facts.get(key) if snap.slurm is not None else None
+        if slurm is not None and self.slurm_holds(key, slurm):
+            return
         route = snap.routing.route_of(wl)
         if isinstance(route, str):
             self.wait(key, "Misconfigured", route)
@@ -520,6 +546,40 @@ class _Cycle:
                 key, wl, tuple(placement.offer_to), generation, bound, route.mode, booked, verdicts
             )
         )
+        if slurm is not None and slurm.throttle is not None and not record.offers:
+            array = slurm.ids.array_job_id or slurm.ids.job_id
+            self.array_live[array] = self.array_live.get(array, 0) + 1
+
+    def slurm_holds(self, key: str, facts: SlurmFacts) -> bool:
+        """Whether a Slurm job is held back this cycle (told why, or cancelled)."""
+        snap = self.snap
+        assert snap.slurm is not None
+        hold = holds.hold_of(key, facts, snap.slurm, snap.workloads, self.now)
+        if hold is None and facts.throttle is not None:
+            hold = holds.throttle_hold(facts, self.live_tasks(facts))
+        if hold is None:
+            return False
+        if hold.never:
+            self.plan.cancels.append(DependencyCancel(key, hold.reason, hold.message))
+        else:
+            self.wait(key, hold.reason, hold.message)
+        return True
+
+    def live_tasks(self, facts: SlurmFacts) -> int:
+        array = facts.ids.array_job_id or facts.ids.job_id
+        live = self.array_live.get(array)
+        if live is None:
+            snap = self.snap
+            assert snap.slurm is not None
+            offered = self.book.offered
+            live = sum(
+                1
+                for k in snap.slurm.tasks_of_array(array)
+                if (entry := snap.workloads.get(k)) is not None
+                and holds.is_live(entry.workload, k in offered)
+            )
+            self.array_live[array] = live
+        return live
 
     def wait(self, key: str, reason: str, message: str) -> None:
         """Write a Waiting condition if there is something new to say. The reason is written
@@ -625,7 +685,9 @@ Change = Callable[[Workload], Workload]
 OFFER_TIMED_OUT = "the agent did not answer the offer in time"
 
 
-def status_change(decision: Expiry | LetGo | Wait | OfferDecision, now: datetime) -> Change:
+def status_change(
+    decision: Expiry | LetGo | Wait | OfferDecision | DependencyCancel, now: datetime
+) -> Change:
     """How a decision of the plan changes the workload's stored status (hub.transitions):
     written with compare-and-swap by the shell. A bound offer that timed out keeps its
     binding: the agent is asked to give it back (it may be creating the Job right now)."""
@@ -674,6 +736,13 @@ def status_change(decision: Expiry | LetGo | Wait | OfferDecision, now: datetime
             )
         case Wait():
             return partial(_waiting, reason=decision.reason, message=decision.message, now=now)
+        case DependencyCancel():
+            return partial(
+                transitions.mark_cancelled,
+                reason=decision.reason,
+                message=decision.message,
+                now=now,
+            )
 
 
 def _waiting(wl: Workload, reason: str, message: str, now: datetime) -> Workload:

@@ -41,6 +41,7 @@ from tests.hub.service.conftest import (
 from tests.hub.service.test_dispatch_flow import eventually, report, two_clusters
 
 API = "/apis/multiq.dev/v1alpha1"
+SLURM = "/apis/slurm.multiq.dev/v1alpha1"
 NS = "vision"
 
 PRINCIPALS: dict[str, str | None] = {
@@ -123,6 +124,15 @@ ROWS: dict[tuple[str, str], Rule] = {
     ("GET", "/ui"): PUBLIC,
     ("GET", "/ui/"): PUBLIC,
     ("GET", "/ui/{asset}"): PUBLIC,
+    # The Slurm mode (hub.http.slurm): a tenant's users submit, list and act on their
+    # namespace's jobs (cancel, hold and release only their own); everyone lists what they
+    # may read.
+    ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs"): TENANT_WRITES,
+    ("GET", f"{SLURM}/namespaces/{{namespace}}/jobs"): TENANT_READS,
+    ("GET", f"{SLURM}/jobs"): EVERY_USER_READS,
+    ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs/cancel"): TENANT_WRITES,
+    ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs/hold"): TENANT_WRITES,
+    ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs/release"): TENANT_WRITES,
     ("POST", f"{API}/namespaces/{{namespace}}/submissions"): TENANT_WRITES,
     ("GET", f"{API}/namespaces/{{namespace}}/workloads/{{name}}/log"): TENANT_READS,
     ("GET", "/agent/v1/session"): AGENT_EAST_ONLY,

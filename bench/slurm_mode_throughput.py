@@ -1,0 +1,129 @@
+"""Benchmark: MultiQ's Slurm mode end to end, as issue 19 asks — 1,000 tasks submitted as one
+`qctl sbatch --array=0-999 --wrap true`, and 300 `qctl sbatch --wrap true` calls in a shell-like
+loop, through a `qctl dev up` federation (two kubesim clusters of one 8-CPU node each: 16
+one-CPU slots, process runtime: every task really runs `true`).
+
+For each: the submission time (the qctl processes, one after the other), and the time from the
+first submission until every task is COMPLETED at the hub (polled through the Slurm listing
+route every 0.2 s). jobs/s = tasks / that time. Real Slurm 22.05 on this machine finished 300
+such jobs at 18.2 jobs/s at best (shared/reference/slurm.md); the targets are the array at ≥ 5×
+that and the loop no slower than it.
+
+    .venv/bin/python -m bench.slurm_mode_throughput [--array 1000] [--loop 300]
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from qctl.commands.dev import DevFederation
+from qctl.rest import HubSession
+
+REAL_SLURM_JOBS_PER_SECOND = 18.2
+QCTL = str(Path(sys.executable).parent / "qctl")
+SLURM = "/apis/slurm.multiq.dev/v1alpha1"
+
+
+def _env(fed: DevFederation) -> dict[str, str]:
+    return {
+        **os.environ,
+        "MULTIQ_SERVER": fed.url,
+        "MULTIQ_TOKEN": fed.admin_token,
+        "MULTIQ_CONFIG": str(fed.state_dir / "qctl-config.yaml"),
+    }
+
+
+def _sbatch(fed: DevFederation, *argv: str) -> str:
+    out = subprocess.run(
+        [QCTL, "sbatch", "--parsable", *argv],
+        env=_env(fed),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return out.stdout.strip()
+
+
+def _completed(hub: HubSession, jobs: list[str]) -> tuple[int, int]:
+    """(completed, total) tasks of these jobs."""
+    rows: list[dict[str, Any]] = hub.request(
+        "GET",
+        f"{SLURM}/namespaces/default/jobs",
+        params={"jobs": ",".join(jobs), "history": "true"},
+    )["items"]
+    failed = [r["jobId"] for r in rows if r["state"] not in ("PENDING", "RUNNING", "COMPLETED")]
+    if failed:
+        raise RuntimeError(f"tasks ended otherwise than COMPLETED: {failed[:5]}")
+    return sum(r["state"] == "COMPLETED" for r in rows), len(rows)
+
+
+def _wait(hub: HubSession, jobs: list[str], tasks: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, total = _completed(hub, jobs)
+        if total == tasks and done == tasks:
+            return time.monotonic()
+        time.sleep(0.2)
+    raise RuntimeError(f"not every task completed within {timeout:.0f}s")
+
+
+def measure(fed: DevFederation, *, array: int, loop: int) -> dict[str, Any]:
+    hub = HubSession(fed.context)
+    results: dict[str, Any] = {}
+    start = time.monotonic()
+    array_id = _sbatch(fed, f"--array=0-{array - 1}", "--wrap", "true")
+    submitted = time.monotonic()
+    ended = _wait(hub, [array_id], array, timeout=600)
+    results["array"] = {
+        "tasks": array,
+        "submit_seconds": round(submitted - start, 3),
+        "total_seconds": round(ended - start, 3),
+        "jobs_per_second": round(array / (ended - start), 1),
+        "vs_real_slurm": round(array / (ended - start) / REAL_SLURM_JOBS_PER_SECOND, 2),
+    }
+    start = time.monotonic()
+    ids = [_sbatch(fed, "--wrap", "true") for _ in range(loop)]
+    submitted = time.monotonic()
+    ended = _wait(hub, ids, loop, timeout=600)
+    results["loop"] = {
+        "jobs": loop,
+        "submit_seconds": round(submitted - start, 3),
+        "submit_jobs_per_second": round(loop / (submitted - start), 1),
+        "total_seconds": round(ended - start, 3),
+        "jobs_per_second": round(loop / (ended - start), 1),
+        "vs_real_slurm": round(loop / (ended - start) / REAL_SLURM_JOBS_PER_SECOND, 2),
+    }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--array", type=int, default=1000)
+    parser.add_argument("--loop", type=int, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="multiq-slurm-bench-") as tmp:
+        fed = DevFederation(Path(tmp) / "fed", clusters=2, nodes=1, runtime="process", port=0)
+        try:
+            fed.start(detach=False)
+            results = measure(fed, array=args.array, loop=args.loop)
+        finally:
+            fed.stop()
+    results["real_slurm_jobs_per_second"] = REAL_SLURM_JOBS_PER_SECOND
+    results["targets"] = {"array_vs_real_slurm": 5.0, "loop_vs_real_slurm": 1.0}
+    results["cpu_slots"] = 16
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""The hub's Slurm mode over its real REST routes, with scripted agents: sbatch gets numeric ids
+(an array's last task keeps the array's), an array's `%` throttle bounds how many tasks are
+offered at once, a dependency holds a job until it is satisfied and cancels it when it never
+can be, a held job waits until released, scancel keeps the record for sacct, and the routes
+say who may do what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.v1alpha1.messages import Cancel, DispatchOffer, WorkloadPhase
+from api.v1alpha1.workload import Admission
+from hub.slurm import JOB_ID_KEY, allocate_job_ids
+from tests.hub.service.conftest import ALICE, MALLORY, HubUnderTest, ScriptedAgent
+from tests.hub.service.test_dispatch_flow import eventually, report, two_clusters
+
+SLURM = "/apis/slurm.multiq.dev/v1alpha1"
+
+
+async def sbatch(
+    hub: HubUnderTest, *argv: str, script: str | None = None, token: str = ALICE
+) -> dict[str, Any]:
+    body = {
+        "argv": list(argv),
+        "script": script,
+        "scriptPath": "job.sh" if script else None,
+        "environment": {"LANG": "C.UTF-8", "SBATCH_PARTITION": "vision", "API_TOKEN": "x"},
+        "submitter": {"user": "alice", "uid": 1000, "gid": 1000, "host": "laptop"},
+    }
+    status, reply = await hub.call(
+        "POST", f"{SLURM}/namespaces/vision/jobs", token=token, body=body
+    )
+    assert status == 201, reply
+    return reply  # type: ignore[no-any-return]
+
+
+async def rows(hub: HubUnderTest, **params: str) -> list[dict[str, Any]]:
+    status, body = await hub.call(
+        "GET", f"{SLURM}/namespaces/vision/jobs", token=ALICE, params=params
+    )
+    assert status == 200, body
+    return body["items"]  # type: ignore[no-any-return]
+
+
+async def by_id(hub: HubUnderTest) -> dict[str, dict[str, Any]]:
+    return {r["jobId"]: r for r in await rows(hub, history="true")}
+
+
+async def offers(agent: ScriptedAgent, count: int) -> list[DispatchOffer]:
+    return [await agent.expect(DispatchOffer) for _ in range(count)]
+
+
+async def run_to_end(agent: ScriptedAgent, offer: DispatchOffer, phase: WorkloadPhase) -> None:
+    key = offer.workload.key()
+    admission = Admission(cluster_queue="team-vision")
+    await agent.send(report(key, offer.generation, WorkloadPhase.ADMITTED, admission=admission))
+    await agent.send(report(key, offer.generation, phase, admission=admission))
+
+
+class TestJobIds:
+    async def test_ids_count_up_and_an_arrays_last_task_keeps_the_arrays_id(
+        self, hub: HubUnderTest
+    ) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        first = await sbatch(hub, "--wrap", "true")
+        array = await sbatch(hub, "--array=0-2", "--wrap", "true")
+        after = await sbatch(hub, "--wrap", "true")
+        assert (first["jobId"], array["jobId"], after["jobId"]) == (1, 2, 5)
+        jobs = await by_id(hub)
+        assert {k: v["id"] for k, v in jobs.items()} == {
+            "1": 1,
+            "2_0": 3,
+            "2_1": 4,
+            "2_2": 2,
+            "5": 5,
+        }
+        assert array["workloads"] == [
+            "vision/job-wrap-2-0",
+            "vision/job-wrap-2-1",
+            "vision/job-wrap-2-2",
+        ]
+
+    async def test_the_counter_is_one_compare_and_swap_so_racing_submissions_never_share_ids(
+        self, hub: HubUnderTest
+    ) -> None:
+        import asyncio
+
+        store = hub.hub.store
+        firsts = await asyncio.gather(*(allocate_job_ids(store, 3) for _ in range(20)))
+        blocks = [set(range(f, f + 3)) for f in firsts]
+        assert len(set().union(*blocks)) == 60
+        assert (await store.get(JOB_ID_KEY)).value == {"next": 61}
+
+
+class TestHolds:
+    async def test_an_arrays_throttle_bounds_the_tasks_offered_at_once(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--array=0-4%2", "--wrap", "true")
+        first = await offers(west, 2)
+        jobs = await by_id(hub)
+        assert [jobs[f"1_{i}"]["reason"] for i in (2, 3, 4)] == ["JobArrayTaskLimit"] * 3
+        await run_to_end(west, first[0], WorkloadPhase.SUCCEEDED)
+        third = await west.expect(DispatchOffer)
+        assert third.workload.metadata.name == "job-wrap-1-2"  # tasks go in index order
+        assert west.inbox.empty()
+
+    async def test_a_dependency_holds_a_job_until_it_is_satisfied(self, hub: HubUnderTest) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "-J", "first", "--wrap", "true")
+        await sbatch(hub, "-J", "second", "--dependency=afterok:1", "--wrap", "true")
+        offer = await west.expect(DispatchOffer)
+        assert offer.workload.metadata.name == "job-first-1"
+        assert (await by_id(hub))["2"]["reason"] == "Dependency"
+        await run_to_end(west, offer, WorkloadPhase.SUCCEEDED)
+        assert (await west.expect(DispatchOffer)).workload.metadata.name == "job-second-2"
+
+    async def test_an_afterok_on_a_failed_job_cancels_with_dependency_never_satisfied(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--wrap", "false")
+        await sbatch(hub, "--dependency=afterok:1", "--wrap", "true")
+        await sbatch(hub, "--dependency=afternotok:1", "--wrap", "true")
+        await run_to_end(west, await west.expect(DispatchOffer), WorkloadPhase.FAILED)
+
+        async def cancelled() -> dict[str, Any] | None:
+            job = (await by_id(hub))["2"]
+            return job if job["state"] == "CANCELLED" else None
+
+        job = await eventually(cancelled)
+        assert job["reason"] == "DependencyNeverSatisfied"
+        assert (await west.expect(DispatchOffer)).workload.metadata.name == "job-wrap-3"
+
+    async def test_a_held_job_waits_until_released(self, hub: HubUnderTest) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "-H", "--wrap", "true")
+        assert (await by_id(hub))["1"]["reason"] == "JobHeldUser"
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs/release", token=ALICE, body={"jobs": "1"}
+        )
+        assert (status, reply) == (200, {"jobs": ["1"]})
+        assert (await west.expect(DispatchOffer)).workload.metadata.name == "job-wrap-1"
+
+    async def test_a_begin_time_is_read_against_the_hubs_clock(self, hub: HubUnderTest) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--begin=now+1hour", "--wrap", "true")
+        job = (await by_id(hub))["1"]
+        assert job["reason"] == "BeginTime"
+        assert job["beginTime"] > job["submitTime"]
+
+
+class TestCancel:
+    async def test_scancel_keeps_the_record_and_tells_the_bound_cluster(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--wrap", "sleep 100")
+        offer = await west.expect(DispatchOffer)
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs/cancel", token=ALICE, body={"jobs": "1"}
+        )
+        assert (status, reply) == (200, {"jobs": ["1"]})
+        cancel = await west.expect(Cancel)
+        assert (cancel.workload, cancel.generation) == (offer.workload.key(), offer.generation)
+        assert (await by_id(hub))["1"]["state"] == "CANCELLED"
+
+    async def test_a_user_cancels_only_their_own_jobs(self, hub: HubUnderTest) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        await sbatch(hub, "--wrap", "true")
+        status, _ = await hub.call(
+            "POST",
+            f"{SLURM}/namespaces/vision/jobs/cancel",
+            token=ALICE,
+            body={"users": "bob"},
+        )
+        assert status == 403  # forbidden, not malformed: another user's jobs
+        status, _ = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs/cancel", token=MALLORY, body={"jobs": "1"}
+        )
+        assert status == 403
+
+
+class TestSubmission:
+    async def test_the_partition_comes_from_sbatch_variables_and_secrets_never_travel(
+        self, hub: HubUnderTest
+    ) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        reply = await sbatch(hub, "--wrap", "true")
+        status, wl = await hub.call(
+            "GET",
+            f"/apis/multiq.dev/v1alpha1/namespaces/{reply['workloads'][0]}".replace(
+                "namespaces/vision/", "namespaces/vision/workloads/"
+            ),
+        )
+        assert status == 200, wl
+        container = wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["SLURM_JOB_PARTITION"] == "vision" and env["LANG"] == "C.UTF-8"
+        assert "API_TOKEN" not in env and "SBATCH_PARTITION" not in env
+        assert env["SLURM_JOB_USER"] == "alice"
+
+    async def test_a_mistake_is_one_clear_error_naming_the_option(self, hub: HubUnderTest) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        body = {"argv": ["--exclusive", "--wrap", "true"], "submitter": {}}
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "--exclusive" in reply["message"]
+        body = {"argv": ["-p", "nope", "--wrap", "true"], "submitter": {}}
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "nope" in reply["message"]
+        body = {
+            "argv": ["-d", "afterok:999", "--wrap", "true"],
+            "environment": {"SBATCH_PARTITION": "vision"},
+        }
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "dependency" in reply["message"]
