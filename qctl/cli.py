@@ -299,6 +299,12 @@ def _cluster(parser: argparse.ArgumentParser) -> None:
     )
     join.add_argument("--image", default="multiq:latest", help="the agent's image")
     join.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8471,
+        help="the agent's /metrics and /healthz port (pods sharing a host network need their own)",
+    )
+    join.add_argument(
         "--hub-certificate-authority",
         metavar="FILE",
         help="the CA the agent trusts for an https hub (default: qctl's own, if any)",

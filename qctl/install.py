@@ -66,8 +66,11 @@ def agent_secret(
     }
 
 
-def agent_objects(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
-    """The agent's objects, without its Secret, in the order they are applied."""
+def agent_objects(
+    image: str = DEFAULT_IMAGE, *, metrics_port: int = METRICS_PORT
+) -> list[dict[str, Any]]:
+    """The agent's objects, without its Secret, in the order they are applied. The metrics
+    port matters only where pods share the host's network (kubesim's process runtime)."""
     return [
         {
             "apiVersion": "v1",
@@ -105,11 +108,11 @@ def agent_objects(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
                 "resources": {"requests": {"storage": "256Mi"}},
             },
         },
-        _deployment(image),
+        _deployment(image, metrics_port),
     ]
 
 
-def _deployment(image: str) -> dict[str, Any]:
+def _deployment(image: str, metrics_port: int) -> dict[str, Any]:
     def from_secret(name: str, key: str, *, optional: bool = False) -> dict[str, Any]:
         ref: dict[str, Any] = {"name": AGENT_NAME, "key": key}
         if optional:
@@ -133,7 +136,7 @@ def _deployment(image: str) -> dict[str, Any]:
                     "labels": {**_AGENT_LABELS, **_PART_OF},
                     "annotations": {
                         "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(METRICS_PORT),
+                        "prometheus.io/port": str(metrics_port),
                     },
                 },
                 "spec": {
@@ -164,7 +167,7 @@ def _deployment(image: str) -> dict[str, Any]:
                                     "certificate-authority",
                                     optional=True,
                                 ),
-                                {"name": "MULTIQ_AGENT_METRICS_PORT", "value": str(METRICS_PORT)},
+                                {"name": "MULTIQ_AGENT_METRICS_PORT", "value": str(metrics_port)},
                                 {
                                     "name": "MULTIQ_AGENT_STATE_DIR",
                                     "value": "/var/lib/multiq-agent",

@@ -73,7 +73,7 @@ def run_join(args: argparse.Namespace, out: TextIO) -> int:
     try:
         ca = _read_ca(args.hub_certificate_authority or context.certificate_authority)
         secret = agent_secret(name, args.hub_url or hub.server, token, certificate_authority=ca)
-        kubectl.apply([*agent_objects(args.image), secret])
+        kubectl.apply([*agent_objects(args.image, metrics_port=args.metrics_port), secret])
     except BaseException:
         _quietly(lambda: hub.delete(kind, name, None))
         raise
