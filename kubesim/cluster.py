@@ -20,8 +20,10 @@ from aiohttp import web
 
 from kubesim.admin import add_admin_routes
 from kubesim.apiserver.app import build_app
+from kubesim.apiserver.authn import TokenIssuer
 from kubesim.apiserver.context import ApiContext
 from kubesim.apiserver.faults import FaultInjector
+from kubesim.apiserver.rbac import BOOTSTRAP_POLICY, RbacAuthorizer
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.apiserver.store import Store
 from kubesim.controllers.crds import CrdController
@@ -36,6 +38,7 @@ from kubesim.logs import LogBook
 from kubesim.objects import JsonObject
 from kubesim.profile import NodeProfile, build_nodes
 from kubesim.resources import ResourceRegistry
+from kubesim.tls import TlsMaterial, serving_material
 
 __all__ = ["Cluster", "ClusterConfig", "Simulator"]
 
@@ -76,6 +79,8 @@ class ClusterConfig:
     """Process runtime: parent of per-pod working directories (default: a temp dir)."""
     pod_history_limit: int = DEFAULT_LIMIT
     """Pod runs kept after their pods are gone (`kubesim.history`); 0 keeps none."""
+    anonymous_is_admin: bool = True
+    """A request with no Authorization header is the admin (kube-apiserver: anonymous)."""
 
 
 class Controller(Protocol):
@@ -104,6 +109,9 @@ class Cluster:
             store=self.store,
             registry=self.registry,
             logs=self.logs,
+            tokens=TokenIssuer(self._service_account),
+            authorizer=RbacAuthorizer(self.store, self.types),
+            anonymous_is_admin=self.config.anonymous_is_admin,
             bookmark_interval=self.config.bookmark_interval,
             watch_max_seconds=self.config.watch_max_seconds,
         )
@@ -111,6 +119,8 @@ class Cluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.tls_port = 0
+        self.tls: TlsMaterial | None = None
         self._build_controllers()
 
     def _build_controllers(self) -> None:
@@ -131,14 +141,26 @@ class Cluster:
             self.kubelet,
         ]
 
+    def _service_account(self, namespace: str, name: str) -> JsonObject | None:
+        return self.store.get(self.types.core("serviceaccounts"), namespace, name)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def https_url(self) -> str:
+        """The same API over TLS (what pods and token-carrying kubectl use)."""
+        return f"https://127.0.0.1:{self.tls_port}"
 
     def _bootstrap(self) -> None:
         namespaces = self.types.core("namespaces")
         for name in SYSTEM_NAMESPACES:
             self.registry.create(namespaces, {"metadata": {"name": name}})
+        for plural, obj in BOOTSTRAP_POLICY.objects():
+            rbac = self.types.lookup("rbac.authorization.k8s.io", "v1", plural)
+            assert rbac is not None
+            self.registry.create(rbac, obj)
         nodes = self.types.core("nodes")
         for node in build_nodes(self.config.profile):
             # Like a kubelet: register the node, then post its status (create drops status).
@@ -162,10 +184,11 @@ class Cluster:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.config.port, reuse_address=True)
         await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = _bound_port(site)
+        self.tls = serving_material()
+        tls_site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.tls.server_context())
+        await tls_site.start()
+        self.tls_port = _bound_port(tls_site)
         self.api.server_address = f"127.0.0.1:{self.port}"
         for controller in self.controllers:
             self._tasks.append(asyncio.create_task(controller.run(), name=controller.name))
@@ -212,6 +235,13 @@ class Cluster:
         """Convenience read for tests and the admin API."""
         resource = self.types.core(plural)
         return self.store.get(resource, namespace if resource.namespaced else "", name)
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server = site._server
+    assert server is not None
+    sockets = getattr(server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1])
 
 
 class Simulator:

@@ -1,6 +1,7 @@
 """Decoding request bodies and validating objects the way kube-apiserver does.
 
-* `decode_body`: JSON or YAML in, protobuf refused with the exact 415 kubectl prints,
+* `decode_body`: JSON or YAML in, protobuf for the few kinds `kubesim.apiserver.protobuf`
+  reads and otherwise refused with the exact 415 kubectl prints,
   duplicate keys remembered for strict field validation; a body nested deeper than
   `MAX_BODY_DEPTH`, with a number Python will not convert (5,000 digits) or not UTF-8 is a
   400, never a 500. `check_depth` is that depth rule, for patches too.
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import models as k8s_models
 
+from kubesim.apiserver.protobuf import decode_protobuf
 from kubesim.errors import BadRequestError, Cause, InvalidError, UnsupportedMediaTypeError
 from kubesim.objects import JsonObject
 from kubesim.resources import ResourceType
@@ -87,7 +89,7 @@ def decode_body(body: bytes, content_type: str) -> tuple[Any, list[str]]:
     """Parse a request body; returns the value and any duplicated keys."""
     media = content_type.split(";", 1)[0].strip().lower()
     if "protobuf" in media:
-        raise UnsupportedMediaTypeError(_PROTOBUF_MESSAGE)
+        return decode_protobuf(body, _PROTOBUF_MESSAGE), []
     if media in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
             document = yaml.safe_load(body)

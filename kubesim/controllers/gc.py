@@ -8,7 +8,9 @@ store events), then:
 * Orphan: an owner carrying the `orphan` finalizer has itself removed from its dependents'
   ownerReferences, then loses the finalizer.
 
-`NamespaceController` gives each new namespace its `default` ServiceAccount and, when a
+`NamespaceController` gives each new namespace its `default` ServiceAccount and its
+`kube-root-ca.crt` ConfigMap (the CA of the cluster's HTTPS port, as the root-CA publisher
+does; pods' service-account volumes read it) and, when a
 namespace is Terminating, deletes everything in it and then releases the `kubernetes`
 finalizer so the namespace disappears. Both are started by `kubesim.cluster`.
 """
@@ -32,7 +34,9 @@ from kubesim.resources import ResourceType
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
-__all__ = ["GarbageCollector", "NamespaceController"]
+__all__ = ["ROOT_CA_CONFIGMAP", "GarbageCollector", "NamespaceController"]
+
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
 ObjectRef = tuple[tuple[str, str], str, str]  # (resource key, namespace, name)
 _BACKGROUND = DeleteOptions(propagation_policy="Background")
@@ -183,6 +187,8 @@ class NamespaceController(QueueController[str]):
         self.store = cluster.store
         self.namespaces = cluster.types.core("namespaces")
         self.service_accounts = cluster.types.core("serviceaccounts")
+        self.config_maps = cluster.types.core("configmaps")
+        self.cluster = cluster
         self._terminating: set[str] = set()
         self.store.subscribe(None, self._on_event)
 
@@ -204,6 +210,27 @@ class NamespaceController(QueueController[str]):
             if self.store.get(self.service_accounts, key, "default") is None:
                 self.registry.create(
                     self.service_accounts, {"metadata": {"name": "default"}}, namespace=key
+                )
+            tls = self.cluster.tls
+            if tls is not None and self.store.get(self.config_maps, key, ROOT_CA_CONFIGMAP) is None:
+                self.registry.create(
+                    self.config_maps,
+                    {
+                        "metadata": {
+                            "name": ROOT_CA_CONFIGMAP,
+                            "annotations": {
+                                "kubernetes.io/description": (
+                                    "Contains a CA bundle that can be used to verify the "
+                                    "kube-apiserver when using internal endpoints such as the "
+                                    "internal service IP or kubernetes.default.svc. No other "
+                                    "usage is guaranteed across distributions of Kubernetes "
+                                    "clusters."
+                                )
+                            },
+                        },
+                        "data": {"ca.crt": tls.ca_pem},
+                    },
+                    namespace=key,
                 )
             return
         self._terminating.add(key)

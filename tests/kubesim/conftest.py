@@ -115,6 +115,15 @@ def kubectl(simulator: RunningSimulator) -> Kubectl:
     return Kubectl(simulator.kubeconfig, cache)
 
 
+ROOT_CA = "kube-root-ca.crt"
+"""The ConfigMap every namespace holds (the cluster's CA), as on a real cluster."""
+
+
+def names_of(items: Any) -> list[str]:
+    """The names of listed objects, leaving out the kube-root-ca.crt every namespace has."""
+    return [item.metadata.name for item in items if item.metadata.name != ROOT_CA]
+
+
 def manifest(body: dict[str, Any]) -> Any:
     """A plain dict body for kubernetes_asyncio calls (typed as models, accepting dicts)."""
     return body
