@@ -1,8 +1,9 @@
 """One simulated cluster (API server + controllers + kubelet) and the multi-cluster simulator.
 
 `Cluster` owns everything of one member cluster: the store, the object registry, the
-aiohttp site on its own 127.0.0.1 port, the in-process controllers (garbage collector,
-namespaces, CRDs, Job controller, scheduler, node leases, kubelet) and the pod history.
+aiohttp site on its own 127.0.0.1 port (plain HTTP, and HTTPS on a second port), the
+in-process controllers (garbage collector, namespaces, CRDs, Job, ReplicaSet and Deployment
+controllers, scheduler, node leases, kubelet) and the pod history.
 `Simulator` runs several clusters in one event loop and writes their kubeconfigs. Used by
 `kubesim.cli` (`kubesim up`) and `kubesim.testing` (in-process start for tests).
 """
@@ -31,6 +32,7 @@ from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.nodes import NodeController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.workloads import DeploymentController, ReplicaSetController
 from kubesim.history import DEFAULT_LIMIT, PodHistory
 from kubesim.kubeconfig import write_kubeconfig, write_merged_kubeconfig
 from kubesim.kubelet.agent import Kubelet
@@ -128,6 +130,8 @@ class Cluster:
         self.gc = GarbageCollector(self)
         self.namespace_controller = NamespaceController(self)
         self.jobs = JobController(self)
+        self.replica_sets = ReplicaSetController(self)
+        self.deployments = DeploymentController(self, self.replica_sets)
         self.scheduler = Scheduler(self)
         self.nodes = NodeController(self)
         self.kubelet = Kubelet(self)
@@ -136,6 +140,8 @@ class Cluster:
             self.gc,
             self.namespace_controller,
             self.jobs,
+            self.replica_sets,
+            self.deployments,
             self.scheduler,
             self.nodes,
             self.kubelet,

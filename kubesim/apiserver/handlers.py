@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim.apiserver import discovery, pods, reviews
+from kubesim.apiserver import discovery, pods, reviews, scale
 from kubesim.apiserver.context import (
     API_CONTEXT,
     ApiContext,
@@ -182,6 +182,8 @@ async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> we
                 "the server does not allow this method on the requested resource"
             )
         return await pods.evict(ctx, request, target)
+    if target.subresource == "scale":
+        return await scale.handle_scale(ctx, request, target)
     if target.subresource == "token":
         if method != "POST":
             raise MethodNotAllowedError(

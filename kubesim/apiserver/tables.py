@@ -360,6 +360,55 @@ def _serviceaccount_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     ]
 
 
+def _replicaset_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or []
+    return [
+        obj["metadata"]["name"],
+        spec.get("replicas", 1),
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        *_containers_cells(containers),
+        _format_selector(spec.get("selector")),
+    ]
+
+
+def _pvc_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    bound = status.get("phase") == "Bound"
+    modes = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+             "ReadWriteOncePod": "RWOP"}  # fmt: skip
+    return [
+        obj["metadata"]["name"],
+        status.get("phase", "Pending"),
+        spec.get("volumeName", "") if bound else "",
+        (status.get("capacity") or {}).get("storage", "") if bound else "",
+        ",".join(modes.get(m, m) for m in status.get("accessModes") or []) if bound else "",
+        spec.get("storageClassName") or "<unset>",
+        spec.get("volumeAttributesClassName") or "<unset>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        spec.get("volumeMode", "Filesystem"),
+    ]
+
+
+def _pdb_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    return [
+        obj["metadata"]["name"],
+        str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
+        str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
+        obj.get("status", {}).get("disruptionsAllowed", 0),
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
+def _created_at_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp")]
+
+
 def _default_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), at=at)]
 
@@ -490,6 +539,55 @@ _PRINTERS: dict[tuple[str, str], TablePrinter] = {
         ),
         _deployment_row,
     ),
+    ("apps", "replicasets"): TablePrinter(
+        (
+            _NAME,
+            Column("Desired", "Number of desired pods"),
+            Column("Current", "Number of actual replicas"),
+            Column("Ready", "Number of ready replicas"),
+            _AGE,
+            _wide("Containers", "Names of each container in the template."),
+            _wide("Images", "Images referenced by each container in the template."),
+            _wide("Selector", "Label selector for pods."),
+        ),
+        _replicaset_row,
+    ),
+    ("", "persistentvolumeclaims"): TablePrinter(
+        (
+            _NAME,
+            Column("Status", "The phase of the claim."),
+            Column("Volume", "The volume bound to the claim."),
+            Column("Capacity", "The storage the claim holds."),
+            Column("Access Modes", "How the volume may be mounted."),
+            Column("StorageClass", "The storage class of the claim."),
+            Column("VolumeAttributesClass", "The volume attributes class of the claim."),
+            _AGE,
+            _wide("VolumeMode", "Filesystem or Block."),
+        ),
+        _pvc_row,
+    ),
+    ("policy", "poddisruptionbudgets"): TablePrinter(
+        (
+            _NAME,
+            Column("Min Available", "The minimum number of pods that must be available."),
+            Column("Max Unavailable", "The maximum number of pods that may be unavailable."),
+            Column("Allowed Disruptions", "Calculated number of pods that may be disrupted."),
+            _AGE,
+        ),
+        _pdb_row,
+    ),
+    **{
+        ("rbac.authorization.k8s.io", plural): TablePrinter(
+            (
+                _NAME,
+                Column(
+                    "Created At", "When the object was created.", type="string", format="date-time"
+                ),
+            ),
+            _created_at_row,
+        )
+        for plural in ("clusterroles", "roles")
+    },
     ("apps", "statefulsets"): TablePrinter(
         (
             _NAME,

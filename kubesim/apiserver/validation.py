@@ -27,6 +27,7 @@ import yaml
 from kubernetes_asyncio.client import models as k8s_models
 
 from kubesim.apiserver.protobuf import decode_protobuf
+from kubesim.apiserver.selectors import selector_from_object
 from kubesim.errors import BadRequestError, Cause, InvalidError, UnsupportedMediaTypeError
 from kubesim.objects import JsonObject
 from kubesim.resources import ResourceType
@@ -292,12 +293,46 @@ def job_status_causes(obj: JsonObject) -> list[Cause]:
     return causes
 
 
+def _workload_causes(obj: JsonObject) -> list[Cause]:
+    """A Deployment's or ReplicaSet's selector must exist and select its own template."""
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not selector:
+        return [Cause("spec.selector", "FieldValueRequired", "Required value")]
+    labels = (spec.get("template") or {}).get("metadata", {}).get("labels") or {}
+    if not selector_from_object(selector).matches(labels):
+        shown = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+        return [
+            Cause(
+                "spec.template.metadata.labels",
+                "FieldValueInvalid",
+                f"Invalid value: map[string]string{{{shown}}}: `selector` does not match "
+                "template `labels`",
+            )
+        ]
+    if spec.get("replicas", 0) < 0:
+        return [Cause("spec.replicas", "FieldValueInvalid", "Invalid value: must be >= 0")]
+    return []
+
+
 def validate_object(obj: JsonObject, resource: ResourceType, *, creating: bool) -> None:
     """422 InvalidError for the semantic rules kubesim enforces."""
     causes = _name_causes(obj, resource) if creating else []
     if resource.plural == "jobs" and resource.group == "batch":
         causes += _job_causes(obj)
         causes += job_status_causes(obj)
+    if resource.group == "apps" and resource.plural in ("deployments", "replicasets"):
+        causes += _workload_causes(obj)
+    if resource.group == "policy" and resource.plural == "poddisruptionbudgets":
+        spec = obj.get("spec") or {}
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            causes.append(
+                Cause(
+                    "spec",
+                    "FieldValueInvalid",
+                    "minAvailable and maxUnavailable cannot be both set",
+                )
+            )
     if (
         resource.plural == "pods"
         and resource.group == ""
