@@ -32,6 +32,11 @@ from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.nodes import NodeController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.services import (
+    KUBERNETES_SERVICE_IP,
+    EndpointsController,
+    ServiceProxies,
+)
 from kubesim.controllers.workloads import DeploymentController, ReplicaSetController
 from kubesim.history import DEFAULT_LIMIT, PodHistory
 from kubesim.kubeconfig import write_kubeconfig, write_merged_kubeconfig
@@ -132,6 +137,8 @@ class Cluster:
         self.jobs = JobController(self)
         self.replica_sets = ReplicaSetController(self)
         self.deployments = DeploymentController(self, self.replica_sets)
+        self.endpoints = EndpointsController(self)
+        self.services = ServiceProxies(self)
         self.scheduler = Scheduler(self)
         self.nodes = NodeController(self)
         self.kubelet = Kubelet(self)
@@ -142,6 +149,8 @@ class Cluster:
             self.jobs,
             self.replica_sets,
             self.deployments,
+            self.endpoints,
+            self.services,
             self.scheduler,
             self.nodes,
             self.kubelet,
@@ -163,6 +172,7 @@ class Cluster:
         namespaces = self.types.core("namespaces")
         for name in SYSTEM_NAMESPACES:
             self.registry.create(namespaces, {"metadata": {"name": name}})
+        self._bootstrap_api_service()
         for plural, obj in BOOTSTRAP_POLICY.objects():
             rbac = self.types.lookup("rbac.authorization.k8s.io", "v1", plural)
             assert rbac is not None
@@ -177,6 +187,42 @@ class Cluster:
                 new["status"] = status
 
             self.registry.mutate(nodes, "", created["metadata"]["name"], post_status)
+
+    def _bootstrap_api_service(self) -> None:
+        """The `kubernetes` Service and its Endpoints: the API, at the HTTPS port."""
+        self.registry.create(
+            self.types.core("services"),
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"component": "apiserver", "provider": "kubernetes"},
+                },
+                "spec": {
+                    "clusterIP": KUBERNETES_SERVICE_IP,
+                    "ports": [
+                        {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}
+                    ],
+                },
+            },
+            namespace="default",
+        )
+        self.registry.create(
+            self.types.core("endpoints"),
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                },
+                "subsets": [
+                    {
+                        "addresses": [{"ip": "127.0.0.1"}],
+                        "ports": [{"name": "https", "port": self.tls_port, "protocol": "TCP"}],
+                    }
+                ],
+            },
+            namespace="default",
+            validate=False,
+        )
 
     async def start(self) -> None:
         app = build_app(self.api, self.faults, add_admin_routes=lambda a: add_admin_routes(a, self))

@@ -204,6 +204,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         model="V1Lease",
     ),
     ResourceType(
+        group="discovery.k8s.io",
+        version="v1",
+        kind="EndpointSlice",
+        plural="endpointslices",
+        singular="endpointslice",
+        namespaced=True,
+        model="V1EndpointSlice",
+    ),
+    ResourceType(
         group="batch",
         version="v1",
         kind="Job",
@@ -344,6 +353,7 @@ class ResourceRegistry:
             "coordination.k8s.io",
             "apps",
             "policy",
+            "discovery.k8s.io",
             "rbac.authorization.k8s.io",
             "apiextensions.k8s.io",
         ):

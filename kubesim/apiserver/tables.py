@@ -405,6 +405,34 @@ def _pdb_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     ]
 
 
+def _endpoints_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    shown = [
+        f"{address.get('ip')}:{port.get('port')}"
+        for subset in obj.get("subsets") or ()
+        for port in subset.get("ports") or ()
+        for address in subset.get("addresses") or ()
+    ]
+    text = ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+    return [
+        obj["metadata"]["name"],
+        text or "<none>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
+def _endpoint_slice_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    ports = ",".join(str(p.get("port")) for p in obj.get("ports") or ()) or "<unset>"
+    shown = [a for e in obj.get("endpoints") or () for a in e.get("addresses") or ()]
+    text = ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+    return [
+        obj["metadata"]["name"],
+        obj.get("addressType", ""),
+        ports,
+        text or "<unset>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
 def _created_at_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp")]
 
@@ -565,6 +593,19 @@ _PRINTERS: dict[tuple[str, str], TablePrinter] = {
             _wide("VolumeMode", "Filesystem or Block."),
         ),
         _pvc_row,
+    ),
+    ("", "endpoints"): TablePrinter(
+        (_NAME, Column("Endpoints", "Endpoints of the service"), _AGE), _endpoints_row
+    ),
+    ("discovery.k8s.io", "endpointslices"): TablePrinter(
+        (
+            _NAME,
+            Column("AddressType", "The IP protocol family of the addresses."),
+            Column("Ports", "The ports of the endpoints."),
+            Column("Endpoints", "The addresses of the endpoints."),
+            _AGE,
+        ),
+        _endpoint_slice_row,
     ),
     ("policy", "poddisruptionbudgets"): TablePrinter(
         (

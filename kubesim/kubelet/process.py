@@ -236,8 +236,14 @@ class ProcessRuntime:
         log = self.kubelet.cluster.logs.open(run.uid, name)
         current = self._pod(run) or pod
         node = self.kubelet.node(current["spec"].get("nodeName", ""))
+        cluster = self.kubelet.cluster
         env = container_env(
-            self.registry, current, container, node=node, api_port=self.kubelet.cluster.port
+            self.registry,
+            current,
+            container,
+            node=node,
+            api_port=cluster.tls_port,
+            services=cluster.services.environment(run.namespace),
         )
         argv = [
             expand(str(a), env)
