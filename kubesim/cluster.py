@@ -2,8 +2,9 @@
 
 `Cluster` owns everything of one member cluster: the store, the object registry, the
 aiohttp site on its own 127.0.0.1 port (plain HTTP, and HTTPS on a second port), the
-in-process controllers (garbage collector, namespaces, CRDs, Job, ReplicaSet and Deployment
-controllers, scheduler, node leases, kubelet) and the pod history.
+in-process controllers (garbage collector, namespaces, CRDs, Job, ReplicaSet, Deployment,
+Endpoints and claim-binding controllers, Service proxies, scheduler, node leases, kubelet),
+the ServiceAccount admission plugin and the pod history.
 `Simulator` runs several clusters in one event loop and writes their kubeconfigs. Used by
 `kubesim.cli` (`kubesim up`) and `kubesim.testing` (in-process start for tests).
 """
@@ -20,6 +21,7 @@ from typing import Protocol
 from aiohttp import web
 
 from kubesim.admin import add_admin_routes
+from kubesim.apiserver.admission import ServiceAccountAdmission
 from kubesim.apiserver.app import build_app
 from kubesim.apiserver.authn import TokenIssuer
 from kubesim.apiserver.context import ApiContext
@@ -27,6 +29,7 @@ from kubesim.apiserver.faults import FaultInjector
 from kubesim.apiserver.rbac import BOOTSTRAP_POLICY, RbacAuthorizer
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.apiserver.store import Store
+from kubesim.controllers.claims import ClaimBinder
 from kubesim.controllers.crds import CrdController
 from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.jobs import JobController
@@ -86,6 +89,9 @@ class ClusterConfig:
     """Process runtime: parent of per-pod working directories (default: a temp dir)."""
     pod_history_limit: int = DEFAULT_LIMIT
     """Pod runs kept after their pods are gone (`kubesim.history`); 0 keeps none."""
+    namespace_deletion_delay: float = 2.0
+    """Seconds a Terminating namespace keeps its contents before they are deleted (a real
+    namespace controller first discovers every resource type)."""
     anonymous_is_admin: bool = True
     """A request with no Authorization header is the admin (kube-apiserver: anonymous)."""
 
@@ -105,6 +111,9 @@ class Cluster:
         self.store = Store(history_limit=self.config.history_limit)
         self.registry = ObjectRegistry(self.store, self.types)
         self.registry.events_enabled = self.config.record_events
+        self.registry.admission[("", "pods")] = [
+            ServiceAccountAdmission(self.store, self.types.core("serviceaccounts"))
+        ]
         self.logs = LogBook()
         self.faults = FaultInjector()
         self.history = PodHistory(self.config.name, limit=self.config.pod_history_limit)
@@ -142,6 +151,7 @@ class Cluster:
         self.scheduler = Scheduler(self)
         self.nodes = NodeController(self)
         self.kubelet = Kubelet(self)
+        self.claims = ClaimBinder(self, self.kubelet.claims_root)
         self.controllers = [
             self.crds,
             self.gc,
@@ -154,6 +164,7 @@ class Cluster:
             self.scheduler,
             self.nodes,
             self.kubelet,
+            self.claims,
         ]
 
     def _service_account(self, namespace: str, name: str) -> JsonObject | None:

@@ -40,6 +40,7 @@ __all__ = [
     "ADMIN",
     "ADMIN_TOKEN",
     "AUTHENTICATED",
+    "DEFAULT_AUDIENCES",
     "SERVICE_ACCOUNT_PREFIX",
     "TOKEN_ISSUER",
     "TokenIssuer",

@@ -1,7 +1,8 @@
 """Decoding the few protobuf request bodies kubectl's typed clients send, into JSON objects.
 
 kubectl's generated clients (`auth can-i`, `auth whoami`, `create token`, `create
-serviceaccount`, `create role|clusterrole|rolebinding|clusterrolebinding`) post
+namespace|configmap|secret|serviceaccount`, `create role|clusterrole|rolebinding|
+clusterrolebinding`) post
 `application/vnd.kubernetes.protobuf` bodies and accept JSON answers. kubesim has no protobuf
 library: this module reads the wire format by hand (varints and length-delimited fields, the
 only ones these messages use), unwraps the `k8s\\0` + runtime.Unknown envelope, and maps
@@ -12,6 +13,7 @@ kubesim must (see kubesim/README.md). Called by `kubesim.apiserver.validation.de
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any, Union
 
@@ -22,7 +24,8 @@ __all__ = ["decode_protobuf"]
 _MAGIC = b"k8s\x00"
 
 # A schema maps field number -> (JSON name, kind); kind is "string", "int", "bool",
-# "map" (map<string,string>), a nested schema, or ("repeated", kind).
+# "map" (map<string,string>), "bytesmap" (map<string,bytes>, base64 in JSON), a nested
+# schema, or ("repeated", kind).
 Kind = Union[str, "Schema", tuple[str, Any]]
 Schema = Mapping[int, tuple[str, Kind]]
 
@@ -101,6 +104,20 @@ _KINDS: dict[tuple[str, str], Schema] = {
             },
         ),
     },
+    ("v1", "Namespace"): {1: ("metadata", _OBJECT_META)},
+    ("v1", "ConfigMap"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("data", "map"),
+        3: ("binaryData", "bytesmap"),
+        4: ("immutable", "bool"),
+    },
+    ("v1", "Secret"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("data", "bytesmap"),
+        3: ("type", "string"),
+        4: ("stringData", "map"),
+        5: ("immutable", "bool"),
+    },
     ("v1", "ServiceAccount"): {
         1: ("metadata", _OBJECT_META),
         2: ("secrets", ("repeated", _NAME_REF)),
@@ -169,12 +186,13 @@ def _message(schema: Schema, data: bytes) -> dict[str, Any]:
         if known is None:
             continue  # a field kubesim does not read
         name, kind = known
-        if kind == "map":
+        if kind in ("map", "bytesmap"):
             if isinstance(raw, bytes):
                 entry = dict(_fields(raw))
                 key, value = entry.get(1, b""), entry.get(2, b"")
                 if isinstance(key, bytes) and isinstance(value, bytes):
-                    out.setdefault(name, {})[key.decode()] = value.decode()
+                    text = value.decode() if kind == "map" else base64.b64encode(value).decode()
+                    out.setdefault(name, {})[key.decode()] = text
         elif isinstance(kind, tuple):
             out.setdefault(name, []).append(_value(kind[1], raw))
         else:

@@ -11,12 +11,14 @@ store events), then:
 `NamespaceController` gives each new namespace its `default` ServiceAccount and its
 `kube-root-ca.crt` ConfigMap (the CA of the cluster's HTTPS port, as the root-CA publisher
 does; pods' service-account volumes read it) and, when a
-namespace is Terminating, deletes everything in it and then releases the `kubernetes`
-finalizer so the namespace disappears. Both are started by `kubesim.cluster`.
+namespace is Terminating, waits `ClusterConfig.namespace_deletion_delay` (as the real one
+spends discovering resource types), deletes everything in it and then releases the
+`kubernetes` finalizer so the namespace disappears. Both are started by `kubesim.cluster`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -189,6 +191,8 @@ class NamespaceController(QueueController[str]):
         self.service_accounts = cluster.types.core("serviceaccounts")
         self.config_maps = cluster.types.core("configmaps")
         self.cluster = cluster
+        self.deletion_delay = cluster.config.namespace_deletion_delay
+        self._emptying_from: dict[str, float] = {}
         self._terminating: set[str] = set()
         self.store.subscribe(None, self._on_event)
 
@@ -197,6 +201,7 @@ class NamespaceController(QueueController[str]):
         if event.resource is self.namespaces:
             if event.type is EventType.DELETED:
                 self._terminating.discard(meta["name"])
+                self._emptying_from.pop(meta["name"], None)
             elif event.type is EventType.ADDED or meta.get("deletionTimestamp"):
                 self.enqueue(meta["name"])
         elif event.type is EventType.DELETED and meta.get("namespace") in self._terminating:
@@ -233,7 +238,17 @@ class NamespaceController(QueueController[str]):
                     namespace=key,
                 )
             return
-        self._terminating.add(key)
+        if key not in self._terminating:
+            # kube-controller-manager's namespace controller first discovers every resource
+            # type, which takes it a moment; `kubectl delete -k` of a namespace and its contents
+            # relies on the contents still being there when it deletes them next.
+            self._terminating.add(key)
+            loop = asyncio.get_running_loop()
+            self._emptying_from[key] = loop.time() + self.deletion_delay
+            self.enqueue_after(key, self.deletion_delay)
+            return
+        if asyncio.get_running_loop().time() < self._emptying_from.get(key, 0.0):
+            return  # a dependent went away meanwhile; the timer comes back for the rest
         remaining = 0
         for bucket in self.store.buckets():
             resource = bucket.resource

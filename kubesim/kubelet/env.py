@@ -24,7 +24,7 @@ from api.quantity import QuantityError, parse_quantity
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.objects import JsonObject
 
-__all__ = ["container_env", "expand"]
+__all__ = ["container_env", "expand", "field_value"]
 
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -41,7 +41,8 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
-def _field_value(pod: JsonObject, path: str) -> str:
+def field_value(pod: JsonObject, path: str) -> str:
+    """The downward API's value for a fieldRef path ("" when the pod has none)."""
     meta = pod["metadata"]
     subscript = _SUBSCRIPT.match(path)
     if subscript:
@@ -146,7 +147,7 @@ def container_env(
         if source is None:
             env[name] = expand(str(variable.get("value", "")), env)
         elif "fieldRef" in source:
-            env[name] = _field_value(pod, source["fieldRef"].get("fieldPath", ""))
+            env[name] = field_value(pod, source["fieldRef"].get("fieldPath", ""))
         elif "resourceFieldRef" in source:
             env[name] = _resource_value(container, source["resourceFieldRef"], node)
         elif "configMapKeyRef" in source:

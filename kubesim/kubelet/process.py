@@ -28,8 +28,14 @@ from kubesim.apiserver.registry import DeleteOptions
 from kubesim.errors import KubeSimError
 from kubesim.kubelet.env import container_env, expand
 from kubesim.kubelet.status import ContainerState, render_status
+from kubesim.kubelet.volumes import (
+    MountError,
+    VolumeBuilder,
+    contained_command,
+    mount_namespaces_available,
+)
 from kubesim.logs import ContainerLog
-from kubesim.objects import JsonObject, rfc3339
+from kubesim.objects import JsonObject, now, rfc3339
 
 if TYPE_CHECKING:
     from kubesim.kubelet.agent import Kubelet
@@ -60,6 +66,28 @@ class ProcessRuntime:
         self._pods: dict[str, _ProcessPod] = {}
         self._reapers: set[asyncio.Task[None]] = set()
         self._root: Path | None = None
+        self.volumes = VolumeBuilder(
+            self.registry,
+            kubelet.cluster.api.tokens,
+            pvc_root=self.claims_root,
+            now=lambda: int(now().timestamp()),
+        )
+
+    def claims_root(self) -> Path:
+        """Where PersistentVolumeClaims live: <work_dir>/pvs, kept after kubesim stops when
+        the cluster has a work_dir, else in the runtime's temporary directory."""
+        base = self.kubelet.cluster.config.work_dir
+        if base is None:
+            base = self._ensure_root()
+        return base / "pvs"
+
+    def _ensure_root(self) -> Path:
+        if self._root is None:
+            base = self.kubelet.cluster.config.work_dir
+            if base is not None:
+                base.mkdir(parents=True, exist_ok=True)
+            self._root = Path(tempfile.mkdtemp(prefix="kubesim-pods-", dir=base))
+        return self._root
 
     # -- kubelet interface --------------------------------------------------------------------
 
@@ -145,15 +173,40 @@ class ProcessRuntime:
         wanted = container.get("workingDir")
         if wanted and Path(wanted).is_dir():
             return Path(wanted)
+        return self._pod_dir(run)
+
+    def _pod_dir(self, run: _ProcessPod) -> Path:
         if run.work_dir is None:
-            if self._root is None:
-                base = self.kubelet.cluster.config.work_dir
-                if base is not None:
-                    base.mkdir(parents=True, exist_ok=True)
-                self._root = Path(tempfile.mkdtemp(prefix="kubesim-pods-", dir=base))
-            run.work_dir = self._root / f"{run.namespace}_{run.name}_{run.uid[:8]}"
+            run.work_dir = self._ensure_root() / f"{run.namespace}_{run.name}_{run.uid[:8]}"
             run.work_dir.mkdir(parents=True, exist_ok=True)
         return run.work_dir
+
+    async def _container_view(
+        self, run: _ProcessPod, pod: JsonObject, container: JsonObject, state: ContainerState
+    ) -> tuple[list[str], JsonObject] | None:
+        """The argv that shows the container its volumes (and Services' names), once every
+        volume can be set up; None if the pod is deleted while a volume is still missing."""
+        while True:
+            current = self._pod(run) or pod
+            if not mount_namespaces_available():
+                return [], current
+            try:
+                mounts = self.volumes.mounts(current, container, self._pod_dir(run))
+            except MountError as error:
+                state.state, state.reason = "waiting", "ContainerCreating"
+                self._event(run, "FailedMount", str(error), type_="Warning")
+                self._publish(run)
+                try:
+                    async with asyncio.timeout(1.0):
+                        await run.terminating.wait()
+                    return None
+                except TimeoutError:
+                    continue
+            hosts = self._pod_dir(run) / "etc-hosts"
+            hostname = current.get("spec", {}).get("hostname") or run.name
+            hosts.write_text(self.kubelet.cluster.services.hosts_file(run.namespace, hostname))
+            wrapper = contained_command([], mounts, hosts, container.get("workingDir"))
+            return wrapper, current
 
     def _cleanup_dir(self, run: _ProcessPod) -> None:
         if run.work_dir is not None:
@@ -234,7 +287,10 @@ class ProcessRuntime:
     ) -> int:
         name = container["name"]
         log = self.kubelet.cluster.logs.open(run.uid, name)
-        current = self._pod(run) or pod
+        view = await self._container_view(run, pod, container, state)
+        if view is None:
+            return self._start_failed(state, log, "the pod was deleted before its volumes")
+        wrapper, current = view
         node = self.kubelet.node(current["spec"].get("nodeName", ""))
         cluster = self.kubelet.cluster
         env = container_env(
@@ -255,8 +311,14 @@ class ProcessRuntime:
             return self._start_failed(
                 state, log, "no command or args: the process runtime ignores images"
             )
+        if wrapper and not _executable(argv[0], env.get("PATH", "")):
+            # The wrapper's sh would report it as exit 127; a runtime reports StartError.
+            return self._start_failed(
+                state, log, f'exec: "{argv[0]}": executable file not found in $PATH'
+            )
         try:
             process = await asyncio.create_subprocess_exec(
+                *wrapper,
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -305,11 +367,11 @@ class ProcessRuntime:
             finish()
         return 128
 
-    def _event(self, run: _ProcessPod, reason: str, message: str) -> None:
+    def _event(self, run: _ProcessPod, reason: str, message: str, *, type_: str = "Normal") -> None:
         pod = self._pod(run)
         if pod is not None:
             self.registry.record_event(
-                pod, type_="Normal", reason=reason, message=message, component="kubelet"
+                pod, type_=type_, reason=reason, message=message, component="kubelet"
             )
 
     async def _kill_on_termination(
@@ -330,6 +392,12 @@ class ProcessRuntime:
     def _kill_now(self, run: _ProcessPod) -> None:
         for process in run.processes.values():
             _kill_group(process.pid)
+
+
+def _executable(command: str, path: str) -> bool:
+    if "/" in command:
+        return os.access(command, os.X_OK)
+    return shutil.which(command, path=path) is not None
 
 
 async def _main_process_exit(process: asyncio.subprocess.Process) -> None:

@@ -102,12 +102,12 @@ async def test_endpoints_and_slices_follow_the_ready_pods_a_service_selects(
     await eventually(none_left)
 
 
-async def test_a_pod_reaches_a_service_by_its_variables(
+async def test_a_pod_reaches_a_service_by_its_variables_and_its_dns_names(
     process_kubectl: Kubectl, process_cluster: Cluster
 ) -> None:
     await process_kubectl("apply", "-f", "-", stdin=SERVER.format(port=18931))
     await process_kubectl("rollout", "status", "deploy/web", "--timeout=30s")
-    names: list[str] = []  # DNS names come with the per-container /etc/hosts
+    names = ["http://web/", "http://web.default.svc.cluster.local/"]
     client = CLIENT.format(name="client", names=repr(names))
     await process_kubectl("apply", "-f", "-", stdin=client)
 
@@ -124,6 +124,8 @@ async def test_a_pod_reaches_a_service_by_its_variables(
     address = process_cluster.services.address("default", "web")
     assert f"host {address} port 80" in logs
     assert f"http://{address}:80/ 200" in logs
+    assert "http://web/ 200" in logs
+    assert "http://web.default.svc.cluster.local/ 200" in logs
 
 
 async def test_a_pod_started_before_a_service_has_no_variables_for_it(
