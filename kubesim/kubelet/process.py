@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from kubesim.apiserver.registry import DeleteOptions
 from kubesim.errors import KubeSimError
 from kubesim.kubelet.env import container_env, expand
+from kubesim.kubelet.probes import ProbeSchedule, probe_once
 from kubesim.kubelet.status import ContainerState, render_status
 from kubesim.kubelet.volumes import (
     MountError,
@@ -57,6 +58,11 @@ class _ProcessPod:
     grace_seconds: float = 30.0
     start_time: str | None = None
     work_dir: Path | None = None
+    termination_grace: float = 30.0
+
+    def grace_seconds_for(self, _: JsonObject) -> float:
+        """How long a container killed by the kubelet (a failed liveness probe) may take."""
+        return self.termination_grace
 
 
 class ProcessRuntime:
@@ -218,6 +224,7 @@ class ProcessRuntime:
         if pod is None:
             return
         spec = pod.get("spec", {})
+        run.termination_grace = float(spec.get("terminationGracePeriodSeconds", 30))
         run.start_time = rfc3339()
         init_specs = spec.get("initContainers") or []
         main_specs = spec.get("containers") or []
@@ -331,6 +338,7 @@ class ProcessRuntime:
             return self._start_failed(state, log, f"failed to start {argv[0]!r}: {error}")
         run.processes[name] = process
         state.state, state.reason = "running", ""
+        state.probe_ready = "readinessProbe" not in container
         self._publish(run)
         image = container.get("image", "")
         self._event(run, "Pulled", f'Container image "{image}" already present on machine')
@@ -339,6 +347,11 @@ class ProcessRuntime:
         loop = asyncio.get_running_loop()
         killer = loop.create_task(self._kill_on_termination(run, process))
         reader = loop.create_task(_copy_lines(process, log))
+        probers = [
+            loop.create_task(self._probe(run, container, state, process, env, kind))
+            for kind in ("readinessProbe", "livenessProbe")
+            if kind in container
+        ]
         try:
             # The container ends with its main process: then whatever it left behind is killed
             # (a container runtime tears down the whole PID namespace), which also closes the
@@ -348,6 +361,8 @@ class ProcessRuntime:
             code = await process.wait()
         finally:
             killer.cancel()
+            for prober in probers:
+                prober.cancel()
             _kill_group(process.pid)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(reader, 5)
@@ -389,6 +404,41 @@ class ProcessRuntime:
         except TimeoutError:
             _kill_group(process.pid)
 
+    async def _probe(
+        self,
+        run: _ProcessPod,
+        container: JsonObject,
+        state: ContainerState,
+        process: asyncio.subprocess.Process,
+        env: dict[str, str],
+        kind: str,
+    ) -> None:
+        """Run one readiness or liveness probe for as long as the container runs."""
+        probe = container[kind]
+        readiness = kind == "readinessProbe"
+        schedule = ProbeSchedule.of(probe, passing_at_start=not readiness)
+        label = "Readiness" if readiness else "Liveness"
+        await asyncio.sleep(schedule.initial_delay)
+        while process.returncode is None and not run.terminating.is_set():
+            result = await probe_once(probe, container, pid=process.pid, env=env)
+            if not result.ok:
+                self._event(
+                    run, "Unhealthy", f"{label} probe failed: {result.message}", type_="Warning"
+                )
+            changed = schedule.record(result.ok)
+            if readiness and changed:
+                state.probe_ready = schedule.passing
+                self._publish(run)
+            elif not readiness and not schedule.passing:
+                self._event(
+                    run,
+                    "Killing",
+                    f"Container {container['name']} failed liveness probe, will be restarted",
+                )
+                await _stop(process, run.grace_seconds_for(container))
+                return
+            await asyncio.sleep(schedule.period)
+
     def _kill_now(self, run: _ProcessPod) -> None:
         for process in run.processes.values():
             _kill_group(process.pid)
@@ -398,6 +448,16 @@ def _executable(command: str, path: str) -> bool:
     if "/" in command:
         return os.access(command, os.X_OK)
     return shutil.which(command, path=path) is not None
+
+
+async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
+    """SIGTERM, then SIGKILL to the whole group after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), grace)
+    except TimeoutError:
+        _kill_group(process.pid)
 
 
 async def _main_process_exit(process: asyncio.subprocess.Process) -> None:
