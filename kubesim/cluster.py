@@ -125,7 +125,7 @@ class Cluster:
             store=self.store,
             registry=self.registry,
             logs=self.logs,
-            tokens=TokenIssuer(self._service_account),
+            tokens=TokenIssuer(self._service_account, pod_lookup=self._pod),
             authorizer=RbacAuthorizer(self.store, self.types),
             anonymous_is_admin=self.config.anonymous_is_admin,
             bookmark_interval=self.config.bookmark_interval,
@@ -169,6 +169,9 @@ class Cluster:
 
     def _service_account(self, namespace: str, name: str) -> JsonObject | None:
         return self.store.get(self.types.core("serviceaccounts"), namespace, name)
+
+    def _pod(self, namespace: str, name: str) -> JsonObject | None:
+        return self.store.get(self.types.core("pods"), namespace, name)
 
     @property
     def url(self) -> str:

@@ -12,8 +12,9 @@ of credentials:
   The payload carries kube-apiserver's claims (iss, sub `system:serviceaccount:NS:NAME`, aud,
   exp, iat, nbf and the `kubernetes.io` block naming the namespace, service account, its uid
   and the pod the token is bound to). A token is valid while it is unexpired, its signature
-  holds and the service account it names still exists with the same uid — as kube-apiserver
-  checks bound tokens. Anything else is 401 Unauthorized.
+  holds, the service account it names still exists with the same uid, and so does the pod it
+  is bound to, if any — as kube-apiserver checks bound tokens. Anything else is 401
+  Unauthorized.
 
 Impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`) is honoured after
 the requester is allowed to impersonate (RBAC verb `impersonate` on users, groups or
@@ -109,15 +110,22 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-# Looks a service account up by (namespace, name); returns it or None.
+# Looks an object (a service account, a pod) up by (namespace, name); returns it or None.
 ServiceAccountLookup = Callable[[str, str], JsonObject | None]
 
 
 class TokenIssuer:
     """Mints and verifies one cluster's service-account tokens."""
 
-    def __init__(self, lookup: ServiceAccountLookup, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        lookup: ServiceAccountLookup,
+        key: bytes | None = None,
+        *,
+        pod_lookup: ServiceAccountLookup | None = None,
+    ) -> None:
         self._lookup = lookup
+        self._pod_lookup = pod_lookup
         self._key = key or secrets.token_bytes(32)
         self._header = _b64(json.dumps({"alg": "HS256", "kid": "kubesim"}).encode())
 
@@ -174,6 +182,7 @@ class TokenIssuer:
             name = str(account["serviceaccount"]["name"])
             uid = str(account["serviceaccount"]["uid"])
             expires = int(claims["exp"])
+            bound_pod = account.get("pod")
         except (ValueError, KeyError, TypeError, binascii.Error) as error:
             raise UnauthorizedError("Unauthorized") from error
         if expires <= now:
@@ -181,4 +190,8 @@ class TokenIssuer:
         stored = self._lookup(namespace, name)
         if stored is None or stored["metadata"].get("uid") != uid:
             raise UnauthorizedError("Unauthorized")
+        if isinstance(bound_pod, dict) and self._pod_lookup is not None:
+            pod = self._pod_lookup(namespace, str(bound_pod.get("name", "")))
+            if pod is None or pod["metadata"].get("uid") != bound_pod.get("uid"):
+                raise UnauthorizedError("Unauthorized")
         return service_account_user(namespace, name, uid)

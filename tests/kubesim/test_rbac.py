@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubesim.apiserver.authn import UserInfo, service_account_user
 from kubesim.apiserver.rbac import RequestAttributes, request_attributes
 from kubesim.cluster import Cluster
+from kubesim.errors import UnauthorizedError
 from kubesim.kubeconfig import write_token_kubeconfig
 from tests.kubesim.conftest import Kubectl, manifest
 
@@ -343,3 +344,25 @@ async def test_a_subject_access_review_answers_for_another_user(
         'RBAC: allowed by RoleBinding "bot-reads/team" of Role "pod-reader" to '
         'ServiceAccount "bot/team"'
     )
+
+
+async def test_a_token_bound_to_a_pod_dies_with_the_pod(
+    core: client.CoreV1Api, cluster: Cluster, bot: str
+) -> None:
+    await core.create_namespaced_pod(
+        "team",
+        manifest(
+            {
+                "metadata": {"name": "holder"},
+                "spec": {"serviceAccountName": "bot", "containers": [{"name": "m", "image": "x"}]},
+            }
+        ),
+    )
+    answer = await core.create_namespaced_service_account_token(
+        "bot", "team", manifest({"spec": {"boundObjectRef": {"kind": "Pod", "name": "holder"}}})
+    )
+    token = answer.status.token
+    assert cluster.api.authenticate_token(token).name == "system:serviceaccount:team:bot"
+    await core.delete_namespaced_pod("holder", "team", grace_period_seconds=0)
+    with pytest.raises(UnauthorizedError):
+        cluster.api.authenticate_token(token)
