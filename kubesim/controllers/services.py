@@ -3,8 +3,9 @@
 A Service's ClusterIP (allocated from 10.96.0.0/12 at create, `kubesim.apiserver.defaults`)
 is what kubectl shows, but nothing on this machine routes it, and kubesim may not touch the
 host's network. So each Service with a ClusterIP also gets a *loopback address* of its own,
-127.77.x.y (all of 127/8 is loopback on Linux), on which a small asyncio TCP proxy listens on
-every TCP service port and forwards each connection to a ready endpoint. Pods are local
+127.N.x.y (all of 127/8 is loopback on Linux; N is picked by process id), given as soon as
+the Service is stored, on which a small asyncio TCP proxy listens on every TCP service port
+and forwards each connection to a ready endpoint. Pods are local
 processes sharing the host's network, so an endpoint is 127.0.0.1:<targetPort> (a named
 targetPort is looked up in the pod's container ports). Pods reach a Service through:
 
@@ -31,13 +32,14 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim.apiserver.selectors import selector_from_object
-from kubesim.apiserver.store import StoreEvent
+from kubesim.apiserver.store import EventType, StoreEvent
 from kubesim.controllers.base import QueueController
 from kubesim.errors import KubeSimError
 from kubesim.objects import JsonObject
@@ -53,7 +55,10 @@ __all__ = [
 ]
 
 KUBERNETES_SERVICE_IP = "10.96.0.1"
-_LOOPBACK = itertools.count(1)  # one process-wide sequence: clusters share the host's 127/8
+# One process-wide sequence (clusters of a process share the host's 127/8), in a /16 chosen
+# by the process id so that several kubesim processes on one host rarely meet.
+_LOOPBACK = itertools.count(1)
+_LOOPBACK_NET = 64 + os.getpid() % 128
 _log = logging.getLogger(__name__)
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 Key = tuple[str, str]
@@ -61,7 +66,15 @@ Key = tuple[str, str]
 
 def _next_loopback() -> str:
     number = next(_LOOPBACK)
-    return f"127.77.{number // 250 % 250}.{number % 250 + 1}"
+    return f"127.{_LOOPBACK_NET}.{number // 250 % 250}.{number % 250 + 1}"
+
+
+def _proxied(service: JsonObject) -> bool:
+    """A Service with a ClusterIP gets a proxy; headless ones and the API's do not."""
+    meta = service["metadata"]
+    cluster_ip = service.get("spec", {}).get("clusterIP")
+    api = (meta.get("namespace"), meta.get("name")) == ("default", "kubernetes")
+    return bool(cluster_ip) and cluster_ip != "None" and not api
 
 
 def _is_ready(pod: JsonObject) -> bool:
@@ -145,11 +158,20 @@ class ServiceProxies:
         self.pods = cluster.types.core("pods")
         self._proxies: dict[Key, _Proxy] = {}
         self._changed: asyncio.Queue[Key] = asyncio.Queue()
+        self._retired: list[_Proxy] = []
         self.store.subscribe(self.services, self._on_service)
 
     def _on_service(self, event: StoreEvent) -> None:
+        """Give the Service its address at once (a pod applied together with it must see it
+        in its variables and hosts file); the proxy starts listening just after."""
         meta = event.obj["metadata"]
-        self._changed.put_nowait((meta["namespace"], meta["name"]))
+        key = (meta["namespace"], meta["name"])
+        if _proxied(event.obj) and event.type is not EventType.DELETED:
+            if key not in self._proxies:
+                self._proxies[key] = _Proxy(_next_loopback())
+        elif key in self._proxies:
+            self._retired.append(self._proxies.pop(key))
+        self._changed.put_nowait(key)
 
     def address(self, namespace: str, name: str) -> str | None:
         proxy = self._proxies.get((namespace, name))
@@ -201,25 +223,12 @@ class ServiceProxies:
         proxy.servers.clear()
 
     async def _sync(self, key: Key) -> None:
+        while self._retired:
+            self._close(self._retired.pop())
         service = self.store.get(self.services, *key)
         proxy = self._proxies.get(key)
-        cluster_ip = (service or {}).get("spec", {}).get("clusterIP")
-        if (
-            service is None
-            or not cluster_ip
-            or cluster_ip == "None"
-            or key
-            == (
-                "default",
-                "kubernetes",
-            )
-        ):
-            if proxy is not None:
-                self._close(proxy)
-                del self._proxies[key]
+        if service is None or proxy is None:
             return
-        if proxy is None:
-            proxy = self._proxies[key] = _Proxy(_next_loopback())
         wanted = {
             int(port["port"]): port
             for port in service.get("spec", {}).get("ports") or ()

@@ -143,3 +143,23 @@ async def test_a_pod_started_before_a_service_has_no_variables_for_it(
     logs = (await process_kubectl("logs", "early")).stdout
     assert "host None port None" in logs
     assert "WEB_SERVICE_HOST" in process_cluster.services.environment("default")
+
+
+async def test_a_service_has_its_address_as_soon_as_it_is_stored(cluster: Cluster) -> None:
+    services = cluster.types.core("services")
+    cluster.registry.create(
+        services,
+        {"metadata": {"name": "api"}, "spec": {"selector": {"app": "x"}, "ports": [{"port": 81}]}},
+        namespace="default",
+    )
+    env = cluster.services.environment("default")  # no await: a pod applied with it sees it
+    address = cluster.services.address("default", "api")
+    assert address is not None and address.startswith("127.")
+    assert (env["API_SERVICE_HOST"], env["API_SERVICE_PORT"]) == (address, "81")
+    assert env["API_PORT_81_TCP"] == f"tcp://{address}:81"
+    assert "KUBERNETES_SERVICE_HOST" not in env  # the kubelet sets the API's itself
+    assert f"{address}\tapi.default.svc.cluster.local api.default.svc api.default api\n" in (
+        cluster.services.hosts_file("default", "me")
+    )
+    cluster.registry.delete(services, "default", "api")
+    assert cluster.services.address("default", "api") is None
