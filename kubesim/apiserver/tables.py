@@ -433,6 +433,27 @@ def _endpoint_slice_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     ]
 
 
+def _binding_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    ref = obj.get("roleRef") or {}
+    subjects = obj.get("subjects") or []
+
+    def named(kind: str) -> str:
+        return ", ".join(
+            (f"{s.get('namespace', '')}/{s.get('name')}" if kind == "ServiceAccount" else s["name"])
+            for s in subjects
+            if s.get("kind") == kind
+        )
+
+    return [
+        obj["metadata"]["name"],
+        f"{ref.get('kind')}/{ref.get('name')}",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        named("User"),
+        named("Group"),
+        named("ServiceAccount"),
+    ]
+
+
 def _created_at_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp")]
 
@@ -628,6 +649,20 @@ _PRINTERS: dict[tuple[str, str], TablePrinter] = {
             _created_at_row,
         )
         for plural in ("clusterroles", "roles")
+    },
+    **{
+        ("rbac.authorization.k8s.io", plural): TablePrinter(
+            (
+                _NAME,
+                Column("Role", "The role this binding grants."),
+                _AGE,
+                _wide("Users", "Users in the binding."),
+                _wide("Groups", "Groups in the binding."),
+                _wide("ServiceAccounts", "ServiceAccounts in the binding."),
+            ),
+            _binding_row,
+        )
+        for plural in ("clusterrolebindings", "rolebindings")
     },
     ("apps", "statefulsets"): TablePrinter(
         (

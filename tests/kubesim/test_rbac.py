@@ -366,3 +366,18 @@ async def test_a_token_bound_to_a_pod_dies_with_the_pod(
     await core.delete_namespaced_pod("holder", "team", grace_period_seconds=0)
     with pytest.raises(UnauthorizedError):
         cluster.api.authenticate_token(token)
+
+
+async def test_kubectl_shows_bindings_with_their_role_and_subjects(
+    kubectl: Kubectl, bot: str
+) -> None:
+    shown = (await kubectl("get", "rolebindings", "-n", "team", "-o", "wide")).stdout
+    header, *rows = shown.splitlines()
+    assert header.split() == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert cells["bot-reads"][1] == "Role/pod-reader"
+    # A RoleBinding's ServiceAccount subject may leave its namespace out; kubectl prints it so.
+    assert cells["bot-reads"][-1] == "/bot"
+    roles = (await kubectl("get", "clusterroles")).stdout.splitlines()
+    assert roles[0].split() == ["NAME", "CREATED", "AT"]
+    assert any(line.startswith("cluster-admin ") for line in roles)
