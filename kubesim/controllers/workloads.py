@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +138,8 @@ class ReplicaSetController(QueueController[Key]):
         self.replica_sets = cluster.types.core("replicasets")
         self.pods = cluster.types.core("pods")
         self._pods_by_owner: dict[str, set[Key]] = {}
-        self.on_pods_changed: list[Any] = []  # callbacks(replica set): the Deployment listens
+        # Told about a ReplicaSet whenever it was reconciled: the Deployment controller listens.
+        self.on_pods_changed: list[Callable[[JsonObject], None]] = []
         self.store.subscribe(self.replica_sets, self._on_replica_set)
         self.store.subscribe(self.pods, self._on_pod)
 
@@ -243,16 +244,16 @@ class ReplicaSetController(QueueController[Key]):
         self.registry.mutate(self.replica_sets, meta["namespace"], meta["name"], write, touches=())
 
 
-def _deletion_rank(pod: JsonObject) -> tuple[int, int, int, str]:
-    """Sort key: the pods a scale-down removes first (upstream's ActivePods ordering)."""
-    status = pod.get("status", {})
-    phase = status.get("phase")
+def _deletion_rank(pod: JsonObject) -> tuple[int, int, int, float]:
+    """Sort key: the pods a scale-down removes first (upstream's ActivePods ordering):
+    unscheduled, then pending, then not ready, then the newest."""
+    phase = pod.get("status", {}).get("phase")
+    created = pod["metadata"].get("creationTimestamp")
     return (
         0 if not pod.get("spec", {}).get("nodeName") else 1,
         {"Pending": 0, "Unknown": 1, "Running": 2}.get(str(phase), 0),
         0 if _ready_since(pod) is None else 1,
-        # Newer first: negate the creation time by sorting its text in reverse.
-        "".join(chr(0x10FFFF - ord(c)) for c in pod["metadata"].get("creationTimestamp", "")),
+        -parse_time(created).timestamp() if created else 0.0,
     )
 
 
