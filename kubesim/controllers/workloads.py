@@ -69,9 +69,30 @@ def _fnv32a(data: bytes) -> int:
     return value
 
 
+def _normalized(value: Any) -> Any:
+    """JSON as a Go decoder into typed structs sees it: nulls and empty objects or lists are
+    the same as absent (kubectl rollout undo sends `creationTimestamp: null` back)."""
+    if isinstance(value, dict):
+        kept = {k: _normalized(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_normalized(v) for v in value]
+    return value
+
+
+def _template_without_hash(template: JsonObject) -> Any:
+    normal = _normalized(template)
+    labels = normal.get("metadata", {}).get("labels")
+    if labels and HASH_LABEL in labels:
+        labels = {k: v for k, v in labels.items() if k != HASH_LABEL}
+        meta = {**normal["metadata"], "labels": labels}
+        normal = {**normal, "metadata": {k: v for k, v in meta.items() if v}}
+    return normal
+
+
 def pod_template_hash(template: JsonObject, collision_count: int = 0) -> str:
     """A stable short name for a pod template, shaped like upstream's (fnv32a, safe-encoded)."""
-    text = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(_normalized(template), sort_keys=True, separators=(",", ":"))
     if collision_count:
         text += str(collision_count)
     digits = str(_fnv32a(text.encode()))
@@ -423,11 +444,13 @@ class DeploymentController(QueueController[Key]):
         collisions = int(deployment.get("status", {}).get("collisionCount", 0) or 0)
         template_hash = pod_template_hash(template, collisions)
         owned = self._owned_replica_sets(deployment)
+        # Like upstream's EqualIgnoreHash: the ReplicaSet whose template is the Deployment's.
+        wanted = _template_without_hash(template)
         new = next(
             (
                 rs
-                for rs in owned
-                if (rs["metadata"].get("labels") or {}).get(HASH_LABEL) == template_hash
+                for rs in reversed(owned)
+                if _template_without_hash(rs.get("spec", {}).get("template") or {}) == wanted
             ),
             None,
         )

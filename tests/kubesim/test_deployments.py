@@ -297,3 +297,24 @@ async def test_kubectl_logs_deploy_reads_a_pod_of_a_process_runtime_deployment(
         return result.stdout if result.stdout.startswith("serving from echo-") else ""
 
     assert (await eventually(logged)).strip().startswith("serving from echo-")
+
+
+async def test_rollout_undo_brings_back_the_old_replica_set_as_the_newest_revision(
+    kubectl: Kubectl,
+) -> None:
+    await kubectl("apply", "-f", "-", stdin=_deployment(2))
+    await _rolled_out(kubectl)
+    await kubectl("set", "image", "deploy/web", "main=nginx:1.28")
+    await _rolled_out(kubectl)
+    await kubectl("rollout", "undo", "deploy/web")
+    await _rolled_out(kubectl)
+    replica_sets = (await kubectl("get", "rs", "-o", "json")).json()["items"]
+    shown = sorted(
+        (
+            rs["spec"]["template"]["spec"]["containers"][0]["image"],
+            rs["metadata"]["annotations"][REVISION_ANNOTATION],
+            rs["spec"]["replicas"],
+        )
+        for rs in replica_sets
+    )
+    assert shown == [("nginx:1.27", "3", 2), ("nginx:1.28", "2", 0)]
