@@ -210,7 +210,10 @@ class ServiceProxies:
         try:
             while True:
                 key = await self._changed.get()
-                await self._sync(key)
+                try:
+                    await self._sync(key)
+                except Exception:  # one bad Service must not stop every other's proxy
+                    _log.exception("service proxy failed to sync %s/%s", *key)
         finally:
             for proxy in self._proxies.values():
                 self._close(proxy)
