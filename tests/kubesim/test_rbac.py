@@ -381,3 +381,29 @@ async def test_kubectl_shows_bindings_with_their_role_and_subjects(
     roles = (await kubectl("get", "clusterroles")).stdout.splitlines()
     assert roles[0].split() == ["NAME", "CREATED", "AT"]
     assert any(line.startswith("cluster-admin ") for line in roles)
+
+
+async def test_kubectl_create_generators_post_protobuf_that_kubesim_reads(
+    kubectl: Kubectl, cluster: Cluster
+) -> None:
+    await kubectl("create", "namespace", "gen")
+    await kubectl("create", "configmap", "cm", "-n", "gen", "--from-literal=level=3")
+    await kubectl("create", "secret", "generic", "s", "-n", "gen", "--from-literal=pw=hunter2")
+    await kubectl("create", "serviceaccount", "robot", "-n", "gen")
+    await kubectl("create", "clusterrole", "reader", "--verb=get,list", "--resource=pods,nodes")
+    await kubectl(
+        "create", "clusterrolebinding", "robot-reads", "--clusterrole=reader",
+        "--serviceaccount=gen:robot", "--group=ops",
+    )  # fmt: skip
+    assert (cluster.get("configmaps", "gen", "cm") or {})["data"] == {"level": "3"}
+    assert (cluster.get("secrets", "gen", "s") or {})["data"] == {"pw": "aHVudGVyMg=="}
+    role = cluster.registry.get(cluster.types.core("clusterroles"), "", "reader")
+    assert role["rules"] == [{"verbs": ["get", "list"], "apiGroups": [""],
+                              "resources": ["pods", "nodes"]}]  # fmt: skip
+    binding = cluster.registry.get(cluster.types.core("clusterrolebindings"), "", "robot-reads")
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [
+        ("Group", "ops"),
+        ("ServiceAccount", "robot"),
+    ]
+    yes = await kubectl("auth", "can-i", "list", "nodes", "--as", "system:serviceaccount:gen:robot")
+    assert yes.stdout.strip() == "yes"
