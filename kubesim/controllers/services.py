@@ -315,15 +315,23 @@ class EndpointsController(QueueController[Key]):
         self.pods = cluster.types.core("pods")
         self.endpoints = cluster.types.core("endpoints")
         self.slices = cluster.types.core("endpointslices")
+        self._selecting: dict[str, set[str]] = {}  # namespace -> Services with a selector
         self.store.subscribe(self.services, self._on_service)
         self.store.subscribe(self.pods, self._on_pod)
 
     def _on_service(self, event: StoreEvent) -> None:
         meta = event.obj["metadata"]
+        selecting = self._selecting.setdefault(meta["namespace"], set())
+        if event.type is not EventType.DELETED and event.obj.get("spec", {}).get("selector"):
+            selecting.add(meta["name"])
+        else:
+            selecting.discard(meta["name"])
         self.enqueue((meta["namespace"], meta["name"]))
 
     def _on_pod(self, event: StoreEvent) -> None:
         namespace = event.obj["metadata"]["namespace"]
+        if not self._selecting.get(namespace):
+            return  # most pods live where no Service selects anything: skip the lookup
         for service in self.store.list(self.services, namespace):
             if _selects(service, event.obj) or (
                 event.old is not None and _selects(service, event.old)
