@@ -3,8 +3,9 @@
     kubesim up --clusters 3 --nodes 8 --profile examples/kubesim/gpu-topology.profile \\
                --runtime process --dir ./.kubesim
 
-writes `<dir>/<name>.kubeconfig` per cluster and a merged `<dir>/kubeconfig` with one context
-per cluster, prints them, and serves until SIGINT / SIGTERM. Clusters are named
+writes `<dir>/<name>.kubeconfig` per cluster, a merged `<dir>/kubeconfig` with one context
+per cluster and `<dir>/ca.crt` (the CA of every cluster's HTTPS port), prints them with each
+cluster's plain and HTTPS URLs, and serves until SIGINT / SIGTERM. Clusters are named
 `<prefix>-0..N-1` (default prefix "kubesim") and listen on 127.0.0.1, on consecutive ports
 from `--base-port` (default: free ephemeral ports). Entry point `kubesim` in pyproject.toml.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from kubesim.cluster import ClusterConfig, Simulator
 from kubesim.profile import load_profile
+from kubesim.tls import serving_material
 
 __all__ = ["build_parser", "main"]
 
@@ -93,17 +95,21 @@ async def _up(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    ca_cert = args.dir.resolve() / "ca.crt"
+    ca_cert.write_text(serving_material().ca_pem)
     summary = {
         "clusters": [
             {
                 "name": c.config.name,
                 "url": c.url,
+                "https_url": c.https_url,
                 "kubeconfig": str(simulator.kubeconfigs[c.config.name]),
                 "nodes": sum(g.count for g in c.config.profile.nodes),
             }
             for c in simulator.clusters
         ],
         "kubeconfig": str(simulator.merged_kubeconfig),
+        "ca": str(ca_cert),
     }
     print(json.dumps(summary, indent=2), flush=True)
     print(f"export KUBECONFIG={simulator.merged_kubeconfig}", file=sys.stderr, flush=True)

@@ -1,8 +1,10 @@
 """One simulated cluster (API server + controllers + kubelet) and the multi-cluster simulator.
 
 `Cluster` owns everything of one member cluster: the store, the object registry, the
-aiohttp site on its own 127.0.0.1 port, the in-process controllers (garbage collector,
-namespaces, CRDs, Job controller, scheduler, node leases, kubelet) and the pod history.
+aiohttp site on its own 127.0.0.1 port (plain HTTP, and HTTPS on a second port), the
+in-process controllers (garbage collector, namespaces, CRDs, Job, ReplicaSet, Deployment,
+Endpoints and claim-binding controllers, Service proxies, scheduler, node leases, kubelet),
+the ServiceAccount admission plugin and the pod history.
 `Simulator` runs several clusters in one event loop and writes their kubeconfigs. Used by
 `kubesim.cli` (`kubesim up`) and `kubesim.testing` (in-process start for tests).
 """
@@ -19,16 +21,26 @@ from typing import Protocol
 from aiohttp import web
 
 from kubesim.admin import add_admin_routes
+from kubesim.apiserver.admission import ServiceAccountAdmission
 from kubesim.apiserver.app import build_app
+from kubesim.apiserver.authn import TokenIssuer
 from kubesim.apiserver.context import ApiContext
 from kubesim.apiserver.faults import FaultInjector
+from kubesim.apiserver.rbac import BOOTSTRAP_POLICY, RbacAuthorizer
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.apiserver.store import Store
+from kubesim.controllers.claims import ClaimBinder
 from kubesim.controllers.crds import CrdController
 from kubesim.controllers.gc import GarbageCollector, NamespaceController
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.nodes import NodeController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.services import (
+    KUBERNETES_SERVICE_IP,
+    EndpointsController,
+    ServiceProxies,
+)
+from kubesim.controllers.workloads import DeploymentController, ReplicaSetController
 from kubesim.history import DEFAULT_LIMIT, PodHistory
 from kubesim.kubeconfig import write_kubeconfig, write_merged_kubeconfig
 from kubesim.kubelet.agent import Kubelet
@@ -36,6 +48,7 @@ from kubesim.logs import LogBook
 from kubesim.objects import JsonObject
 from kubesim.profile import NodeProfile, build_nodes
 from kubesim.resources import ResourceRegistry
+from kubesim.tls import TlsMaterial, serving_material
 
 __all__ = ["Cluster", "ClusterConfig", "Simulator"]
 
@@ -76,6 +89,11 @@ class ClusterConfig:
     """Process runtime: parent of per-pod working directories (default: a temp dir)."""
     pod_history_limit: int = DEFAULT_LIMIT
     """Pod runs kept after their pods are gone (`kubesim.history`); 0 keeps none."""
+    namespace_deletion_delay: float = 2.0
+    """Seconds a Terminating namespace keeps its contents before they are deleted (a real
+    namespace controller first discovers every resource type)."""
+    anonymous_is_admin: bool = True
+    """A request with no Authorization header is the admin (kube-apiserver: anonymous)."""
 
 
 class Controller(Protocol):
@@ -93,6 +111,9 @@ class Cluster:
         self.store = Store(history_limit=self.config.history_limit)
         self.registry = ObjectRegistry(self.store, self.types)
         self.registry.events_enabled = self.config.record_events
+        self.registry.admission[("", "pods")] = [
+            ServiceAccountAdmission(self.store, self.types.core("serviceaccounts"))
+        ]
         self.logs = LogBook()
         self.faults = FaultInjector()
         self.history = PodHistory(self.config.name, limit=self.config.pod_history_limit)
@@ -104,6 +125,9 @@ class Cluster:
             store=self.store,
             registry=self.registry,
             logs=self.logs,
+            tokens=TokenIssuer(self._service_account, pod_lookup=self._pod),
+            authorizer=RbacAuthorizer(self.store, self.types),
+            anonymous_is_admin=self.config.anonymous_is_admin,
             bookmark_interval=self.config.bookmark_interval,
             watch_max_seconds=self.config.watch_max_seconds,
         )
@@ -111,6 +135,8 @@ class Cluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.tls_port = 0
+        self.tls: TlsMaterial | None = None
         self._build_controllers()
 
     def _build_controllers(self) -> None:
@@ -118,27 +144,53 @@ class Cluster:
         self.gc = GarbageCollector(self)
         self.namespace_controller = NamespaceController(self)
         self.jobs = JobController(self)
+        self.replica_sets = ReplicaSetController(self)
+        self.deployments = DeploymentController(self, self.replica_sets)
+        self.endpoints = EndpointsController(self)
+        self.services = ServiceProxies(self)
         self.scheduler = Scheduler(self)
         self.nodes = NodeController(self)
         self.kubelet = Kubelet(self)
+        self.claims = ClaimBinder(self, self.kubelet.claims_root)
         self.controllers = [
             self.crds,
             self.gc,
             self.namespace_controller,
             self.jobs,
+            self.replica_sets,
+            self.deployments,
+            self.endpoints,
+            self.services,
             self.scheduler,
             self.nodes,
             self.kubelet,
+            self.claims,
         ]
+
+    def _service_account(self, namespace: str, name: str) -> JsonObject | None:
+        return self.store.get(self.types.core("serviceaccounts"), namespace, name)
+
+    def _pod(self, namespace: str, name: str) -> JsonObject | None:
+        return self.store.get(self.types.core("pods"), namespace, name)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def https_url(self) -> str:
+        """The same API over TLS (what pods and token-carrying kubectl use)."""
+        return f"https://127.0.0.1:{self.tls_port}"
+
     def _bootstrap(self) -> None:
         namespaces = self.types.core("namespaces")
         for name in SYSTEM_NAMESPACES:
             self.registry.create(namespaces, {"metadata": {"name": name}})
+        self._bootstrap_api_service()
+        for plural, obj in BOOTSTRAP_POLICY.objects():
+            rbac = self.types.lookup("rbac.authorization.k8s.io", "v1", plural)
+            assert rbac is not None
+            self.registry.create(rbac, obj)
         nodes = self.types.core("nodes")
         for node in build_nodes(self.config.profile):
             # Like a kubelet: register the node, then post its status (create drops status).
@@ -149,6 +201,42 @@ class Cluster:
                 new["status"] = status
 
             self.registry.mutate(nodes, "", created["metadata"]["name"], post_status)
+
+    def _bootstrap_api_service(self) -> None:
+        """The `kubernetes` Service and its Endpoints: the API, at the HTTPS port."""
+        self.registry.create(
+            self.types.core("services"),
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"component": "apiserver", "provider": "kubernetes"},
+                },
+                "spec": {
+                    "clusterIP": KUBERNETES_SERVICE_IP,
+                    "ports": [
+                        {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}
+                    ],
+                },
+            },
+            namespace="default",
+        )
+        self.registry.create(
+            self.types.core("endpoints"),
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                },
+                "subsets": [
+                    {
+                        "addresses": [{"ip": "127.0.0.1"}],
+                        "ports": [{"name": "https", "port": self.tls_port, "protocol": "TCP"}],
+                    }
+                ],
+            },
+            namespace="default",
+            validate=False,
+        )
 
     async def start(self) -> None:
         app = build_app(self.api, self.faults, add_admin_routes=lambda a: add_admin_routes(a, self))
@@ -162,10 +250,11 @@ class Cluster:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.config.port, reuse_address=True)
         await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = _bound_port(site)
+        self.tls = serving_material()
+        tls_site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.tls.server_context())
+        await tls_site.start()
+        self.tls_port = _bound_port(tls_site)
         self.api.server_address = f"127.0.0.1:{self.port}"
         for controller in self.controllers:
             self._tasks.append(asyncio.create_task(controller.run(), name=controller.name))
@@ -212,6 +301,13 @@ class Cluster:
         """Convenience read for tests and the admin API."""
         resource = self.types.core(plural)
         return self.store.get(resource, namespace if resource.namespaced else "", name)
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server = site._server
+    assert server is not None
+    sockets = getattr(server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1])
 
 
 class Simulator:

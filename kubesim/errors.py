@@ -9,6 +9,7 @@ Kubernetes one.
 
     KubeSimError                   code  reason
      ├── BadRequestError            400  BadRequest
+     ├── UnauthorizedError          401  Unauthorized
      ├── ForbiddenError             403  Forbidden
      ├── NotFoundError              404  NotFound
      ├── MethodNotAllowedError      405  MethodNotAllowed
@@ -43,6 +44,7 @@ __all__ = [
     "NotFoundError",
     "ServerTimeoutError",
     "TooManyRequestsError",
+    "UnauthorizedError",
     "UnsupportedMediaTypeError",
     "qualified_resource",
     "status_body",
@@ -95,8 +97,15 @@ class BadRequestError(KubeSimError):
     reason = "BadRequest"
 
 
+class UnauthorizedError(KubeSimError):
+    """No user could be authenticated from the request's credentials (an unknown token)."""
+
+    code = 401
+    reason = "Unauthorized"
+
+
 class ForbiddenError(KubeSimError):
-    """Refused by policy, e.g. creating into a Terminating namespace."""
+    """Refused by policy: RBAC denied the request, or creating into a Terminating namespace."""
 
     code = 403
     reason = "Forbidden"

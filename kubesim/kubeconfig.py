@@ -1,8 +1,11 @@
 """Kubeconfig files for simulated clusters: one per cluster and a merged one.
 
 Each cluster gets a context named after it, a plain-http server URL on 127.0.0.1, and a
-token user (kubesim does not authenticate, but clients expect a user entry). Written by
+token user with the admin token (kubectl sends no token over plain HTTP, and kubesim takes a
+request without credentials for the admin; kubernetes_asyncio sends it). Written by
 `kubesim.cluster.Simulator`; read by kubectl, kubernetes_asyncio and the federation tests.
+`write_token_kubeconfig` writes one for a bearer token against the cluster's HTTPS port, as a
+service account's user would hold it (tests, `qctl cluster join`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,12 @@ from typing import Any
 
 import yaml
 
-__all__ = ["kubeconfig_document", "write_kubeconfig", "write_merged_kubeconfig"]
+__all__ = [
+    "kubeconfig_document",
+    "write_kubeconfig",
+    "write_merged_kubeconfig",
+    "write_token_kubeconfig",
+]
 
 
 def kubeconfig_document(
@@ -48,3 +56,31 @@ def write_kubeconfig(path: Path, name: str, url: str) -> None:
 
 def write_merged_kubeconfig(path: Path, clusters: list[tuple[str, str]]) -> None:
     _write(path, kubeconfig_document(clusters))
+
+
+def write_token_kubeconfig(
+    path: Path, name: str, https_url: str, ca_cert: Path, token: str, namespace: str = "default"
+) -> None:
+    """A kubeconfig that reaches `https_url` as whoever `token` stands for."""
+    _write(
+        path,
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [
+                {
+                    "name": name,
+                    "cluster": {"server": https_url, "certificate-authority": str(ca_cert)},
+                }
+            ],
+            "users": [{"name": f"{name}-token", "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": name,
+                    "context": {"cluster": name, "user": f"{name}-token", "namespace": namespace},
+                }
+            ],
+            "current-context": name,
+        },
+    )

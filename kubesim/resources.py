@@ -179,7 +179,21 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         subresources=frozenset({"status"}),
         model="V1Service",
     ),
-    _core("ServiceAccount", "serviceaccounts", short_names=("sa",), model="V1ServiceAccount"),
+    _core(
+        "ServiceAccount",
+        "serviceaccounts",
+        short_names=("sa",),
+        subresources=frozenset({"token"}),
+        model="V1ServiceAccount",
+    ),
+    _core(
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        short_names=("pvc",),
+        subresources=frozenset({"status"}),
+        model="V1PersistentVolumeClaim",
+    ),
+    _core("Endpoints", "endpoints", short_names=("ep",), model="V1Endpoints"),
     ResourceType(
         group="coordination.k8s.io",
         version="v1",
@@ -188,6 +202,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         singular="lease",
         namespaced=True,
         model="V1Lease",
+    ),
+    ResourceType(
+        group="discovery.k8s.io",
+        version="v1",
+        kind="EndpointSlice",
+        plural="endpointslices",
+        singular="endpointslice",
+        namespaced=True,
+        model="V1EndpointSlice",
     ),
     ResourceType(
         group="batch",
@@ -210,8 +233,31 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("deploy",),
         categories=("all",),
-        subresources=frozenset({"status"}),
+        subresources=frozenset({"status", "scale"}),
         model="V1Deployment",
+    ),
+    ResourceType(
+        group="apps",
+        version="v1",
+        kind="ReplicaSet",
+        plural="replicasets",
+        singular="replicaset",
+        namespaced=True,
+        short_names=("rs",),
+        categories=("all",),
+        subresources=frozenset({"status", "scale"}),
+        model="V1ReplicaSet",
+    ),
+    ResourceType(
+        group="policy",
+        version="v1",
+        kind="PodDisruptionBudget",
+        plural="poddisruptionbudgets",
+        singular="poddisruptionbudget",
+        namespaced=True,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+        model="V1PodDisruptionBudget",
     ),
     ResourceType(
         group="apps",
@@ -240,6 +286,26 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             ("RoleBinding", True),
             ("ClusterRole", False),
             ("ClusterRoleBinding", False),
+        )
+    ),
+    # Reviews are answers computed per request and never stored (kubesim.apiserver.reviews).
+    *(
+        ResourceType(
+            group=group,
+            version="v1",
+            kind=kind,
+            plural=f"{kind.lower()}s",
+            singular=kind.lower(),
+            namespaced=kind.startswith("Local"),
+            verbs=("create",),
+        )
+        for group, kind in (
+            ("authorization.k8s.io", "SelfSubjectAccessReview"),
+            ("authorization.k8s.io", "SubjectAccessReview"),
+            ("authorization.k8s.io", "LocalSubjectAccessReview"),
+            ("authorization.k8s.io", "SelfSubjectRulesReview"),
+            ("authentication.k8s.io", "SelfSubjectReview"),
+            ("authentication.k8s.io", "TokenReview"),
         )
     ),
     ResourceType(
@@ -281,7 +347,16 @@ class ResourceRegistry:
 
     def core(self, plural: str) -> ResourceType:
         """A built-in type the controllers rely on; missing means a kubesim bug."""
-        for group in ("", "batch", "coordination.k8s.io", "apps", "apiextensions.k8s.io"):
+        for group in (
+            "",
+            "batch",
+            "coordination.k8s.io",
+            "apps",
+            "policy",
+            "discovery.k8s.io",
+            "rbac.authorization.k8s.io",
+            "apiextensions.k8s.io",
+        ):
             for resource in self._by_path.values():
                 if resource.group == group and resource.plural == plural:
                     return resource

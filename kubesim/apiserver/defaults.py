@@ -165,13 +165,39 @@ def _default_replicated(workload: JsonObject) -> None:
     default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
 
 
+def _default_deployment(deployment: JsonObject) -> None:
+    _default_replicated(deployment)
+    spec = deployment["spec"]
+    spec.setdefault("progressDeadlineSeconds", 600)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxSurge", "25%")
+        rolling.setdefault("maxUnavailable", "25%")
+
+
+def _default_replica_set(replica_set: JsonObject) -> None:
+    spec = replica_set.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    default_pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
+
+
+def _default_claim(claim: JsonObject) -> None:
+    spec = claim.setdefault("spec", {})
+    spec.setdefault("volumeMode", "Filesystem")
+    claim.setdefault("status", {}).setdefault("phase", "Pending")
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[JsonObject], None]] = {
     ("", "pods"): _default_pod,
     ("batch", "jobs"): _default_job,
     ("", "namespaces"): _default_namespace,
     ("", "services"): _default_service,
     ("", "secrets"): _default_secret,
-    ("apps", "deployments"): _default_replicated,
+    ("apps", "deployments"): _default_deployment,
+    ("apps", "replicasets"): _default_replica_set,
+    ("", "persistentvolumeclaims"): _default_claim,
     ("apps", "statefulsets"): _default_replicated,
 }
 

@@ -49,6 +49,17 @@ _SUBRESOURCE_VERBS = {
     "binding": ["create"],
     "eviction": ["create"],
     "finalize": ["update"],
+    "scale": ["get", "patch", "update"],
+    "token": ["create"],
+}
+# Subresources whose kind is not the parent's: (group, version, kind). kubectl's scale client
+# finds autoscaling/v1 Scale here.
+_SUBRESOURCE_KINDS = {
+    "log": ("", "v1", "Pod"),
+    "binding": ("", "v1", "Binding"),
+    "eviction": ("", "v1", "Eviction"),
+    "scale": ("autoscaling", "v1", "Scale"),
+    "token": ("authentication.k8s.io", "v1", "TokenRequest"),
 }
 
 
@@ -96,18 +107,20 @@ def api_resource_list(types: ResourceRegistry, group: str, version: str) -> dict
     for resource in resources:
         entries.append(_resource_entry(resource))
         for sub in sorted(resource.subresources):
-            sub_kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction"}.get(
-                sub, resource.kind
+            sub_group, sub_version, sub_kind = _SUBRESOURCE_KINDS.get(
+                sub, (resource.group, resource.version, resource.kind)
             )
-            entries.append(
-                {
-                    "name": f"{resource.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": resource.namespaced,
-                    "kind": sub_kind,
-                    "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"]),
-                }
-            )
+            entry = {
+                "name": f"{resource.plural}/{sub}",
+                "singularName": "",
+                "namespaced": resource.namespaced,
+                "kind": sub_kind,
+                "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"]),
+            }
+            if sub_group != resource.group:
+                entry["group"] = sub_group
+                entry["version"] = sub_version
+            entries.append(entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -135,15 +148,13 @@ def _aggregated_resource(resource: ResourceType) -> dict[str, Any]:
         entry["categories"] = list(resource.categories)
     subresources = []
     for sub in sorted(resource.subresources):
-        sub_kind = {"log": "Pod", "binding": "Binding", "eviction": "Eviction"}.get(
-            sub, resource.kind
+        sub_group, sub_version, sub_kind = _SUBRESOURCE_KINDS.get(
+            sub, (resource.group, resource.version, resource.kind)
         )
         subresources.append(
             {
                 "subresource": sub,
-                "responseKind": {"group": "", "version": "v1", "kind": sub_kind}
-                if sub in ("log", "binding", "eviction")
-                else kind,
+                "responseKind": {"group": sub_group, "version": sub_version, "kind": sub_kind},
                 "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"]),
             }
         )

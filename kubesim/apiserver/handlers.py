@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim.apiserver import discovery, pods
+from kubesim.apiserver import discovery, pods, reviews, scale
 from kubesim.apiserver.context import (
     API_CONTEXT,
     ApiContext,
@@ -146,6 +146,12 @@ def _group_document(ctx: ApiContext, group: str) -> web.Response:
 async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> web.StreamResponse:
     method = request.method
     query = request.query
+    if target.resource.key in reviews.REVIEW_RESOURCES:
+        if method != "POST" or target.name is not None:
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await reviews.create_review(ctx, request, target)
     if target.name is None:
         if method == "GET":
             if target.watch_prefix or go_bool(query.get("watch")):
@@ -176,6 +182,14 @@ async def _dispatch(ctx: ApiContext, request: web.Request, target: Target) -> we
                 "the server does not allow this method on the requested resource"
             )
         return await pods.evict(ctx, request, target)
+    if target.subresource == "scale":
+        return await scale.handle_scale(ctx, request, target)
+    if target.subresource == "token":
+        if method != "POST":
+            raise MethodNotAllowedError(
+                "the server does not allow this method on the requested resource"
+            )
+        return await reviews.create_token(ctx, request, target)
     if target.subresource == "binding":
         if method != "POST":
             raise MethodNotAllowedError(

@@ -1,11 +1,13 @@
 """Kubernetes object semantics on top of the raw store: kubesim's `pkg/registry`.
 
 `ObjectRegistry` is the only writer of the `Store`. It implements what a real apiserver does on
-create (namespace checks, generateName, uid, creationTimestamp, generation, defaulting,
-validation), update (optimistic concurrency with the exact 409 text, status subresource
-splitting, generation bumps only on spec changes, no-op updates that keep the resourceVersion)
-and delete (preconditions, graceful pod deletion, finalizers and deletionTimestamp, the
-orphan/foreground finalizers the garbage collector honours, namespaces going Terminating).
+create (namespace checks, generateName, uid, creationTimestamp, generation, defaulting, the
+mutating admission plugins registered in `admission` (e.g. the ServiceAccount plugin of
+`kubesim.apiserver.admission`), validation), update (optimistic concurrency with the exact
+409 text, status subresource splitting, generation bumps only on spec changes, no-op updates
+that keep the resourceVersion) and delete (preconditions, graceful pod deletion, finalizers
+and deletionTimestamp, the orphan/foreground finalizers the garbage collector honours,
+namespaces going Terminating).
 The HTTP handlers and every in-process controller go through it, so both see one semantics.
 """
 
@@ -80,6 +82,8 @@ class ObjectRegistry:
         self.events = types.core("events")
         self._event_names: dict[tuple[str, str, str, str], str] = {}
         self.events_enabled = True
+        # Mutating admission on create, after defaulting: (group, plural) -> plugins.
+        self.admission: dict[tuple[str, str], list[Callable[[JsonObject], None]]] = {}
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -150,6 +154,8 @@ class ObjectRegistry:
         if resource.has_status:
             obj["status"] = {}
         apply_defaults(resource.group, resource.plural, obj)
+        for plugin in self.admission.get(resource.key, ()):
+            plugin(obj)
         if validate:
             validate_object(obj, resource, creating=True)
         if self.store.get(resource, namespace, name) is not None:

@@ -3,7 +3,8 @@
 Label selectors follow apimachinery's grammar (`k=v`, `k==v`, `k!=v`, `k in (a,b)`,
 `k notin (a,b)`, `k`, `!k`, comma = AND). Field selectors accept `=`, `==`, `!=` on the
 per-resource whitelist declared in `kubesim.resources`; anything else is a 400, as on a real
-apiserver. Called by the list, watch and deletecollection handlers.
+apiserver. `selector_from_object` reads a metav1.LabelSelector object. Called by the list,
+watch and deletecollection handlers, validation and the workload controllers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "Requirement",
     "parse_field_selector",
     "parse_label_selector",
+    "selector_from_object",
 ]
 
 _KEY = r"[A-Za-z0-9][-A-Za-z0-9_./]*"
@@ -60,6 +62,24 @@ class LabelSelector:
     @property
     def empty(self) -> bool:
         return not self.requirements
+
+
+def selector_from_object(selector: Mapping[str, Any] | None) -> LabelSelector:
+    """A metav1.LabelSelector (matchLabels, matchExpressions) as requirements; None or {}
+    selects everything, as for a Deployment's or ReplicaSet's pods."""
+    requirements = [
+        Requirement(str(key), "In", frozenset({str(value)}))
+        for key, value in ((selector or {}).get("matchLabels") or {}).items()
+    ]
+    for expression in (selector or {}).get("matchExpressions") or []:
+        requirements.append(
+            Requirement(
+                str(expression.get("key", "")),
+                str(expression.get("operator", "")),
+                frozenset(str(v) for v in expression.get("values") or ()),
+            )
+        )
+    return LabelSelector(tuple(requirements))
 
 
 def _split_top_level(text: str) -> list[str]:

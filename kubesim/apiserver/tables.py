@@ -360,6 +360,104 @@ def _serviceaccount_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     ]
 
 
+def _replicaset_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or []
+    return [
+        obj["metadata"]["name"],
+        spec.get("replicas", 1),
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        *_containers_cells(containers),
+        _format_selector(spec.get("selector")),
+    ]
+
+
+def _pvc_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    status = obj.get("status", {})
+    bound = status.get("phase") == "Bound"
+    modes = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+             "ReadWriteOncePod": "RWOP"}  # fmt: skip
+    return [
+        obj["metadata"]["name"],
+        status.get("phase", "Pending"),
+        spec.get("volumeName", "") if bound else "",
+        (status.get("capacity") or {}).get("storage", "") if bound else "",
+        ",".join(modes.get(m, m) for m in status.get("accessModes") or []) if bound else "",
+        spec.get("storageClassName") or "<unset>",
+        spec.get("volumeAttributesClassName") or "<unset>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        spec.get("volumeMode", "Filesystem"),
+    ]
+
+
+def _pdb_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    spec = obj.get("spec", {})
+    return [
+        obj["metadata"]["name"],
+        str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
+        str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
+        obj.get("status", {}).get("disruptionsAllowed", 0),
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
+def _endpoints_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    shown = [
+        f"{address.get('ip')}:{port.get('port')}"
+        for subset in obj.get("subsets") or ()
+        for port in subset.get("ports") or ()
+        for address in subset.get("addresses") or ()
+    ]
+    text = ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+    return [
+        obj["metadata"]["name"],
+        text or "<none>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
+def _endpoint_slice_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    ports = ",".join(str(p.get("port")) for p in obj.get("ports") or ()) or "<unset>"
+    shown = [a for e in obj.get("endpoints") or () for a in e.get("addresses") or ()]
+    text = ",".join(shown[:3]) + (f" + {len(shown) - 3} more..." if len(shown) > 3 else "")
+    return [
+        obj["metadata"]["name"],
+        obj.get("addressType", ""),
+        ports,
+        text or "<unset>",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+    ]
+
+
+def _binding_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    ref = obj.get("roleRef") or {}
+    subjects = obj.get("subjects") or []
+
+    def named(kind: str) -> str:
+        return ", ".join(
+            (f"{s.get('namespace', '')}/{s.get('name')}" if kind == "ServiceAccount" else s["name"])
+            for s in subjects
+            if s.get("kind") == kind
+        )
+
+    return [
+        obj["metadata"]["name"],
+        f"{ref.get('kind')}/{ref.get('name')}",
+        age(obj["metadata"].get("creationTimestamp"), at=at),
+        named("User"),
+        named("Group"),
+        named("ServiceAccount"),
+    ]
+
+
+def _created_at_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
+    return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp")]
+
+
 def _default_row(obj: JsonObject, at: dt.datetime) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), at=at)]
 
@@ -490,6 +588,82 @@ _PRINTERS: dict[tuple[str, str], TablePrinter] = {
         ),
         _deployment_row,
     ),
+    ("apps", "replicasets"): TablePrinter(
+        (
+            _NAME,
+            Column("Desired", "Number of desired pods"),
+            Column("Current", "Number of actual replicas"),
+            Column("Ready", "Number of ready replicas"),
+            _AGE,
+            _wide("Containers", "Names of each container in the template."),
+            _wide("Images", "Images referenced by each container in the template."),
+            _wide("Selector", "Label selector for pods."),
+        ),
+        _replicaset_row,
+    ),
+    ("", "persistentvolumeclaims"): TablePrinter(
+        (
+            _NAME,
+            Column("Status", "The phase of the claim."),
+            Column("Volume", "The volume bound to the claim."),
+            Column("Capacity", "The storage the claim holds."),
+            Column("Access Modes", "How the volume may be mounted."),
+            Column("StorageClass", "The storage class of the claim."),
+            Column("VolumeAttributesClass", "The volume attributes class of the claim."),
+            _AGE,
+            _wide("VolumeMode", "Filesystem or Block."),
+        ),
+        _pvc_row,
+    ),
+    ("", "endpoints"): TablePrinter(
+        (_NAME, Column("Endpoints", "Endpoints of the service"), _AGE), _endpoints_row
+    ),
+    ("discovery.k8s.io", "endpointslices"): TablePrinter(
+        (
+            _NAME,
+            Column("AddressType", "The IP protocol family of the addresses."),
+            Column("Ports", "The ports of the endpoints."),
+            Column("Endpoints", "The addresses of the endpoints."),
+            _AGE,
+        ),
+        _endpoint_slice_row,
+    ),
+    ("policy", "poddisruptionbudgets"): TablePrinter(
+        (
+            _NAME,
+            Column("Min Available", "The minimum number of pods that must be available."),
+            Column("Max Unavailable", "The maximum number of pods that may be unavailable."),
+            Column("Allowed Disruptions", "Calculated number of pods that may be disrupted."),
+            _AGE,
+        ),
+        _pdb_row,
+    ),
+    **{
+        ("rbac.authorization.k8s.io", plural): TablePrinter(
+            (
+                _NAME,
+                Column(
+                    "Created At", "When the object was created.", type="string", format="date-time"
+                ),
+            ),
+            _created_at_row,
+        )
+        for plural in ("clusterroles", "roles")
+    },
+    **{
+        ("rbac.authorization.k8s.io", plural): TablePrinter(
+            (
+                _NAME,
+                Column("Role", "The role this binding grants."),
+                _AGE,
+                _wide("Users", "Users in the binding."),
+                _wide("Groups", "Groups in the binding."),
+                _wide("ServiceAccounts", "ServiceAccounts in the binding."),
+            ),
+            _binding_row,
+        )
+        for plural in ("clusterrolebindings", "rolebindings")
+    },
     ("apps", "statefulsets"): TablePrinter(
         (
             _NAME,

@@ -1,6 +1,7 @@
 """Decoding request bodies and validating objects the way kube-apiserver does.
 
-* `decode_body`: JSON or YAML in, protobuf refused with the exact 415 kubectl prints,
+* `decode_body`: JSON or YAML in, protobuf for the few kinds `kubesim.apiserver.protobuf`
+  reads and otherwise refused with the exact 415 kubectl prints,
   duplicate keys remembered for strict field validation; a body nested deeper than
   `MAX_BODY_DEPTH`, with a number Python will not convert (5,000 digits) or not UTF-8 is a
   400, never a 500. `check_depth` is that depth rule, for patches too.
@@ -25,6 +26,8 @@ from typing import Any
 import yaml
 from kubernetes_asyncio.client import models as k8s_models
 
+from kubesim.apiserver.protobuf import decode_protobuf
+from kubesim.apiserver.selectors import selector_from_object
 from kubesim.errors import BadRequestError, Cause, InvalidError, UnsupportedMediaTypeError
 from kubesim.objects import JsonObject
 from kubesim.resources import ResourceType
@@ -87,7 +90,7 @@ def decode_body(body: bytes, content_type: str) -> tuple[Any, list[str]]:
     """Parse a request body; returns the value and any duplicated keys."""
     media = content_type.split(";", 1)[0].strip().lower()
     if "protobuf" in media:
-        raise UnsupportedMediaTypeError(_PROTOBUF_MESSAGE)
+        return decode_protobuf(body, _PROTOBUF_MESSAGE), []
     if media in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
             document = yaml.safe_load(body)
@@ -290,12 +293,46 @@ def job_status_causes(obj: JsonObject) -> list[Cause]:
     return causes
 
 
+def _workload_causes(obj: JsonObject) -> list[Cause]:
+    """A Deployment's or ReplicaSet's selector must exist and select its own template."""
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not selector:
+        return [Cause("spec.selector", "FieldValueRequired", "Required value")]
+    labels = (spec.get("template") or {}).get("metadata", {}).get("labels") or {}
+    if not selector_from_object(selector).matches(labels):
+        shown = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+        return [
+            Cause(
+                "spec.template.metadata.labels",
+                "FieldValueInvalid",
+                f"Invalid value: map[string]string{{{shown}}}: `selector` does not match "
+                "template `labels`",
+            )
+        ]
+    if spec.get("replicas", 0) < 0:
+        return [Cause("spec.replicas", "FieldValueInvalid", "Invalid value: must be >= 0")]
+    return []
+
+
 def validate_object(obj: JsonObject, resource: ResourceType, *, creating: bool) -> None:
     """422 InvalidError for the semantic rules kubesim enforces."""
     causes = _name_causes(obj, resource) if creating else []
     if resource.plural == "jobs" and resource.group == "batch":
         causes += _job_causes(obj)
         causes += job_status_causes(obj)
+    if resource.group == "apps" and resource.plural in ("deployments", "replicasets"):
+        causes += _workload_causes(obj)
+    if resource.group == "policy" and resource.plural == "poddisruptionbudgets":
+        spec = obj.get("spec") or {}
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            causes.append(
+                Cause(
+                    "spec",
+                    "FieldValueInvalid",
+                    "minAvailable and maxUnavailable cannot be both set",
+                )
+            )
     if (
         resource.plural == "pods"
         and resource.group == ""

@@ -8,13 +8,17 @@ store events), then:
 * Orphan: an owner carrying the `orphan` finalizer has itself removed from its dependents'
   ownerReferences, then loses the finalizer.
 
-`NamespaceController` gives each new namespace its `default` ServiceAccount and, when a
-namespace is Terminating, deletes everything in it and then releases the `kubernetes`
-finalizer so the namespace disappears. Both are started by `kubesim.cluster`.
+`NamespaceController` gives each new namespace its `default` ServiceAccount and its
+`kube-root-ca.crt` ConfigMap (the CA of the cluster's HTTPS port, as the root-CA publisher
+does; pods' service-account volumes read it) and, when a
+namespace is Terminating, waits `ClusterConfig.namespace_deletion_delay` (as the real one
+spends discovering resource types), deletes everything in it and then releases the
+`kubernetes` finalizer so the namespace disappears. Both are started by `kubesim.cluster`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -32,7 +36,9 @@ from kubesim.resources import ResourceType
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
-__all__ = ["GarbageCollector", "NamespaceController"]
+__all__ = ["ROOT_CA_CONFIGMAP", "GarbageCollector", "NamespaceController"]
+
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
 ObjectRef = tuple[tuple[str, str], str, str]  # (resource key, namespace, name)
 _BACKGROUND = DeleteOptions(propagation_policy="Background")
@@ -183,6 +189,10 @@ class NamespaceController(QueueController[str]):
         self.store = cluster.store
         self.namespaces = cluster.types.core("namespaces")
         self.service_accounts = cluster.types.core("serviceaccounts")
+        self.config_maps = cluster.types.core("configmaps")
+        self.cluster = cluster
+        self.deletion_delay = cluster.config.namespace_deletion_delay
+        self._emptying_from: dict[str, float] = {}
         self._terminating: set[str] = set()
         self.store.subscribe(None, self._on_event)
 
@@ -191,6 +201,7 @@ class NamespaceController(QueueController[str]):
         if event.resource is self.namespaces:
             if event.type is EventType.DELETED:
                 self._terminating.discard(meta["name"])
+                self._emptying_from.pop(meta["name"], None)
             elif event.type is EventType.ADDED or meta.get("deletionTimestamp"):
                 self.enqueue(meta["name"])
         elif event.type is EventType.DELETED and meta.get("namespace") in self._terminating:
@@ -205,8 +216,39 @@ class NamespaceController(QueueController[str]):
                 self.registry.create(
                     self.service_accounts, {"metadata": {"name": "default"}}, namespace=key
                 )
+            tls = self.cluster.tls
+            if tls is not None and self.store.get(self.config_maps, key, ROOT_CA_CONFIGMAP) is None:
+                self.registry.create(
+                    self.config_maps,
+                    {
+                        "metadata": {
+                            "name": ROOT_CA_CONFIGMAP,
+                            "annotations": {
+                                "kubernetes.io/description": (
+                                    "Contains a CA bundle that can be used to verify the "
+                                    "kube-apiserver when using internal endpoints such as the "
+                                    "internal service IP or kubernetes.default.svc. No other "
+                                    "usage is guaranteed across distributions of Kubernetes "
+                                    "clusters."
+                                )
+                            },
+                        },
+                        "data": {"ca.crt": tls.ca_pem},
+                    },
+                    namespace=key,
+                )
             return
-        self._terminating.add(key)
+        if key not in self._terminating:
+            # kube-controller-manager's namespace controller first discovers every resource
+            # type, which takes it a moment; `kubectl delete -k` of a namespace and its contents
+            # relies on the contents still being there when it deletes them next.
+            self._terminating.add(key)
+            loop = asyncio.get_running_loop()
+            self._emptying_from[key] = loop.time() + self.deletion_delay
+            self.enqueue_after(key, self.deletion_delay)
+            return
+        if asyncio.get_running_loop().time() < self._emptying_from.get(key, 0.0):
+            return  # a dependent went away meanwhile; the timer comes back for the rest
         remaining = 0
         for bucket in self.store.buckets():
             resource = bucket.resource

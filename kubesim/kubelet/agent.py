@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from kubesim.apiserver.registry import DeleteOptions
@@ -119,6 +120,12 @@ class Kubelet:
             pod = self.registry.find(self.pods, namespace, name)
             if pod is not None and pod["metadata"].get("deletionTimestamp"):
                 self._confirm_deletion(namespace, name)
+
+    def claims_root(self) -> Path:
+        """Where the process runtime keeps PersistentVolumeClaims' data."""
+        process = self.runtimes["process"]
+        assert isinstance(process, ProcessRuntime)
+        return process.claims_root()
 
     def pod_ip(self, uid: str) -> str:
         ip = self._ips.get(uid)

@@ -5,8 +5,10 @@ Resolves `envFrom` (ConfigMaps, Secrets, prefixes), `env` values with `$(VAR)` e
 annotations['k'], spec.nodeName, spec.serviceAccountName, status.hostIP / podIP; and
 `resourceFieldRef` on requests/limits of cpu and memory), `configMapKeyRef` and
 `secretKeyRef`. Adds what every container sees (HOSTNAME, KUBERNETES_SERVICE_HOST/PORT
-pointing at this kubesim cluster, PATH and HOME from the host). Called by
-`kubesim.kubelet.process`.
+pointing at this kubesim cluster's HTTPS port, PATH and HOME from the host) and, unless
+`enableServiceLinks` is false, the variables of the namespace's Services (given by
+`kubesim.controllers.services`), which the container's own `env` and `envFrom` override.
+Called by `kubesim.kubelet.process`.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import base64
 import math
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from api.quantity import QuantityError, parse_quantity
 from kubesim.apiserver.registry import ObjectRegistry
 from kubesim.objects import JsonObject
 
-__all__ = ["container_env", "expand"]
+__all__ = ["container_env", "expand", "field_value"]
 
 _REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
@@ -38,7 +41,8 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
-def _field_value(pod: JsonObject, path: str) -> str:
+def field_value(pod: JsonObject, path: str) -> str:
+    """The downward API's value for a fieldRef path ("" when the pod has none)."""
     meta = pod["metadata"]
     subscript = _SUBSCRIPT.match(path)
     if subscript:
@@ -108,15 +112,25 @@ def container_env(
     *,
     node: JsonObject | None,
     api_port: int,
+    services: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
+    """`api_port` is the cluster's HTTPS port; `services` the namespace's Service variables."""
     namespace = pod["metadata"]["namespace"]
     env: dict[str, str] = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
         "HOSTNAME": pod.get("spec", {}).get("hostname") or pod["metadata"]["name"],
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(api_port),
     }
+    if pod.get("spec", {}).get("enableServiceLinks", True):
+        env.update(services or {})
+    env.update(
+        {
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(api_port),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(api_port),
+            "KUBERNETES_PORT": f"tcp://127.0.0.1:{api_port}",
+        }
+    )
     for source in container.get("envFrom") or []:
         prefix = source.get("prefix", "")
         if "configMapRef" in source:
@@ -133,7 +147,7 @@ def container_env(
         if source is None:
             env[name] = expand(str(variable.get("value", "")), env)
         elif "fieldRef" in source:
-            env[name] = _field_value(pod, source["fieldRef"].get("fieldPath", ""))
+            env[name] = field_value(pod, source["fieldRef"].get("fieldPath", ""))
         elif "resourceFieldRef" in source:
             env[name] = _resource_value(container, source["resourceFieldRef"], node)
         elif "configMapKeyRef" in source:

@@ -27,9 +27,16 @@ from typing import TYPE_CHECKING
 from kubesim.apiserver.registry import DeleteOptions
 from kubesim.errors import KubeSimError
 from kubesim.kubelet.env import container_env, expand
+from kubesim.kubelet.probes import ProbeSchedule, probe_once
 from kubesim.kubelet.status import ContainerState, render_status
+from kubesim.kubelet.volumes import (
+    MountError,
+    VolumeBuilder,
+    contained_command,
+    mount_namespaces_available,
+)
 from kubesim.logs import ContainerLog
-from kubesim.objects import JsonObject, rfc3339
+from kubesim.objects import JsonObject, now, rfc3339
 
 if TYPE_CHECKING:
     from kubesim.kubelet.agent import Kubelet
@@ -51,6 +58,11 @@ class _ProcessPod:
     grace_seconds: float = 30.0
     start_time: str | None = None
     work_dir: Path | None = None
+    termination_grace: float = 30.0
+
+    def grace_seconds_for(self, _: JsonObject) -> float:
+        """How long a container killed by the kubelet (a failed liveness probe) may take."""
+        return self.termination_grace
 
 
 class ProcessRuntime:
@@ -60,6 +72,28 @@ class ProcessRuntime:
         self._pods: dict[str, _ProcessPod] = {}
         self._reapers: set[asyncio.Task[None]] = set()
         self._root: Path | None = None
+        self.volumes = VolumeBuilder(
+            self.registry,
+            kubelet.cluster.api.tokens,
+            pvc_root=self.claims_root,
+            now=lambda: int(now().timestamp()),
+        )
+
+    def claims_root(self) -> Path:
+        """Where PersistentVolumeClaims live: <work_dir>/pvs, kept after kubesim stops when
+        the cluster has a work_dir, else in the runtime's temporary directory."""
+        base = self.kubelet.cluster.config.work_dir
+        if base is None:
+            base = self._ensure_root()
+        return base / "pvs"
+
+    def _ensure_root(self) -> Path:
+        if self._root is None:
+            base = self.kubelet.cluster.config.work_dir
+            if base is not None:
+                base.mkdir(parents=True, exist_ok=True)
+            self._root = Path(tempfile.mkdtemp(prefix="kubesim-pods-", dir=base))
+        return self._root
 
     # -- kubelet interface --------------------------------------------------------------------
 
@@ -145,15 +179,40 @@ class ProcessRuntime:
         wanted = container.get("workingDir")
         if wanted and Path(wanted).is_dir():
             return Path(wanted)
+        return self._pod_dir(run)
+
+    def _pod_dir(self, run: _ProcessPod) -> Path:
         if run.work_dir is None:
-            if self._root is None:
-                base = self.kubelet.cluster.config.work_dir
-                if base is not None:
-                    base.mkdir(parents=True, exist_ok=True)
-                self._root = Path(tempfile.mkdtemp(prefix="kubesim-pods-", dir=base))
-            run.work_dir = self._root / f"{run.namespace}_{run.name}_{run.uid[:8]}"
+            run.work_dir = self._ensure_root() / f"{run.namespace}_{run.name}_{run.uid[:8]}"
             run.work_dir.mkdir(parents=True, exist_ok=True)
         return run.work_dir
+
+    async def _container_view(
+        self, run: _ProcessPod, pod: JsonObject, container: JsonObject, state: ContainerState
+    ) -> tuple[list[str], JsonObject] | None:
+        """The argv that shows the container its volumes (and Services' names), once every
+        volume can be set up; None if the pod is deleted while a volume is still missing."""
+        while True:
+            current = self._pod(run) or pod
+            if not mount_namespaces_available():
+                return [], current
+            try:
+                mounts = self.volumes.mounts(current, container, self._pod_dir(run))
+            except MountError as error:
+                state.state, state.reason = "waiting", "ContainerCreating"
+                self._event(run, "FailedMount", str(error), type_="Warning")
+                self._publish(run)
+                try:
+                    async with asyncio.timeout(1.0):
+                        await run.terminating.wait()
+                    return None
+                except TimeoutError:
+                    continue
+            hosts = self._pod_dir(run) / "etc-hosts"
+            hostname = current.get("spec", {}).get("hostname") or run.name
+            hosts.write_text(self.kubelet.cluster.services.hosts_file(run.namespace, hostname))
+            wrapper = contained_command([], mounts, hosts, container.get("workingDir"))
+            return wrapper, current
 
     def _cleanup_dir(self, run: _ProcessPod) -> None:
         if run.work_dir is not None:
@@ -165,6 +224,7 @@ class ProcessRuntime:
         if pod is None:
             return
         spec = pod.get("spec", {})
+        run.termination_grace = float(spec.get("terminationGracePeriodSeconds", 30))
         run.start_time = rfc3339()
         init_specs = spec.get("initContainers") or []
         main_specs = spec.get("containers") or []
@@ -234,10 +294,19 @@ class ProcessRuntime:
     ) -> int:
         name = container["name"]
         log = self.kubelet.cluster.logs.open(run.uid, name)
-        current = self._pod(run) or pod
+        view = await self._container_view(run, pod, container, state)
+        if view is None:
+            return self._start_failed(state, log, "the pod was deleted before its volumes")
+        wrapper, current = view
         node = self.kubelet.node(current["spec"].get("nodeName", ""))
+        cluster = self.kubelet.cluster
         env = container_env(
-            self.registry, current, container, node=node, api_port=self.kubelet.cluster.port
+            self.registry,
+            current,
+            container,
+            node=node,
+            api_port=cluster.tls_port,
+            services=cluster.services.environment(run.namespace),
         )
         argv = [
             expand(str(a), env)
@@ -249,8 +318,14 @@ class ProcessRuntime:
             return self._start_failed(
                 state, log, "no command or args: the process runtime ignores images"
             )
+        if wrapper and not _executable(argv[0], env.get("PATH", "")):
+            # The wrapper's sh would report it as exit 127; a runtime reports StartError.
+            return self._start_failed(
+                state, log, f'exec: "{argv[0]}": executable file not found in $PATH'
+            )
         try:
             process = await asyncio.create_subprocess_exec(
+                *wrapper,
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -263,6 +338,7 @@ class ProcessRuntime:
             return self._start_failed(state, log, f"failed to start {argv[0]!r}: {error}")
         run.processes[name] = process
         state.state, state.reason = "running", ""
+        state.probe_ready = "readinessProbe" not in container
         self._publish(run)
         image = container.get("image", "")
         self._event(run, "Pulled", f'Container image "{image}" already present on machine')
@@ -271,6 +347,11 @@ class ProcessRuntime:
         loop = asyncio.get_running_loop()
         killer = loop.create_task(self._kill_on_termination(run, process))
         reader = loop.create_task(_copy_lines(process, log))
+        probers = [
+            loop.create_task(self._probe(run, container, state, process, env, kind))
+            for kind in ("readinessProbe", "livenessProbe")
+            if kind in container
+        ]
         try:
             # The container ends with its main process: then whatever it left behind is killed
             # (a container runtime tears down the whole PID namespace), which also closes the
@@ -280,6 +361,8 @@ class ProcessRuntime:
             code = await process.wait()
         finally:
             killer.cancel()
+            for prober in probers:
+                prober.cancel()
             _kill_group(process.pid)
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(reader, 5)
@@ -299,11 +382,11 @@ class ProcessRuntime:
             finish()
         return 128
 
-    def _event(self, run: _ProcessPod, reason: str, message: str) -> None:
+    def _event(self, run: _ProcessPod, reason: str, message: str, *, type_: str = "Normal") -> None:
         pod = self._pod(run)
         if pod is not None:
             self.registry.record_event(
-                pod, type_="Normal", reason=reason, message=message, component="kubelet"
+                pod, type_=type_, reason=reason, message=message, component="kubelet"
             )
 
     async def _kill_on_termination(
@@ -321,9 +404,60 @@ class ProcessRuntime:
         except TimeoutError:
             _kill_group(process.pid)
 
+    async def _probe(
+        self,
+        run: _ProcessPod,
+        container: JsonObject,
+        state: ContainerState,
+        process: asyncio.subprocess.Process,
+        env: dict[str, str],
+        kind: str,
+    ) -> None:
+        """Run one readiness or liveness probe for as long as the container runs."""
+        probe = container[kind]
+        readiness = kind == "readinessProbe"
+        schedule = ProbeSchedule.of(probe, passing_at_start=not readiness)
+        label = "Readiness" if readiness else "Liveness"
+        await asyncio.sleep(schedule.initial_delay)
+        while process.returncode is None and not run.terminating.is_set():
+            result = await probe_once(probe, container, pid=process.pid, env=env)
+            if not result.ok:
+                self._event(
+                    run, "Unhealthy", f"{label} probe failed: {result.message}", type_="Warning"
+                )
+            changed = schedule.record(result.ok)
+            if readiness and changed:
+                state.probe_ready = schedule.passing
+                self._publish(run)
+            elif not readiness and not schedule.passing:
+                self._event(
+                    run,
+                    "Killing",
+                    f"Container {container['name']} failed liveness probe, will be restarted",
+                )
+                await _stop(process, run.grace_seconds_for(container))
+                return
+            await asyncio.sleep(schedule.period)
+
     def _kill_now(self, run: _ProcessPod) -> None:
         for process in run.processes.values():
             _kill_group(process.pid)
+
+
+def _executable(command: str, path: str) -> bool:
+    if "/" in command:
+        return os.access(command, os.X_OK)
+    return shutil.which(command, path=path) is not None
+
+
+async def _stop(process: asyncio.subprocess.Process, grace: float) -> None:
+    """SIGTERM, then SIGKILL to the whole group after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), grace)
+    except TimeoutError:
+        _kill_group(process.pid)
 
 
 async def _main_process_exit(process: asyncio.subprocess.Process) -> None:

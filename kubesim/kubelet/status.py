@@ -34,6 +34,13 @@ class ContainerState:
     restart_count: int = 0
     last_terminated: dict[str, Any] | None = None
     container_id: str = ""
+    probe_ready: bool = True
+    """What the readiness probe says (True without one); the container is ready when it
+    runs and this holds."""
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "running" and self.probe_ready
 
     def restart(self) -> None:
         """Archive the finished run as lastState and wait to run again."""
@@ -69,7 +76,7 @@ class ContainerState:
             "name": self.name,
             "state": state,
             "lastState": {"terminated": self.last_terminated} if self.last_terminated else {},
-            "ready": self.state == "running",
+            "ready": self.ready,
             "restartCount": self.restart_count,
             "image": self.image,
             "imageID": f"kubesim://{self.image}",
@@ -111,7 +118,7 @@ def render_status(
         and restart_policy == "Never"
     )
     all_done = bool(main) and all(c.state == "terminated" for c in main)
-    ready = bool(main) and all(c.state == "running" for c in main) and initialized
+    ready = bool(main) and all(c.ready for c in main) and initialized
     if init_failed:
         phase = "Failed"
     elif not initialized:

@@ -1,9 +1,10 @@
 """Fixtures for the kubesim conformance tests: an in-process cluster and the real clients.
 
 `sim` starts one simulated cluster on an ephemeral 127.0.0.1 port (fast bookmarks, 3 nodes);
-`core`, `batch` and `custom` are kubernetes_asyncio APIs bound to it; `kubectl` runs the real
-kubectl 1.32 against it with a private `--cache-dir`, without blocking the event loop that
-serves it.
+`core`, `batch` and `custom` are kubernetes_asyncio APIs bound to it; `process_sim`,
+`process_cluster`, `process_kubectl` and `process_core` are the same over a cluster whose pods
+run as real processes; `kubectl` runs the real kubectl 1.32 against it with a private
+`--cache-dir`, without blocking the event loop that serves it.
 """
 
 from __future__ import annotations
@@ -113,6 +114,41 @@ def batch(api_client: client.ApiClient) -> client.BatchV1Api:
 def kubectl(simulator: RunningSimulator) -> Kubectl:
     cache = Path(tempfile.mkdtemp(prefix="kubectl-cache-"))
     return Kubectl(simulator.kubeconfig, cache)
+
+
+@pytest.fixture
+async def process_sim() -> AsyncIterator[RunningSimulator]:
+    template = ClusterConfig(bookmark_interval=0.3)
+    async with running(clusters=1, nodes=2, runtime="process", template=template) as sim:
+        yield sim
+
+
+@pytest.fixture
+def process_cluster(process_sim: RunningSimulator) -> Cluster:
+    return process_sim.clusters[0]
+
+
+@pytest.fixture
+def process_kubectl(process_sim: RunningSimulator) -> Kubectl:
+    return Kubectl(process_sim.kubeconfig, Path(tempfile.mkdtemp(prefix="kubectl-cache-")))
+
+
+@pytest.fixture
+async def process_core(process_sim: RunningSimulator) -> AsyncIterator[client.CoreV1Api]:
+    api = await config.new_client_from_config(config_file=str(process_sim.kubeconfig))
+    try:
+        yield client.CoreV1Api(api)
+    finally:
+        await api.close()
+
+
+ROOT_CA = "kube-root-ca.crt"
+"""The ConfigMap every namespace holds (the cluster's CA), as on a real cluster."""
+
+
+def names_of(items: Any) -> list[str]:
+    """The names of listed objects, leaving out the kube-root-ca.crt every namespace has."""
+    return [item.metadata.name for item in items if item.metadata.name != ROOT_CA]
 
 
 def manifest(body: dict[str, Any]) -> Any:

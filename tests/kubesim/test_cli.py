@@ -72,6 +72,13 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
         assert (
             await single("get", "ns", "default", "-o", "name")
         ).stdout.strip() == "namespace/default"
+        over_tls = await single(
+            f"--server={summary['clusters'][0]['https_url']}",
+            f"--certificate-authority={summary['ca']}",
+            "auth",
+            "whoami",
+        )
+        assert "kubesim-admin" in over_tls.stdout
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)

@@ -12,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubesim.cluster import Cluster
 from kubesim.testing import RunningSimulator, running
-from tests.kubesim.conftest import Kubectl, eventually, manifest
+from tests.kubesim.conftest import Kubectl, eventually, manifest, names_of
 
 
 async def _post(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -300,7 +300,7 @@ async def test_several_clusters_run_side_by_side_with_a_merged_kubeconfig() -> N
                     "default", manifest({"metadata": {"name": name}})
                 )
                 listed = await core.list_namespaced_config_map("default")
-                assert [cm.metadata.name for cm in listed.items] == [name]
+                assert names_of(listed.items) == [name]
             finally:
                 await api.close()
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.watch import Watch
 
-from kubesim.cluster import Cluster, ClusterConfig
+from kubesim.cluster import Cluster
 from kubesim.testing import RunningSimulator, running
 from tests.kubesim.conftest import Kubectl, eventually, manifest
 
@@ -44,32 +43,6 @@ spec:
             sleep 0.3
           done
 """
-
-
-@pytest.fixture
-async def process_sim() -> AsyncIterator[RunningSimulator]:
-    template = ClusterConfig(bookmark_interval=0.3)
-    async with running(clusters=1, nodes=2, runtime="process", template=template) as sim:
-        yield sim
-
-
-@pytest.fixture
-def process_cluster(process_sim: RunningSimulator) -> Cluster:
-    return process_sim.clusters[0]
-
-
-@pytest.fixture
-def process_kubectl(process_sim: RunningSimulator) -> Kubectl:
-    return Kubectl(process_sim.kubeconfig, Path(tempfile.mkdtemp(prefix="kubectl-cache-")))
-
-
-@pytest.fixture
-async def process_core(process_sim: RunningSimulator) -> AsyncIterator[client.CoreV1Api]:
-    api = await config.new_client_from_config(config_file=str(process_sim.kubeconfig))
-    try:
-        yield client.CoreV1Api(api)
-    finally:
-        await api.close()
 
 
 def _pod(name: str, script: str, **spec: Any) -> Any:

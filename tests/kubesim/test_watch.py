@@ -14,7 +14,7 @@ from kubernetes_asyncio.watch import Watch
 
 from kubesim.cluster import Cluster
 from kubesim.testing import RunningSimulator
-from tests.kubesim.conftest import eventually, manifest
+from tests.kubesim.conftest import eventually, manifest, names_of
 
 
 def _cm(name: str, **labels: str) -> Any:
@@ -116,7 +116,7 @@ async def test_a_watch_from_a_compacted_resource_version_gets_410_and_a_relist_r
                 pass
     assert caught.value.status == 410
     relisted = await core.list_namespaced_config_map("default")
-    assert [cm.metadata.name for cm in relisted.items] == ["new"]
+    assert names_of(relisted.items) == ["new"]
     seen = []
     async with Watch() as watch:
         async for event in watch.stream(
@@ -178,9 +178,9 @@ async def test_send_initial_events_ends_with_the_initial_events_end_bookmark(
     async with aiohttp.ClientSession() as session, session.get(url, params=params) as response:
         body = await response.read()
     frames = [json.loads(line) for line in body.splitlines()]
-    assert frames[0]["type"] == "ADDED"
-    assert frames[1]["type"] == "BOOKMARK"
-    annotations = frames[1]["object"]["metadata"]["annotations"]
+    # Two ADDED: the ConfigMap, and the kube-root-ca.crt every namespace holds.
+    assert [frame["type"] for frame in frames[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
+    annotations = frames[2]["object"]["metadata"]["annotations"]
     assert annotations == {"k8s.io/initial-events-end": "true"}
 
 
