@@ -35,7 +35,7 @@ from agent import outcomes, records
 from agent.book import Book
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Snapshot
-from agent.errors import K8sClientError, MaterializeError
+from agent.errors import K8sClientError, K8sForbiddenError, MaterializeError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject
 from agent.lease import Lease
@@ -106,6 +106,7 @@ class AdmissionShell:
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[], None] | None = None,
         cycle_min_interval: float = 0.05,
+        materialize_retry: float = 10.0,
         tracing: AgentTracing | None = None,
         metrics: AgentMetrics | None = None,
     ) -> None:
@@ -121,6 +122,7 @@ class AdmissionShell:
         self.monotonic = monotonic
         self.on_change = on_change
         self.cycle_min_interval = cycle_min_interval
+        self.materialize_retry = materialize_retry
         self.config: ConfigSync | None = None
         self.book = Book(cadence)
         """The records — everything the agent keeps per workload — and their indexes."""
@@ -366,6 +368,11 @@ class AdmissionShell:
         record = self.held.get(started.key)
         return record if records.awaits_jobs(record, started) else None
 
+    async def _materialize_later(self, started: Record) -> None:
+        await asyncio.sleep(self.materialize_retry)
+        if self._current(started) is not None:
+            await self._materialize(started)
+
     async def _materialize(self, started: Record) -> None:
         status = started.workload.status
         assert status is not None and status.admission is not None
@@ -398,6 +405,14 @@ class AdmissionShell:
                 )
                 if span is not None:
                     span.set_attribute("multiq.jobs", list(names or ()))
+        except K8sForbiddenError as exc:
+            if (record := self._current(started)) is not None:
+                log.error("cannot materialise %s, and will try again: %s", key, exc)
+                await self._apply(
+                    key, records.on_materialize_denied(record, str(exc), self.clock())
+                )
+                self._spawn(self._materialize_later(started), f"materialize {key} again")
+            return
         except (MaterializeError, K8sClientError) as exc:
             if (record := self._current(started)) is not None:
                 log.error("cannot materialise %s: %s", key, exc)

@@ -131,6 +131,7 @@ class Agent:
             monotonic=monotonic,
             on_change=self.pacer.changed,
             cycle_min_interval=timings.cycle_min_interval,
+            materialize_retry=timings.materialize_retry,
             tracing=AgentTracing(cluster=settings.cluster),
             metrics=self.metrics,
         )

@@ -613,6 +613,26 @@ def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> S
     return Step(made, (Persist(), report))
 
 
+JOBS_FORBIDDEN = "JobsForbidden"
+
+
+def on_materialize_denied(record: Record, message: str, now: float) -> Step:
+    """The cluster refused the agent the right to make its Jobs (403: a rule its ClusterRole
+    lacks). Not the workload's fault, and an operator can fix it: it stays admitted, holding
+    its quota, and says why (reported Admitted with the reason) until a later try works."""
+    report = _report(
+        record,
+        WorkloadPhase.ADMITTED,
+        now,
+        pending_reason=JOBS_FORBIDDEN,
+        pending_message=(
+            f"the agent may not create this workload's Jobs: {message} (a rule its ClusterRole "
+            "lacks; it tries again)"
+        ),
+    )
+    return Step(replace(record, last_report=report.payload), (report,))
+
+
 def on_materialize_failed(record: Record, message: str) -> Step:
     """Its Jobs cannot be made here (a conflict, an invalid source): rejected, forgotten."""
     return Step(None, (_reject(record.key, record.generation, RejectReason.INVALID, message),))

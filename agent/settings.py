@@ -59,6 +59,9 @@ class Timings(BaseModel):
     finished_ttl: float = 3600.0
     """How long a finished workload stays held (listed in Hello, its last report re-sent on a
     redelivered offer) before the agent forgets it."""
+    materialize_retry: float = 10.0
+    """How soon Jobs the cluster refused to let the agent create (403: its ClusterRole lacks a
+    rule) are tried again; the workload keeps its quota and says why meanwhile."""
     pending_refresh: float = 30.0
     """At most one Pending report per workload this often when only its message changes
     (the amounts in it move with every admission; a new reason is reported at once)."""

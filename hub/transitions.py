@@ -380,6 +380,10 @@ def _from_bound(
             f"{ready} pod(s) ready, {report.pods.running} running",
             now,
         )
+    elif phase is WorkloadPhase.ADMITTED and report.pending_reason:
+        # Admitted, but its pods cannot start there yet, and the agent says why (for example
+        # JobsForbidden: the agent's ClusterRole lacks a rule).
+        set_condition(wl, PODS_READY, False, report.pending_reason, report.pending_message, now)
     elif phase is WorkloadPhase.SUCCEEDED:
         set_condition(
             wl,

@@ -184,3 +184,21 @@ def test_a_bound_cluster_that_refuses_an_admitted_workloads_offer_again_gives_it
     after = apply_rejection(wl, "east", 2, "Rejected:StaleGeneration", "given back here", NOW)
     assert after.status is not None and after.status.cluster_name is None
     assert after.is_condition_true("Evicted") and after.status.requeue_state is not None
+
+
+def test_an_admitted_workload_whose_jobs_the_cluster_refuses_says_why_in_pods_ready() -> None:
+    wl = bound_to("east")
+    refused = report(
+        WorkloadPhase.ADMITTED,
+        pending_reason="JobsForbidden",
+        pending_message="the agent may not create this workload's Jobs: jobs.batch is forbidden",
+    )
+    wl, outcome = apply_report(wl, "east", refused, NOW)
+    assert outcome.accepted and transitions.is_admitted(wl)
+    (ready,) = [c for c in wl.status.conditions if c.type == "PodsReady"] if wl.status else []
+    assert (ready.status, ready.reason) == ("False", "JobsForbidden")
+    assert "jobs.batch is forbidden" in ready.message
+    wl, _ = apply_report(
+        wl, "east", report(WorkloadPhase.RUNNING, pods={"running": 1, "ready": 1}), NOW
+    )
+    assert wl.is_condition_true("PodsReady")
