@@ -86,4 +86,4 @@ echo
 echo "MultiQ is up. To use it from this shell:"
 echo "  export MULTIQ_SERVER=$MULTIQ_SERVER MULTIQ_TOKEN=\$(cat $WORK/admin-token) MULTIQ_CERTIFICATE_AUTHORITY=$WORK/ca.crt"
 echo
-qctl submit -f "$ROOT/examples/demo" --follow
+qctl submit -f "$ROOT/examples/kind/hello.yaml" --follow

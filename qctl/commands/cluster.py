@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import secrets
 import shutil
 import subprocess
@@ -187,9 +186,16 @@ class _Kubectl:
         self._run(["version", "-o", "json"])
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
-        listing = {"apiVersion": "v1", "kind": "List", "items": objects}
-        self._run(["apply", "-f", "-"], stdin=json.dumps(listing))
+        self._run(["apply", "-f", "-"], stdin=_documents(objects))
 
     def delete(self, objects: list[dict[str, Any]]) -> None:
-        listing = {"apiVersion": "v1", "kind": "List", "items": list(reversed(objects))}
-        self._run(["delete", "--ignore-not-found", "--wait=false", "-f", "-"], json.dumps(listing))
+        words = ["delete", "--ignore-not-found", "--wait=false", "-f", "-"]
+        self._run(words, stdin=_documents(list(reversed(objects))))
+
+
+def _documents(objects: list[dict[str, Any]]) -> str:
+    """A YAML stream, one object a document (as a file of manifests is; a v1 List is not a
+    kind every server describes, so kubectl could not validate one against it)."""
+    import yaml  # noqa: PLC0415 - only join and leave write manifests
+
+    return yaml.safe_dump_all(objects, sort_keys=False)
