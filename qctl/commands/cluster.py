@@ -175,7 +175,15 @@ class _Kubectl:
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         text = lines[0] if lines else "kubectl failed"
         lowered = stderr.lower()
-        if "unable to connect" in lowered or "connection refused" in lowered:
+        unreachable = (
+            "unable to connect",
+            "connection refused",
+            "was refused",
+            "no such host",
+            "i/o timeout",
+            "no route to host",
+        )
+        if any(marker in lowered for marker in unreachable):
             return f"cluster unreachable ({self.where}): {text}"
         if "forbidden" in lowered:
             denied = next((line for line in lines if "forbidden" in line.lower()), text)
