@@ -31,6 +31,7 @@ from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
 from hub.election import Campaign, EtcdCampaign, HubElection, SoleCampaign
 from hub.fleet import Fleet
+from hub.http.identity import add_identity_route
 from hub.http.leader import LeaderRouting
 from hub.http.logs import LogRoutes
 from hub.http.metrics import MetricsRoutes
@@ -285,6 +286,7 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
         dispatcher=lambda: hub.leader.dispatcher,
     ).add_to(app)
     SubmitRoutes(hub.repo, hub.state).add_to(app)
+    add_identity_route(app, hub.state)
     SlurmRoutes(hub.slurm, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)
     hub.leader.sessions.add_to(app)

@@ -223,6 +223,14 @@ def _service_paths() -> dict[str, Any]:
                 },
             }
         },
+        f"{base}/whoami": {
+            "get": {
+                "summary": "Who the caller is: name, groups, admin, and the namespaces it may "
+                "read and change (null: all)",
+                "tags": public,
+                "responses": {**_ok(_ANY_OBJECT), **_errors("401")},
+            }
+        },
         "/version": {
             "get": {
                 "summary": "The hub's version and API",

@@ -244,4 +244,38 @@ async def test_a_tenants_token_shows_only_that_tenants_workloads(
     await board.go(f"workloads/team-b/{theirs}")
     await expect(page.locator("#gone")).to_contain_text("may not")
     await expect(page.locator("#logs .log-line")).to_have_count(0)
+    # Only what alice may do is offered: Cancel on her own workload, no Stop on any queue.
+    await board.go(f"workloads/team-a/{mine}")
+    await expect(page.locator("#cancel")).to_be_visible()
+    await board.go("queues")
+    await expect(page.locator("#page table").first).to_be_visible()
+    assert await page.get_by_role("button", name="Stop").count() == 0
+    board.assert_no_page_errors()
+
+
+async def test_an_admin_stops_and_resumes_a_cluster_queue_from_the_page(
+    federation: TenantFederation, browser: Browser
+) -> None:
+    board = await Dashboard.open(browser, federation.url, federation.admin_token)
+    await board.go("queues")
+    page = board.page
+
+    def stop_policy() -> str:
+        out = qctl(federation, "get", "clusterqueues", "default", "-o", "json")
+        return str(json.loads(out)["spec"].get("stopPolicy", "None"))
+
+    await page.get_by_role("button", name="Stop cluster queue default").click()
+    for _ in range(40):
+        if await asyncio.to_thread(stop_policy) == "Hold":
+            break
+        await asyncio.sleep(0.25)
+    assert await asyncio.to_thread(stop_policy) == "Hold"
+    resume = page.get_by_role("button", name="Resume cluster queue default")
+    await expect(resume).to_be_visible(timeout=15_000)  # (the page re-lists queues every 5 s)
+    await resume.click()
+    for _ in range(40):
+        if await asyncio.to_thread(stop_policy) == "None":
+            break
+        await asyncio.sleep(0.25)
+    assert await asyncio.to_thread(stop_policy) == "None"
     board.assert_no_page_errors()

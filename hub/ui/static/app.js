@@ -26,12 +26,21 @@ const POLL_MS = 5000;
 
 // What every page shares while signed in: one watch per kind, whatever page is open.
 export class Session {
-  constructor(hub) {
+  constructor(hub, me) {
     this.hub = hub;
+    // Who signed in, as the hub says (GET whoami): the pages offer only what they may do.
+    this.me = me;
     this.lists = new Map();
     // Sampled from sign-in on, so the chart has a history when the Queues page opens.
     this.usage = new UsageSampler(this);
     this.usage.start();
+  }
+
+  // Whether the signed-in user may change objects in this namespace (null: cluster-scoped).
+  mayChange(namespace) {
+    if (this.me.admin) return true;
+    const writable = this.me.writableNamespaces;
+    return namespace != null && (writable === null || writable.includes(namespace));
   }
 
   list(plural) {
@@ -72,14 +81,14 @@ function showSignIn(message = "") {
 
 async function signIn(token) {
   const hub = new Hub(token);
-  // Any signed-in user may read Tenants: a cheap call that tells a good token from a bad one.
-  await hub.get(`${API}/tenants`);
+  // Who the token belongs to; a bad token is refused here.
+  const me = await hub.get(`${API}/whoami`);
   saveToken(token);
   hub.onUnauthorized = (message) => {
     saveToken(null);
     showSignIn(`Signed out: ${message}`);
   };
-  session = new Session(hub);
+  session = new Session(hub, me);
   $("sign-in").hidden = true;
   $("nav").hidden = false;
   $("session").hidden = false;

@@ -71,6 +71,8 @@ export class UsageSampler {
 }
 
 function stopButton(session, plural, obj, onDone) {
+  // Only those who may change a queue see the button: queues are the admins' to change.
+  if (!session.me.admin) return "";
   const stopped = (obj.spec?.stopPolicy || "None") !== "None";
   const name = obj.metadata.name;
   const label = `${stopped ? "Resume" : "Stop"} ${plural === "localqueues" ? "local queue" : plural === "clusterqueues" ? "cluster queue" : "global queue"} ${name}`;

@@ -1,7 +1,7 @@
 // One workload's page: what it is (queue, priority, state, cluster), its conditions as a
 // timeline, why it is pending on each cluster, where its pods run, its logs streaming live
-// with cluster/pod/container prefixes, and Cancel (DELETE, as `qctl delete workload`; any
-// user who may read the workload may cancel it, and the hub decides).
+// with cluster/pod/container prefixes, and Cancel (DELETE, as `qctl delete workload`), shown
+// to those who may change the workload's namespace (the hub decides all the same).
 // Called by app.js (route #/workloads/NS/NAME).
 
 import { h, clear, announce } from "./dom.js";
@@ -49,6 +49,7 @@ export function mount(container, session, [namespace, name]) {
   const facts = h("div");
   const cancelMessage = h("p", { class: "error", role: "alert" });
   const cancel = h("button", { type: "button", class: "danger", id: "cancel" }, "Cancel workload");
+  cancel.hidden = !session.mayChange(namespace);
   const pods = h("div");
   const logBox = h("div", { class: "logs", id: "logs", role: "log", "aria-label": `Logs of ${name}`, tabindex: 0 });
   const follow = h("input", { type: "checkbox", id: "log-follow", checked: true });

@@ -119,6 +119,10 @@ ROWS: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): PUBLIC,
     # Prometheus scrapes without a token; the figures name no tenant's objects.
     ("GET", "/metrics"): PUBLIC,
+    # Anyone with a token may ask who they are (an agent too); no token, no answer.
+    ("GET", f"{API}/whoami"): rule(
+        admin=OK, alice=OK, bob=OK, viewer=OK, agent_east=OK, agent_west=OK
+    ),
     # The dashboard's page and static files: the same for everyone, no data (its API calls
     # carry the signed-in token and are judged by the rows below).
     ("GET", "/ui"): PUBLIC,
@@ -211,7 +215,7 @@ def concrete(template: str, plural: str | None, method: str) -> str:
 
 def plural_of(template: str) -> str | None:
     parts = template.removeprefix(API + "/").split("/")
-    if not template.startswith(API):
+    if not template.startswith(API) or template == f"{API}/whoami":  # (not a collection)
         return None
     if parts[0] == "namespaces":
         return parts[2] if len(parts) > 2 else None
