@@ -258,7 +258,9 @@ class Dispatcher:
             self.metrics.offered(offer.clusters, bound=offer.bound)
             source = await self.source(written)
             for cluster in offer.clusters:
-                message = self.offer_message(written, offer.generation, offer.bound, source)
+                message = self.offer_message(
+                    traced.offered(written), offer.generation, offer.bound, source
+                )
                 self.send(cluster, message, trace_context=traced.offer(cluster))
 
     def offer_message(

@@ -1,11 +1,16 @@
 """The hub's spans of a workload's trace: its submission, each dispatch decision, the offers,
 binds and withdrawals it sends, and the agents' reports it applies.
 
-One trace per workload, from `qctl submit` to its end. The submission span continues the
-caller's `traceparent` header and its own context is written into the workload (annotation
-`multiq.dev/traceparent`, api.tracecontext), durably, before the hub answers; every later
-span of the workload — minutes or hours later, after a restart or on another hub — is a child
-of that context, and ends at once (no span stays open while a workload waits). A message to
+One trace per workload generation, from `qctl submit` to its end. The submission span
+continues the caller's `traceparent` header and its own context is written into the workload
+(annotation `multiq.dev/traceparent`, api.tracecontext), durably, before the hub answers;
+every later span of the first generation — minutes or hours later, after a restart or on
+another hub — is a child of that context, and ends at once (no span stays open while a
+workload waits). A workload queued again (evicted, given back) starts a new trace at its next
+dispatch: `hub.dispatch` of generation 2 and later is a root linked to the submission span,
+and the offer carries that trace in its workload's annotation, so the agent's spans of that
+generation join it; the hub's own later spans of it (reports, binds) join it too while this
+hub remembers it (after a restart they fall back to the submission's trace). A message to
 an agent carries the context of the span that sent it in its envelope's `traceContext`, so
 the agent's spans are children of the hub's.
 
@@ -35,7 +40,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from aiohttp import web
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry import context as otel_context
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer, get_current_span
 
 from api.tracecontext import TRACEPARENT_ANNOTATION, TRACEPARENT_HEADER, TraceParent, parse
 from api.v1alpha1.messages import TraceContext, WorkloadPhase, WorkloadStatusReport
@@ -170,6 +176,9 @@ class HubTracing:
 
     def __init__(self, tracer_: Tracer | None = None) -> None:
         self.tracer = tracer_ if tracer_ is not None else tracer("multiq.hub")
+        self._generations: dict[str, tuple[int, str]] = {}
+        """Workload key → (generation, traceparent of its trace) for generations after the
+        first, until the workload finishes."""
 
     @property
     def enabled(self) -> bool:
@@ -191,11 +200,28 @@ class HubTracing:
         }
         for cluster, verdict, message in offer.verdicts:
             attributes[f"multiq.verdict.{cluster}"] = f"{verdict}: {message}"
-        parent = context_of(workload_traceparent(offer.workload))
+        submission = context_of(workload_traceparent(offer.workload))
+        if offer.generation <= 1:
+            with self.tracer.start_as_current_span(
+                "hub.dispatch", context=submission, attributes=attributes
+            ) as span:
+                yield OfferSpans(self.tracer, span)
+            return
+        # A generation after the first: a trace of its own, linked to the submission.
+        links = []
+        if submission is not None:
+            links = [Link(get_current_span(submission).get_span_context())]
         with self.tracer.start_as_current_span(
-            "hub.dispatch", context=parent, attributes=attributes
+            "hub.dispatch", context=otel_context.Context(), attributes=attributes, links=links
         ) as span:
-            yield OfferSpans(self.tracer, span)
+            generation_trace = traceparent_of(span)
+            if generation_trace is not None:
+                self._generations[offer.key] = (offer.generation, generation_trace)
+            yield OfferSpans(self.tracer, span, generation_trace)
+
+    def _generation_trace(self, key: str, generation: int) -> str | None:
+        remembered = self._generations.get(key)
+        return remembered[1] if remembered and remembered[0] == generation else None
 
     def waiting(self, wait: Wait, wl: Workload | None) -> None:
         if self.tracer is None or wl is None:
@@ -223,7 +249,11 @@ class HubTracing:
             return
         parent = context_of(trace_context.traceparent if trace_context else None)
         if parent is None:
+            parent = context_of(self._generation_trace(report.workload, report.generation))
+        if parent is None:
             parent = context_of(workload_traceparent(wl))
+        if report.phase in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+            self._generations.pop(report.workload, None)  # (its last report)
         attributes: dict[str, str | int] = {
             "multiq.workload": report.workload,
             "multiq.cluster": cluster,
@@ -240,6 +270,24 @@ class HubTracing:
 class OfferSpans:
     tracer: Tracer | None
     span: Span | None = None
+    generation_trace: str | None = None
+    """For a generation after the first: its own trace, for the offer's workload annotation
+    (the agent's spans of this generation join it)."""
+
+    def offered(self, wl: Workload) -> Workload:
+        """The workload as the offer carries it: with this generation's trace, if it has one
+        of its own (a copy: the hub's mirror keeps the submission's)."""
+        if self.generation_trace is None:
+            return wl
+        meta = wl.metadata.model_copy(
+            update={
+                "annotations": {
+                    **wl.metadata.annotations,
+                    TRACEPARENT_ANNOTATION: self.generation_trace,
+                }
+            }
+        )
+        return wl.model_copy(update={"metadata": meta})
 
     def offer(self, cluster: str) -> TraceContext | None:
         """A `hub.offer` span for `cluster`, ended at once; its context for the envelope."""

@@ -1,0 +1,109 @@
+"""One trace per workload generation: the first generation's spans continue the submission's
+trace; a workload queued again gets a trace of its own at its next dispatch — a root linked to
+the submission — which the offer carries to the agent in its workload's annotation and which
+the hub's reports of that generation join; a late report of an older generation stays in its
+own trace."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from api.tracecontext import TRACEPARENT_ANNOTATION, parse
+from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
+from api.v1alpha1.workload import Workload
+from hub.placement.cycle import OfferDecision
+from hub.placement.snapshot import ClusterName
+from hub.tracing import HubTracing
+from telemetry.tracing import traceparent_of
+
+KEY = "team/train"
+
+
+def traced() -> tuple[HubTracing, InMemorySpanExporter, TracerProvider]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return HubTracing(provider.get_tracer("test")), exporter, provider
+
+
+def submitted(provider: TracerProvider) -> Workload:
+    with provider.get_tracer("test").start_as_current_span("hub.submit") as span:
+        parent = traceparent_of(span)
+    assert parent is not None
+    return Workload.model_validate(
+        {
+            "metadata": {
+                "name": "train",
+                "namespace": "team",
+                "annotations": {TRACEPARENT_ANNOTATION: parent},
+            },
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+def offer(wl: Workload, generation: int) -> OfferDecision:
+    return OfferDecision(KEY, wl, (ClusterName("east"),), generation, True, "BestFit", {})
+
+
+def trace_of(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return int(span.context.trace_id)
+
+
+def spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name == name]
+
+
+def report(generation: int, phase: WorkloadPhase) -> WorkloadStatusReport:
+    return WorkloadStatusReport(workload=KEY, generation=generation, phase=phase)
+
+
+def test_the_first_generation_continues_the_submissions_trace() -> None:
+    tracing, exporter, provider = traced()
+    wl = submitted(provider)
+    with tracing.dispatching(offer(wl, 1)) as offered:
+        assert offered.offered(wl) is wl  # the offer carries the submission's trace
+    (submit,) = spans(exporter, "hub.submit")
+    (dispatch,) = spans(exporter, "hub.dispatch")
+    assert trace_of(dispatch) == trace_of(submit)
+
+
+def test_a_later_generation_is_a_trace_of_its_own_that_the_offer_and_reports_carry() -> None:
+    tracing, exporter, provider = traced()
+    wl = submitted(provider)
+    (submit,) = spans(exporter, "hub.submit")
+    with tracing.dispatching(offer(wl, 2)) as offered:
+        carried = offered.offered(wl)
+    (dispatch,) = spans(exporter, "hub.dispatch")
+    assert trace_of(dispatch) != trace_of(submit) and dispatch.parent is None
+    assert [link.context.span_id for link in dispatch.links] == [submit.context.span_id]
+    # The agent's spans of generation 2 hang from the annotation the offer carries; the
+    # hub's own copy of the workload keeps the submission's.
+    annotation = parse(carried.metadata.annotations[TRACEPARENT_ANNOTATION])
+    assert annotation is not None and annotation.trace_id == trace_of(dispatch)
+    assert (
+        wl.metadata.annotations[TRACEPARENT_ANNOTATION]
+        != (carried.metadata.annotations[TRACEPARENT_ANNOTATION])
+    )
+    with tracing.report("east", report(2, WorkloadPhase.RUNNING), wl, None):
+        pass
+    with tracing.report("east", report(1, WorkloadPhase.EVICTED), wl, None):
+        pass  # a late report of the first generation
+    current, late = spans(exporter, "hub.report")
+    assert trace_of(current) == trace_of(dispatch)
+    assert trace_of(late) == trace_of(submit)
+    with tracing.report("east", report(2, WorkloadPhase.SUCCEEDED), wl, None):
+        pass
+    assert tracing._generations == {}  # forgotten once the generation ended
