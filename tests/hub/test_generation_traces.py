@@ -1,4 +1,4 @@
-"""One trace per workload generation: the first generation's spans continue the submission's
+"""Spans of the reserve-then-bind exchange, and one trace per workload generation: the first generation's spans continue the submission's
 trace; a workload queued again gets a trace of its own at its next dispatch — a root linked to
 the submission — which the offer carries to the agent in its workload's annotation and which
 the hub's reports of that generation join; a late report of an older generation stays in its
@@ -107,3 +107,26 @@ def test_a_later_generation_is_a_trace_of_its_own_that_the_offer_and_reports_car
     with tracing.report("east", report(2, WorkloadPhase.SUCCEEDED), wl, None):
         pass
     assert tracing._generations == {}  # forgotten once the generation ended
+
+
+def test_a_reservation_report_and_the_bind_it_makes_are_spans_of_the_generations_trace() -> None:
+    tracing, exporter, provider = traced()
+    wl = submitted(provider)
+    with tracing.dispatching(offer(wl, 1)) as offered:
+        to_east = offered.offer("east")
+    assert to_east is not None
+    with tracing.report("east", report(1, WorkloadPhase.RESERVED), wl, to_east) as answer:
+        bind = answer.sending("bind", "east")
+        answer.outcome(True, None)
+    assert bind is not None
+    (submit,) = spans(exporter, "hub.submit")
+    (hub_offer,) = spans(exporter, "hub.offer")
+    (reserved,) = spans(exporter, "hub.report")
+    (bound,) = spans(exporter, "hub.bind")
+    assert {trace_of(s) for s in (hub_offer, reserved, bound)} == {trace_of(submit)}
+    assert reserved.parent is not None and reserved.parent.span_id == hub_offer.context.span_id
+    assert bound.parent is not None and bound.parent.span_id == reserved.context.span_id
+    assert reserved.attributes is not None and reserved.attributes["multiq.phase"] == "Reserved"
+    # The bind message carries the bind span's context to the agent.
+    carried = parse(bind.traceparent)
+    assert carried is not None and carried.span_id == bound.context.span_id
