@@ -1,8 +1,8 @@
-"""Spans of the reserve-then-bind exchange, and one trace per workload generation: the first generation's spans continue the submission's
-trace; a workload queued again gets a trace of its own at its next dispatch — a root linked to
-the submission — which the offer carries to the agent in its workload's annotation and which
-the hub's reports of that generation join; a late report of an older generation stays in its
-own trace."""
+"""Spans of the reserve-then-bind exchange, and one trace per workload generation: the first
+generation's spans continue the submission's trace; a workload queued again gets a trace of its
+own at its next dispatch — a root linked to the submission — which the offer carries to the
+agent in its workload's annotation and which the hub's reports of that generation join; a late
+report of an older generation stays in its own trace."""
 
 from __future__ import annotations
 
