@@ -193,17 +193,22 @@ class ResourceRoutes:
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         since = parse_resource_version(request.query.get("resourceVersion"), "resourceVersion")
-        if not since:  # none, or "0": from now, the current objects first
-            items, since = await self.repo.list_wire(kind, ns)
-            await response.prepare(request)
-            for item in items:
-                if visible(item):
-                    await _send(response, "ADDED", item)
-        if not response.prepared:
-            await response.prepare(request)
-        async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
-            if visible(obj):
-                await _send(response, event_type, obj)
+        try:
+            if not since:  # none, or "0": from now, the current objects first
+                items, since = await self.repo.list_wire(kind, ns)
+                await response.prepare(request)
+                for item in items:
+                    if visible(item):
+                        await _send(response, "ADDED", item)
+            if not response.prepared:
+                await response.prepare(request)
+            async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
+                if visible(obj):
+                    await _send(response, event_type, obj)
+        except ConnectionResetError:
+            # The watcher hung up (a client that stops reading, a browser leaving the page):
+            # the watch simply ends; there is no one left to answer.
+            pass
         return response
 
     async def get(self, request: web.Request) -> web.Response:
