@@ -15,22 +15,19 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.app import Agent
 from agent.k8s.client import KubeClient
 from agent.settings import AgentSettings
-from hub.app import build_app
-from hub.settings import HubSettings
 from tests.agent.conftest import eventually, fast_timings
 from tests.hub.service.conftest import (
     AGENT_TOKENS,
     ALICE,
     HubUnderTest,
-    _write_users,
     fleet_objects,
     job,
+    running_hub,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,18 +92,7 @@ class Federation:
 
 @pytest.fixture
 async def federation(kube: KubeClient, tmp_path: Path) -> AsyncIterator[Federation]:
-    settings = HubSettings(
-        store=f"sqlite:{tmp_path / 'hub.db'}",
-        users_file=_write_users(tmp_path),
-        secrets_dir=tmp_path / "secrets",
-        offer_timeout_seconds=5,
-        dispatch_interval_seconds=0.1,
-        queue_status_interval_seconds=0.1,
-    )
-    server = TestServer(await build_app(settings), host="127.0.0.1")
-    await server.start_server()
-    async with aiohttp.ClientSession() as session:
-        hub = HubUnderTest(server, tmp_path, session)
+    async with running_hub(tmp_path) as hub:
         await hub.apply(*fleet_objects())
         agent = Agent(
             AgentSettings(
@@ -132,7 +118,6 @@ async def federation(kube: KubeClient, tmp_path: Path) -> AsyncIterator[Federati
         finally:
             task.cancel()
             await asyncio.wait([task], timeout=10)
-    await server.close()
 
 
 async def submit(fed: Federation, script: str = "echo hi") -> str:

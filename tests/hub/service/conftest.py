@@ -4,6 +4,7 @@ tests, plus a scripted agent peer that speaks the session protocol over a real W
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
 import json
@@ -200,8 +201,9 @@ def job(
     }
 
 
-@pytest.fixture
-async def hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
+@contextlib.asynccontextmanager
+async def running_hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
+    """A real hub (SQLite, the test users, quick timings) on a loopback socket."""
     settings = HubSettings(
         store=f"sqlite:{tmp_path / 'hub.db'}",
         users_file=_write_users(tmp_path),
@@ -212,9 +214,17 @@ async def hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
     )
     server = TestServer(await build_app(settings), host="127.0.0.1")
     await server.start_server()
-    async with aiohttp.ClientSession() as session:
-        yield HubUnderTest(server, tmp_path, session)
-    await server.close()
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield HubUnderTest(server, tmp_path, session)
+    finally:
+        await server.close()
+
+
+@pytest.fixture
+async def hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
+    async with running_hub(tmp_path) as running:
+        yield running
 
 
 @dataclass
