@@ -99,6 +99,13 @@ def _get(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-w", "--watch", action="store_true", help="stream changes")
     parser.add_argument("-A", "--all-namespaces", action="store_true")
     parser.add_argument("-l", "--selector", help="label selector, e.g. team=vision")
+    parser.add_argument(
+        "--kueue",
+        nargs="?",
+        const="v1beta2",
+        choices=("v1beta1", "v1beta2"),
+        help="with -o yaml|json: write queue kinds as Kueue's kueue.x-k8s.io objects",
+    )
     connection_flags(parser)
 
 

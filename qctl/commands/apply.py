@@ -1,5 +1,9 @@
 """`qctl apply -f FILE|DIR`: create or update queues, flavors, clusters, tenants, kubectl style.
 
+Kueue's own queue setups apply too (`kueue.x-k8s.io` ResourceFlavor, ClusterQueue, LocalQueue,
+Cohort, Topology, WorkloadPriorityClass, and MultiKueue's kinds), converted by api.kueue; what
+each became is printed first.
+
 Every object is decoded and checked here first with the hub's own decoder (api.codec), so a
 broken file applies nothing; then each is created, or replaced if it exists and differs.
 Called by: qctl.main (through qctl.cli).
@@ -10,43 +14,40 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from api.codec import decode, load_documents
-from api.errors import ApiError, ObjectInvalidError
-from api.kinds import REGISTRY
 from api.meta import Object
+from api.v1alpha1.federation import MemberCluster
 from qctl.commands.common import connect
+from qctl.commands.manifests import decode_files
 from qctl.errors import HubRequestError, QctlError, UsageError
-from qctl.files import read_manifests
 from qctl.rest import HubSession
 
 __all__ = ["run_apply"]
 
 
-def _decode_all(filenames: list[str]) -> list[Object]:
+def _decode_all(filenames: list[str]) -> tuple[list[Object], list[str], list[str]]:
+    """The objects to apply, the notes on converted Kueue documents, and the member clusters
+    that must have joined; or nothing, if any document is wrong."""
     objects: list[Object] = []
+    notes: list[str] = []
+    members: list[str] = []
     problems: list[str] = []
-    for source, text in read_manifests(filenames):
-        try:
-            docs = load_documents(text)
-        except ApiError as exc:
-            problems.append(f"{source}: {exc}")
+    for item in decode_files(filenames):
+        if not item.ok:
+            sep = " " if item.problems[0].startswith("(") else ": "
+            problems += [f"{item.where}{sep}{p}" for p in item.problems]
             continue
-        for doc in docs:
-            try:
-                objects.append(decode(doc.body, REGISTRY))
-            except ObjectInvalidError as exc:
-                problems += [f"{source}: document {doc.index}: {e}" for e in exc.errors]
-            except ApiError as exc:
-                problems.append(f"{source}: document {doc.index}: {exc}")
+        objects += item.objects
+        if item.note:
+            notes.append(f"{item.where}: {item.note}")
+        if item.member_cluster:
+            members.append(item.member_cluster)
     if problems:
         raise QctlError("nothing applied; fix these first:\n  " + "\n  ".join(problems))
-    return objects
+    return objects, notes, members
 
 
 def run_apply(args: argparse.Namespace, out: TextIO) -> int:
-    objects = _decode_all(args.filenames)
-    ctx = connect(args)
-    client = HubSession(ctx)
+    objects, notes, members = _decode_all(args.filenames)
     for obj in objects:
         kind = type(obj)
         if not kind.API_VERSION.startswith("multiq.dev/") or kind.KIND == "Workload":
@@ -54,6 +55,13 @@ def run_apply(args: argparse.Namespace, out: TextIO) -> int:
                 f"{kind.KIND} {obj.name!r}: apply manages queues, flavors and clusters; "
                 "submit jobs with `qctl submit -f`"
             )
+    ctx = connect(args)
+    client = HubSession(ctx)
+    for note in notes:
+        out.write(f"{note}\n")
+    _check_joined(client, members)
+    for obj in objects:
+        kind = type(obj)
         body = obj.to_wire()
         if kind.NAMESPACED:
             body.setdefault("metadata", {}).setdefault("namespace", ctx.namespace)
@@ -73,6 +81,27 @@ def run_apply(args: argparse.Namespace, out: TextIO) -> int:
         client.replace(kind, body)
         out.write(f"{label} configured\n")
     return 0
+
+
+def _check_joined(client: HubSession, members: list[str]) -> None:
+    """A MultiKueueCluster applies as a check that its MemberCluster has joined: the hub
+    cannot dial a cluster; the cluster's agent dials the hub with its own token."""
+    missing = []
+    for name in members:
+        try:
+            client.get(MemberCluster, name, None)
+        except HubRequestError as exc:
+            if exc.reason != "NotFound":
+                raise
+            missing.append(name)
+    if missing:
+        joins = "\n  ".join(
+            f"qctl cluster join {name} --kubeconfig FILE --context CONTEXT" for name in missing
+        )
+        raise QctlError(
+            f"nothing applied: MultiKueueCluster {', '.join(missing)} has not joined the hub; "
+            f"join it first:\n  {joins}"
+        )
 
 
 def _same(current: dict[str, Any], wanted: dict[str, Any]) -> bool:

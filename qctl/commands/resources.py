@@ -1,7 +1,7 @@
 """`qctl get`, `qctl describe` and `qctl delete`: the hub's objects, kubectl style.
 
     qctl get workloads|clusters|queues|clustersets|cq|lq|… [NAME] [-o table|wide|json|yaml]
-             [-w] [-A] [-l SELECTOR]
+             [-w] [-A] [-l SELECTOR] [--kueue [v1beta2|v1beta1]]
     qctl describe workload NAME      state, cluster, pending reasons per cluster, timeline
     qctl delete workload NAME        (cancels it on its cluster)
 
@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from qctl import render
 from qctl.cli import load_runner
 from qctl.commands.common import connect
+from qctl.errors import QctlError, UsageError
 from qctl.kinds import ServedKind, resolve_kind
 from qctl.rest import HubSession
 
@@ -25,6 +26,8 @@ __all__ = ["describe_workload", "print_listing", "run_delete", "run_describe", "
 
 
 def run_get(args: argparse.Namespace, out: TextIO) -> int:
+    if args.kueue and (args.output not in ("yaml", "json") or args.watch):
+        raise UsageError("--kueue writes objects once: use it with -o yaml or -o json, not -w")
     if args.watch:
         return load_runner("qctl.commands.streams:run_get_watch")(args, out)
     kind = resolve_kind(args.type)
@@ -39,8 +42,21 @@ def run_get(args: argparse.Namespace, out: TextIO) -> int:
             all_namespaces=args.all_namespaces,
             label_selector=args.selector,
         )
+    if args.kueue:
+        items = _as_kueue(items, args.kueue)
     print_listing(args, kind, context.namespace, items, out)
     return 0
+
+
+def _as_kueue(items: Sequence[dict[str, Any]], version: str) -> list[dict[str, Any]]:
+    """The objects as Kueue's (api.kueue; it imports the models, so only for --kueue)."""
+    from api.errors import ObjectInvalidError  # noqa: PLC0415
+    from api.kueue import to_kueue  # noqa: PLC0415
+
+    try:
+        return [to_kueue(item, version) for item in items]
+    except ObjectInvalidError as exc:
+        raise QctlError(f"no Kueue form: {exc}") from exc
 
 
 def print_listing(
