@@ -54,6 +54,7 @@ from hub.placement.cycle import (
     record_plan,
     status_change,
 )
+from hub.placement.fairshare import FairShareOrder
 from hub.placement.holds import SlurmJobs
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
@@ -108,6 +109,8 @@ class Dispatcher:
         )
         self.slurm = slurm
         """The Slurm-mode workloads' facts, for their holds (hub.slurm_index)."""
+        self.fair_share: FairShareOrder | None = None
+        """The fleet's fair-share factors, set by hub.fairshare every calc period."""
         self.book = DispatchBook()
         self.writer = WorkloadWriter(state)
         self.tallies = Tallies()
@@ -202,6 +205,7 @@ class Dispatcher:
             settings=self.settings,
             expiry_checked_at=self._expiry_checked_at,
             slurm=self.slurm,
+            fair_share=self.fair_share,
         )
 
     def _cluster_facts(self) -> dict[str, ClusterFacts]:

@@ -43,6 +43,7 @@ from api.v1alpha1.federation import MemberCluster
 from hub.answers import AgentAnswers
 from hub.config_push import ConfigPusher
 from hub.dispatch import Dispatcher
+from hub.fairshare import FairShareLedger
 from hub.fleet import Fleet
 from hub.loghub import LogHub
 from hub.metrics import UNCOUNTED, HubMetrics
@@ -114,7 +115,9 @@ class LeaderWork:
         self._listeners: list[tuple[list[Any], Any]] = []  # (listener list, listener)
         # Outside a term the last term's parts (or, before any, unused ones) stay reachable
         # but deaf to the mirror: nothing accumulates in them while this hub follows.
-        self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
+        self.dispatcher, self.answers, self.config, self.statuses, self.fair_share = (
+            self._fresh_parts()
+        )
         self._deafen()
         # The agents' routes are registered once; they reach the current term's parts.
         self.sessions = SessionRoutes(fleet, self.answers, self.config, logs, metrics=metrics)
@@ -130,7 +133,9 @@ class LeaderWork:
             raise RuntimeError("a leadership term is already running")
         self.term = term
         log.info("leading from %s (fencing token %d)", term.began_at, term.fencing_token)
-        self.dispatcher, self.answers, self.config, self.statuses = self._fresh_parts()
+        self.dispatcher, self.answers, self.config, self.statuses, self.fair_share = (
+            self._fresh_parts()
+        )
         self.sessions.answers = self.answers
         self.sessions.config = self.config
         await self._forget_sessions(term)
@@ -139,6 +144,7 @@ class LeaderWork:
             start_guarded("dispatch", self.dispatcher.run),
             start_guarded("config-push", self.config.run),
             start_guarded("queue-status", self.statuses.run),
+            start_guarded("fair-share", self.fair_share.run),
         ]
 
     async def stop(self) -> None:
@@ -194,7 +200,9 @@ class LeaderWork:
 
     # --- the parts remade for every term ---------------------------------------------------
 
-    def _fresh_parts(self) -> tuple[Dispatcher, AgentAnswers, ConfigPusher, QueueStatusWriter]:
+    def _fresh_parts(
+        self,
+    ) -> tuple[Dispatcher, AgentAnswers, ConfigPusher, QueueStatusWriter, FairShareLedger]:
         state, fleet = self.state, self.fleet
         lists: list[list[Any]] = [state.on_indexed, state.on_workload, state.on_config]
         before = [list(listeners) for listeners in lists]
@@ -215,6 +223,7 @@ class LeaderWork:
             self.repo,
             interval_seconds=self.settings.queue_status_interval_seconds,
         )
+        fair_share = FairShareLedger(state, dispatcher, self.repo, self.settings, clock=self.clock)
         # Parts that listen to the mirror (the dispatcher does) must stop when retired.
         self._listeners = [
             (listeners, f)
@@ -222,7 +231,7 @@ class LeaderWork:
             for f in listeners
             if f not in old
         ]
-        return dispatcher, answers, config, statuses
+        return dispatcher, answers, config, statuses, fair_share
 
     def _deafen(self) -> None:
         for listeners, listener in self._listeners:

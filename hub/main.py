@@ -94,6 +94,29 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
         type=float,
         default=float(_env("offer-timeout", str(defaults.offer_timeout_seconds)) or 30),
     )
+    parser.add_argument(
+        "--fair-share-half-life",
+        type=float,
+        default=float(
+            _env("fair-share-half-life", str(defaults.fair_share_half_life_seconds)) or 0
+        ),
+        help="seconds in which fleet usage halves (0: never; default 7 days)",
+    )
+    parser.add_argument(
+        "--fair-share-calc-period",
+        type=float,
+        default=float(
+            _env("fair-share-calc-period", str(defaults.fair_share_calc_period_seconds)) or 60
+        ),
+        help="seconds between fair-share usage updates",
+    )
+    parser.add_argument(
+        "--fair-share-weight",
+        action="append",
+        default=None,
+        metavar="RESOURCE=WEIGHT",
+        help="billing weight of a resource per unit per second (repeat; default cpu=1)",
+    )
     parser.add_argument("--log-level", default=_env("log-level", "INFO"))
     parser.add_argument(
         "--log-format",
@@ -119,10 +142,29 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
             certificate_authority=(
                 Path(args.certificate_authority) if args.certificate_authority else None
             ),
+            fair_share_half_life_seconds=args.fair_share_half_life,
+            fair_share_calc_period_seconds=args.fair_share_calc_period,
+            fair_share_resource_weights=_weights(
+                parser, args.fair_share_weight or (_env("fair-share-weight") or "cpu=1").split(",")
+            ),
         )
     except ValidationError as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
+
+
+def _weights(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for pair in pairs:
+        resource, sep, weight = pair.partition("=")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = -1.0
+        if not sep or not resource.strip() or not 0 <= value < float("inf"):
+            parser.error(f"--fair-share-weight {pair!r}: give RESOURCE=WEIGHT, a weight >= 0")
+        weights[resource.strip()] = value
+    return weights
 
 
 # Young objects are collected every 50,000 net allocations instead of 700: the default made

@@ -46,6 +46,13 @@ class HubSettings(BaseModel):
     dispatch_interval_seconds: float = Field(default=1.0, gt=0)
     # How often GlobalQueue and ClusterSet status is brought up to date (only what changed).
     queue_status_interval_seconds: float = Field(default=2.0, gt=0)
+    # Fleet fair share (hub.placement.fairshare): usage halves every half-life (Slurm's
+    # PriorityDecayHalfLife, 7 days by default; 0: never decays), is brought up to date and
+    # the factors recomputed every calc period (Slurm's PriorityCalcPeriod), and bills each
+    # resource by its weight per unit per second (CPU cores only by default, as Slurm bills).
+    fair_share_half_life_seconds: float = Field(default=7 * 24 * 3600.0, ge=0)
+    fair_share_calc_period_seconds: float = Field(default=60.0, gt=0)
+    fair_share_resource_weights: dict[str, float] = Field(default_factory=lambda: {"cpu": 1.0})
     # Lines of each workload's logs kept after its pods are gone.
     log_tail_lines: int = Field(default=1000, ge=0)
     # TLS for HTTP and the agents' WebSockets on the one port (PEM files; the certificate

@@ -188,6 +188,64 @@ _LOCAL_QUEUE = (
     Column("AGE", _age),
 )
 
+
+def _number(value: Any) -> str:
+    """A fair-share figure as sshare prints it; LevelFS absent means infinite (no usage)."""
+    if value is None:
+        return "inf"
+    return f"{float(value):.6g}"
+
+
+def fair_share_rows(tenants: Sequence[Wire]) -> list[Wire]:
+    """`sshare -l` rows: each tenant, then each of its users, in the Fair Tree's order (the
+    hub's status keeps them visited first to last)."""
+    rows: list[Wire] = []
+    for tenant in tenants:
+        share = _get(tenant, "status", "fairShare", default=None) or {}
+        name = _name(tenant)
+        rows.append(
+            {
+                "tenant": name,
+                "user": "",
+                "shares": str(_get(tenant, "spec", "fairSharingWeight", default="1")),
+                "norm": _number(share.get("normShares", 0)) if share else "-",
+                "usage": _number(share.get("rawUsage", 0)) if share else "-",
+                "effective": _number(share.get("effectiveUsage", 0)) if share else "-",
+                "factor": "",
+                "level": _number(share.get("levelFs")) if share else "-",
+            }
+        )
+        for user in share.get("users", []):
+            rows.append(
+                {
+                    "tenant": name,
+                    "user": str(user.get("name") or "(unknown)"),
+                    "shares": "1",
+                    "norm": "",
+                    "usage": _number(user.get("rawUsage", 0)),
+                    "effective": _number(user.get("effectiveUsage", 0)),
+                    "factor": _number(user.get("factor", 0)),
+                    "level": _number(user.get("levelFs")),
+                }
+            )
+    return rows
+
+
+def _field(key: str) -> Callable[[Wire], str]:
+    return lambda row: str(row.get(key, ""))
+
+
+_TENANT = (
+    Column("TENANT", _field("tenant")),
+    Column("USER", _field("user")),
+    Column("SHARES", _field("shares")),
+    Column("NORM-SHARES", _field("norm")),
+    Column("RAW-USAGE", _field("usage")),
+    Column("EFFECTIVE-USAGE", _field("effective")),
+    Column("FAIRSHARE", _field("factor")),
+    Column("LEVEL-FS", _field("level")),
+)
+
 _DEFAULT = (Column("NAME", _name), Column("AGE", _age))
 
 _COLUMNS: dict[str, Sequence[Column]] = {
@@ -197,6 +255,7 @@ _COLUMNS: dict[str, Sequence[Column]] = {
     "ClusterSet": _CLUSTER_SET,
     "ClusterQueue": _CLUSTER_QUEUE,
     "LocalQueue": _LOCAL_QUEUE,
+    "Tenant": _TENANT,
 }
 
 
@@ -251,4 +310,6 @@ def render(
     cols = columns_for(
         kind, namespaced=namespaced, all_namespaces=all_namespaces, wide=output == "wide"
     )
+    if kind == "Tenant":
+        items = fair_share_rows(items)
     return render_table(items, cols)

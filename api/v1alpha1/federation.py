@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -31,6 +31,7 @@ from api.quantity import Quantity
 from api.tokens import TokenHashError, parse_token_hash
 
 __all__ = [
+    "SUBMITTER_ANNOTATION",
     "TENANT_LABEL",
     "ClusterAffinity",
     "ClusterCapacity",
@@ -47,8 +48,11 @@ __all__ = [
     "PreferredClusterTerm",
     "ResourceCapacity",
     "Tenant",
+    "TenantFairShare",
     "TenantSpec",
+    "TenantStatus",
     "TokenReference",
+    "UserFairShare",
 ]
 
 
@@ -417,6 +421,43 @@ class TenantSpec(StrictModel):
     priority_classes: list[str] = Field(default_factory=list)
 
 
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class UserFairShare(StrictModel):
+    """One user of a tenant in the fleet's Fair Tree, as `sshare -l` shows it."""
+
+    name: str
+    raw_usage: FiniteFloat = 0.0
+    effective_usage: FiniteFloat = 0.0
+    # None: infinite (no usage yet).
+    level_fs: FiniteFloat | None = None
+    factor: FiniteFloat = 0.0
+
+
+class TenantFairShare(StrictModel):
+    """The tenant's place in the fleet's fair share (hub.placement.fairshare): its shares
+    against its siblings', its decayed usage (billing-seconds) against theirs, and its users'
+    fair-share factors, which order waiting work of equal priority."""
+
+    raw_shares: FiniteFloat = 0.0
+    norm_shares: FiniteFloat = 0.0
+    raw_usage: FiniteFloat = 0.0
+    effective_usage: FiniteFloat = 0.0
+    # None: infinite (no usage yet).
+    level_fs: FiniteFloat | None = None
+    users: list[UserFairShare] = Field(default_factory=list)
+    last_update: datetime | None = None
+
+
+class TenantStatus(StrictModel):
+    fair_share: TenantFairShare | None = None
+
+
+SUBMITTER_ANNOTATION = "multiq.dev/submitted-by"
+"""The user who submitted a workload, as the hub authenticated them (set by the hub on every
+submission, whatever the client wrote): the user of its fair-share association."""
+
 TENANT_LABEL = "multiq.dev/tenant"
 """The label every namespace of a tenant carries in every member cluster, as far as queues are
 concerned: the hub pushes it with the configuration (`ConfigSync.namespaces`), the agent
@@ -430,6 +471,7 @@ class Tenant(Object):
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("tenants",)
     kind: Literal["Tenant"] = "Tenant"
     spec: TenantSpec
+    status: TenantStatus | None = None
 
     def semantic_errors(self) -> list[FieldError]:
         errors = super().semantic_errors()

@@ -28,7 +28,13 @@ from aiohttp import web
 from api.errors import FieldError
 from api.meta import API_VERSION
 from api.v1alpha1.conversions import ConversionError, to_workload
-from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
+from api.v1alpha1.federation import (
+    SUBMITTER_ANNOTATION,
+    ClusterSet,
+    GlobalQueue,
+    MemberCluster,
+    Tenant,
+)
 from api.v1alpha1.queues import LocalQueue, WorkloadPriorityClass
 from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
@@ -118,6 +124,7 @@ class SubmitRoutes:
         if workload.spec.priority is None:
             workload.spec.priority = 0
         keep_trace(workload)
+        workload.metadata.annotations[SUBMITTER_ANNOTATION] = principal.name
         # No second semantic check of the whole Workload: the conversion checked what it built
         # (a submitted Workload was checked by `validate`), and of what this route set since,
         # the queue and the cluster set are known objects (`_check_routing`), the namespace is

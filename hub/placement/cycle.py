@@ -12,7 +12,8 @@ round are the models), over a `HubSnapshot` the shell (`hub.dispatch`) keeps cur
 3. `_recheck_parked`  workloads held back alike (fit nowhere, or over their fleet quota)
                       are parked by shape: one check per group says whether they may go now,
                       so a deep queue held back costs a cycle next to nothing;
-4. `_candidates`      the other workloads waiting at the hub, by priority then age (FIFO);
+4. `_candidates`      the other workloads waiting at the hub, by priority, then fair-share
+                      factor (hub.placement.fairshare), then age (FIFO);
 5. route              each one's cluster queue, global queue and cluster set (routing);
 6. fleet quota        the global queue's fleet-wide quota must hold it;
 7. `place`            pure placement over the clusters' room (hub.placement.core);
@@ -47,6 +48,7 @@ from hub import transitions
 from hub.placement import holds
 from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
 from hub.placement.core import headroom_score, place
+from hub.placement.fairshare import FairShareOrder
 from hub.placement.routing import Route, Routing, workload_requests
 from hub.placement.snapshot import (
     ClusterName,
@@ -150,6 +152,8 @@ class HubSnapshot:
     expiry_checked_at: datetime | None = None
     slurm: holds.SlurmJobs | None = None
     """The Slurm-mode workloads, for their holds (None: no Slurm mode)."""
+    fair_share: FairShareOrder | None = None
+    """The fleet's fair-share factors (None: not computed yet; order by priority and age)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,8 +440,9 @@ class _Cycle:
     def candidates(self, touched: Set[str]) -> list[tuple[str, Candidate]]:
         """Workloads waiting for a cluster and not waiting on an open offer (but those of an
         Incremental round), not parked, not changed by this plan already; highest priority
-        first, then oldest first. Set operations keep this cheap when thousands are queued
-        on clusters (offered and pending there) or parked."""
+        first, then the highest fair-share factor, then oldest first. Set operations keep
+        this cheap when thousands are queued on clusters (offered and pending there) or
+        parked."""
         snap, book = self.snap, self.book
         keys = set(snap.pending)
         keys.difference_update(book.offered)
@@ -449,7 +454,16 @@ class _Cycle:
         keys.difference_update(touched)
         workloads = snap.workloads
         waiting = [(key, workloads[key]) for key in keys if key in workloads]
-        waiting.sort(key=lambda item: (item[1].order, item[0]))
+        fair_share = snap.fair_share
+        if fair_share is None:
+            waiting.sort(key=lambda item: (item[1].order, item[0]))
+        else:
+            # Among equal priorities, the association furthest below its fair share first.
+            def by_fair_share(item: tuple[str, Candidate]) -> tuple[int, float, float, str]:
+                priority, age = item[1].order
+                return (priority, -fair_share.factor(item[1].workload), age, item[0])
+
+            waiting.sort(key=by_fair_share)
         return waiting
 
     # --- steps 5 to 8 ------------------------------------------------------------------

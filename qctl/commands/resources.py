@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from qctl import render
 from qctl.cli import load_runner
 from qctl.commands.common import connect
-from qctl.errors import QctlError, UsageError
+from qctl.errors import HubRequestError, QctlError, UsageError
 from qctl.kinds import ServedKind, resolve_kind
 from qctl.rest import HubSession
 
@@ -94,15 +94,39 @@ def run_delete(args: argparse.Namespace, out: TextIO) -> int:
 def run_describe(args: argparse.Namespace, out: TextIO) -> int:
     kind = resolve_kind(args.type)
     context = connect(args)
-    obj = HubSession(context).get(kind, args.name, context.namespace)
+    hub = HubSession(context)
+    obj = hub.get(kind, args.name, context.namespace)
     if kind.KIND == "Workload":
-        out.write(describe_workload(obj))
+        try:
+            tenants = hub.list(resolve_kind("tenants"), None, all_namespaces=True)
+        except HubRequestError:  # a user who may not read tenants sees no factor
+            tenants = []
+        out.write(describe_workload(obj, fair_share=fair_share_of(obj, tenants)))
     else:
         out.write(render.render([obj], kind=kind.KIND, output="yaml", single=True))
     return 0
 
 
-def describe_workload(wl: dict[str, Any]) -> str:
+def fair_share_of(wl: dict[str, Any], tenants: Sequence[dict[str, Any]]) -> str | None:
+    """`vision/alice: factor 0.8` — the workload's tenant and submitter, and their factor in
+    the fleet's Fair Tree as the tenant's status last showed it (None: no tenant owns the
+    namespace)."""
+    meta = wl.get("metadata", {})
+    namespace = meta.get("namespace") or "default"
+    user = (meta.get("annotations") or {}).get("multiq.dev/submitted-by", "")
+    for tenant in sorted(tenants, key=lambda t: t.get("metadata", {}).get("name", "")):
+        if namespace not in (tenant.get("spec", {}).get("namespaces") or []):
+            continue
+        name = tenant["metadata"]["name"]
+        share = (tenant.get("status") or {}).get("fairShare") or {}
+        for row in share.get("users", []):
+            if row.get("name", "") == user:
+                return f"{name}/{user or '(unknown)'}: factor {row.get('factor', 0)}"
+        return f"{name}/{user or '(unknown)'}: factor 1 (no usage yet)"
+    return None
+
+
+def describe_workload(wl: dict[str, Any], *, fair_share: str | None = None) -> str:
     meta, spec, status = wl.get("metadata", {}), wl.get("spec", {}), wl.get("status") or {}
     created = meta.get("creationTimestamp")
     lines = [
@@ -116,6 +140,8 @@ def describe_workload(wl: dict[str, Any]) -> str:
         f"Generation:    {status.get('dispatchGeneration', 0)} (dispatch)",
         f"Created:       {created} ({render.age(created)} ago)",
     ]
+    if fair_share is not None:
+        lines.append(f"Fair share:    {fair_share}")
     annotations = meta.get("annotations") or {}
     if "multiq.dev/cluster-set" in annotations:
         lines.append(f"Cluster set:   {annotations['multiq.dev/cluster-set']}")

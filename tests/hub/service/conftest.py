@@ -202,8 +202,9 @@ def job(
 
 
 @contextlib.asynccontextmanager
-async def running_hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
-    """A real hub (SQLite, the test users, quick timings) on a loopback socket."""
+async def running_hub(tmp_path: Path, **settings_changes: Any) -> AsyncIterator[HubUnderTest]:
+    """A real hub (SQLite, the test users, quick timings) on a loopback socket; keyword
+    arguments change its HubSettings."""
     settings = HubSettings(
         store=f"sqlite:{tmp_path / 'hub.db'}",
         users_file=_write_users(tmp_path),
@@ -211,6 +212,7 @@ async def running_hub(tmp_path: Path) -> AsyncIterator[HubUnderTest]:
         offer_timeout_seconds=5,
         dispatch_interval_seconds=0.1,
         queue_status_interval_seconds=0.1,
+        **settings_changes,
     )
     server = TestServer(await build_app(settings), host="127.0.0.1")
     await server.start_server()

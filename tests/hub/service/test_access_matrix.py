@@ -149,7 +149,7 @@ ROWS: dict[tuple[str, str], Rule] = {
     **cluster_scoped("memberclusters", status=True),
     **cluster_scoped("clustersets", status=True),
     **cluster_scoped("globalqueues", status=True),
-    **cluster_scoped("tenants", status=False),
+    **cluster_scoped("tenants", status=True),
     **namespaced("localqueues", status=True),
     **namespaced("applicationprofiles", status=False),
     **namespaced("jobtemplates", status=False),
@@ -555,11 +555,10 @@ class TestStatus:
         assert stale[0] == 409  # compare-and-swap on the resourceVersion it was sent
 
     async def test_a_kind_without_a_status_has_no_status_route(self, hub: HubUnderTest) -> None:
-        await hub.apply(*fleet_objects())
-        status, body = await hub.call(
-            "PUT", f"{API}/tenants/vision/status", body=fleet_objects()[3]
-        )
-        assert status == 404 and body["message"] == "tenants have no status"
+        flavor = fleet_objects()[0]
+        await hub.apply(flavor)
+        status, body = await hub.call("PUT", f"{API}/resourceflavors/default/status", body=flavor)
+        assert status == 404 and body["message"] == "resourceflavors have no status"
 
 
 # --- agents ---------------------------------------------------------------------------------
