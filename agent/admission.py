@@ -37,6 +37,7 @@ from agent.engine.result import CycleResult
 from agent.engine.snapshot import Snapshot
 from agent.errors import K8sClientError, K8sForbiddenError, MaterializeError
 from agent.inventory import Inventory
+from agent.jobset_driver import JobSetDriver, jobset_policy, started_roles
 from agent.k8s.client import JsonObject
 from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
@@ -114,6 +115,7 @@ class AdmissionShell:
         self.tracing = tracing or AgentTracing()
         self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
+        self.jobsets = JobSetDriver(materializer, self._plan_for)
         self.inventory = inventory
         self.reporter = reporter
         self.lease = lease
@@ -202,6 +204,8 @@ class AdmissionShell:
                     rest = effects[done:]
                     self._spawn(self._keep_stopping(key, record, effect, rest), f"stop {key}")
                     return
+                if record is not None and jobset_policy(record) is not None:
+                    self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
 
     async def _keep_stopping(
         self, key: str, record: Record | None, stop: StopJobs, after: Sequence[Effect]
@@ -373,29 +377,38 @@ class AdmissionShell:
         if self._current(started) is not None:
             await self._materialize(started)
 
-    async def _materialize(self, started: Record) -> None:
-        status = started.workload.status
+    def _plan_for(
+        self, record: Record, roles: frozenset[str] | None = None
+    ) -> list[JsonObject] | None:
+        """The Jobs of an admitted record (of these JobSet roles; None: as its start order
+        allows now), or None when no Job may be made now: no Job without a lease (a fence
+        forgets the record)."""
+        now = self.monotonic()
+        if not self.lease.held(now):
+            return None
+        status = record.workload.status
         assert status is not None and status.admission is not None
-        admission = status.admission
         flavors = {
             f.metadata.name: f for f in (self.config.resource_flavors if self.config else [])
         }
+        namespace, name = record.key.split("/", 1)
+        if roles is None and jobset_policy(record) is not None:
+            roles = started_roles(record, self.inventory.workload_jobs(namespace, name))
+        return plan_jobs(
+            record.workload,
+            record.offer.generation,
+            record.offer.source,
+            status.admission,
+            flavors,
+            self.lease.job_deadline(now),
+            cluster=self.materializer.cluster,
+            roles=roles,
+            attempts=dict(record.jobset_attempts),
+        )
 
+    async def _materialize(self, started: Record) -> None:
         def plan() -> list[JsonObject] | None:
-            now = self.monotonic()
-            if not self.lease.held(now):
-                return None  # no Job without a lease (a fence forgets the record)
-            offer = started.offer
-            deadline = self.lease.job_deadline(now)
-            return plan_jobs(
-                started.workload,
-                offer.generation,
-                offer.source,
-                admission,
-                flavors,
-                deadline,
-                cluster=self.materializer.cluster,
-            )
+            return self._plan_for(started)
 
         key = started.key
         try:
@@ -420,6 +433,10 @@ class AdmissionShell:
                 self._wake.set()
             return
         if names is not None and (record := self._current(started)) is not None:
+            policy = jobset_policy(record)
+            if policy is not None:  # every Job it will have, started or not
+                names = [n for role in policy.roles for n in policy.job_names(role)]
+                await self.jobsets.ensure_service(record)
             made = records.on_materialized(record, tuple(names), self.clock())
             await self._apply(key, made)
             self._wake.set()
@@ -463,8 +480,16 @@ class AdmissionShell:
                 jobs=jobs,
                 pods=self.inventory.workload_pods(namespace, name),
             )
+            observation, restart, work = self.jobsets.look(record, jobs, observation)
+            if work is not None:
+                self._spawn(work, f"jobset {key}")
+            if restart is not None and restart.record is not None:
+                await self._apply(key, restart)
+                record = restart.record
             mirrored = self.inventory.jobs.objects
-            exist = any(f"{namespace}/{n}" in mirrored for n in record.job_names)
+            exist = self.jobsets.busy(key) or any(
+                f"{namespace}/{n}" in mirrored for n in record.job_names
+            )
             step = records.next_report(
                 record, records.Sighting(observation, exist, priming), now, self.cadence
             )

@@ -53,13 +53,14 @@ from agent.errors import (
     K8sNotFoundError,
     MaterializeError,
 )
+from agent.jobsets import RESTART_ATTEMPT
 from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
 from agent.labels import Labels
 from agent.retry import K8S_TRANSIENT
 from api.v1alpha1.queues import ResourceFlavor
 from api.v1alpha1.workload import Admission, TopologyAssignment, Workload
 
-__all__ = ["Materializer", "identity_labels", "plan_jobs"]
+__all__ = ["Materializer", "identity_labels", "jobset_name", "plan_jobs"]
 
 log = logging.getLogger(__name__)
 
@@ -216,14 +217,19 @@ def plan_jobs(
     flavors: Mapping[str, ResourceFlavor],
     deadline_seconds: int | None = None,
     cluster: str | None = None,
+    *,
+    roles: Container[str] | None = None,
+    attempts: Mapping[str, int] | None = None,
 ) -> list[JsonObject]:
     """The batch/v1 Jobs that run the admitted workload (pure; see the module docstring).
     `deadline_seconds`: the fencing deadline (None: fencing is off); `cluster`: this member
-    cluster's name, annotated on every pod template."""
+    cluster's name, annotated on every pod template. For a JobSet: only the Jobs of the
+    replicated jobs in `roles` (None: all), each labelled with its restart attempt
+    (agent.jobsets)."""
     namespace = workload.metadata.namespace or "default"
     labels = identity_labels(workload, generation)
     injections = _injections(workload, admission, flavors)
-    jobs = _plan(workload, namespace, labels, injections, source)
+    jobs = _plan(workload, namespace, labels, injections, source, roles, attempts or {})
     key = f"{namespace}/{workload.metadata.name}"
     for job in jobs:
         job["metadata"]["annotations"] = {
@@ -248,6 +254,8 @@ def _plan(
     labels: Mapping[str, str],
     injections: Mapping[str, _Injection],
     source: Mapping[str, Any] | None,
+    roles: Container[str] | None = None,
+    attempts: Mapping[str, int] | None = None,
 ) -> list[JsonObject]:
     if source is None:
         return _jobs_for_pod_sets(workload, namespace, labels, injections)
@@ -267,7 +275,9 @@ def _plan(
             }
         ]
     if kind in JOBSET_KINDS:
-        return _jobs_for_jobset(workload, namespace, source, labels, injections)
+        return _jobs_for_jobset(
+            workload, namespace, source, labels, injections, roles, attempts or {}
+        )
     raise MaterializeError(f"cannot run a {kind[1]} ({kind[0]}): only batch/v1 Job and JobSet")
 
 
@@ -277,9 +287,11 @@ def _jobs_for_jobset(
     source: Mapping[str, Any],
     labels: Mapping[str, str],
     injections: Mapping[str, _Injection],
+    roles: Container[str] | None = None,
+    attempts: Mapping[str, int] | None = None,
 ) -> list[JsonObject]:
     meta = dict(source.get("metadata") or {})
-    name = str(meta.get("name") or _default_name(workload, str(meta.get("generateName", "js-"))))
+    name = jobset_name(workload, source)
     spec = dict(source.get("spec") or {})
     network = dict(spec.get("network") or {})
     hostnames = network.get("enableDNSHostnames", True)
@@ -287,6 +299,8 @@ def _jobs_for_jobset(
     jobs = []
     for rj in spec.get("replicatedJobs") or []:
         rj_name = str(rj["name"])
+        if roles is not None and rj_name not in roles:
+            continue  # not started yet (agent.jobsets: the start order)
         replicas = int(rj.get("replicas", 1))
         inj = injections.get(rj_name, _Injection({}, [], None))
         if inj.count is not None:
@@ -299,6 +313,7 @@ def _jobs_for_jobset(
                 REPLICATED_JOB_NAME: rj_name,
                 JOB_INDEX: str(index),
                 REPLICATED_JOB_REPLICAS: str(replicas),
+                RESTART_ATTEMPT: str((attempts or {}).get(f"{name}-{rj_name}-{index}", 0)),
             }
             job_meta = _clean_meta(dict(template.get("metadata") or {}), namespace, job_labels)
             job_meta["name"] = f"{name}-{rj_name}-{index}"
@@ -316,6 +331,12 @@ def _jobs_for_jobset(
                 {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": job_spec}
             )
     return jobs
+
+
+def jobset_name(workload: Workload, source: Mapping[str, Any]) -> str:
+    """The name a JobSet source's Jobs are named after (`<jobset>-<rjob>-<index>`)."""
+    meta = source.get("metadata") or {}
+    return str(meta.get("name") or _default_name(workload, str(meta.get("generateName", "js-"))))
 
 
 def _jobs_for_pod_sets(
@@ -437,11 +458,16 @@ class Materializer:
                 raise MaterializeError(
                     f"job {namespace}/{name} exists and belongs to another workload"
                 )
+            # A JobSet's Job of an earlier restart attempt is as stale as an older dispatch's.
+            have_attempt = int(have.get(RESTART_ATTEMPT) or 0)
+            want_attempt = int(want.get(RESTART_ATTEMPT) or 0)
             if have.get(Labels.GENERATION) == want[Labels.GENERATION]:
-                return existing  # adopt
-            if int(have.get(Labels.GENERATION) or 0) > int(want[Labels.GENERATION]):
+                if have_attempt >= want_attempt:
+                    return existing  # adopt
+            elif int(have.get(Labels.GENERATION) or 0) > int(want[Labels.GENERATION]):
                 raise MaterializeError(f"job {namespace}/{name} belongs to a newer dispatch")
-            # An older dispatch of the same workload: it is stale; delete it, wait, create.
+            # An older dispatch (or attempt) of the same workload: it is stale; delete it, wait,
+            # create.
             uid = (existing.get("metadata") or {}).get("uid")
             with contextlib.suppress(K8sNotFoundError):
                 await self.kube.delete(Resource.JOBS, namespace, name, uid=uid)

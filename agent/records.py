@@ -141,6 +141,10 @@ class Record:
     look_again_at: float | None = None
     """Look at its Jobs and pods again at this time even if nothing of theirs changes (a
     report held back, pods settling, Jobs made before their names were known)."""
+    jobset_attempts: tuple[tuple[str, int], ...] = ()
+    """A JobSet's Jobs restarted so far, each with its restart attempt (agent.jobsets)."""
+    jobset_restarts: int = 0
+    """Restarts counted against the JobSet's maxRestarts."""
 
     @property
     def generation(self) -> int:
@@ -167,7 +171,7 @@ class Record:
 
     def state_json(self) -> str:
         # pydantic_core's encoder: the status model goes in as it is, no dict made first.
-        state = {
+        state: dict[str, object] = {
             "generation": self.generation,
             "phase": self.phase.value,
             "bound": self.bound,
@@ -176,6 +180,9 @@ class Record:
             "jobNames": self.job_names,
             "status": self.workload.status,
         }
+        if self.jobset_attempts or self.jobset_restarts:
+            state["jobsetAttempts"] = dict(self.jobset_attempts)
+            state["jobsetRestarts"] = self.jobset_restarts
         return to_json(state, by_alias=True, exclude_none=True).decode()
 
     @classmethod
@@ -205,6 +212,10 @@ class Record:
             offered_at=float(state.get("offeredAt", 0.0)),
             reserved_at=None if reserved_at is None else float(reserved_at),
             job_names=job_names,
+            jobset_attempts=tuple(
+                (str(k), int(v)) for k, v in (state.get("jobsetAttempts") or {}).items()
+            ),
+            jobset_restarts=int(state.get("jobsetRestarts") or 0),
         )
 
 
@@ -760,3 +771,17 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     )
     persist = (Persist(),) if phase_changed and obs.phase in _FINISHED else ()
     return Step(moved, (report, *persist))
+
+
+def on_jobset_restart(record: Record, jobs: tuple[str, ...], counted: bool) -> Step:
+    """A JobSet's failure policy restarts these Jobs: each gets its next attempt (its old
+    Job is then stale), and a counted restart uses one of maxRestarts."""
+    attempts = dict(record.jobset_attempts)
+    for name in jobs:
+        attempts[name] = attempts.get(name, 0) + 1
+    restarted = replace(
+        record,
+        jobset_attempts=tuple(sorted(attempts.items())),
+        jobset_restarts=record.jobset_restarts + counted,
+    )
+    return Step(restarted, (Persist(),))

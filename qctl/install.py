@@ -40,6 +40,7 @@ AGENT_RULES: list[dict[str, Any]] = [
         "resources": ["jobs"],
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "create", "delete"]},
     {"nonResourceURLs": ["/version"], "verbs": ["get"]},
 ]
 

@@ -58,6 +58,7 @@ class Resource(enum.StrEnum):
     PODS = "pods"
     JOBS = "jobs"
     NAMESPACES = "namespaces"
+    SERVICES = "services"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,10 @@ class KubeClient:
                 if namespace is None:
                     return self._batch.list_job_for_all_namespaces, ()
                 return self._batch.list_namespaced_job, (namespace,)
+            case Resource.SERVICES:
+                if namespace is None:
+                    return self._core.list_service_for_all_namespaces, ()
+                return self._core.list_namespaced_service, (namespace,)
         raise AssertionError(resource)
 
     # reads -----------------------------------------------------------------------------------
@@ -293,6 +298,12 @@ class KubeClient:
                         "create pod", self._core.create_namespaced_pod, namespace, body
                     )
                 )
+            case Resource.SERVICES:
+                return dict(
+                    await self._json(
+                        "create service", self._core.create_namespaced_service, namespace, body
+                    )
+                )
         raise AssertionError(resource)
 
     async def patch(
@@ -330,6 +341,14 @@ class KubeClient:
                 )
             case Resource.NAMESPACES:
                 await self._json("delete namespace", self._core.delete_namespace, name, body=body)
+            case Resource.SERVICES:
+                await self._json(
+                    "delete service",
+                    self._core.delete_namespaced_service,
+                    name,
+                    namespace,
+                    body=body,
+                )
             case _:
                 raise AssertionError(resource)
 

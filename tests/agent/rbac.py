@@ -29,6 +29,7 @@ GROUPS = {
     Resource.PODS: "",
     Resource.NAMESPACES: "",
     Resource.JOBS: "batch",
+    Resource.SERVICES: "",
 }
 
 
