@@ -48,6 +48,7 @@ from agent.snapshots import SnapshotCache
 from agent.state import StateStore
 from agent.status import observe
 from agent.tracing import AgentTracing
+from api.v1alpha1.federation import WaitForPodsReady
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
@@ -110,6 +111,7 @@ class AdmissionShell:
         materialize_retry: float = 10.0,
         tracing: AgentTracing | None = None,
         metrics: AgentMetrics | None = None,
+        wait_for_pods_ready: WaitForPodsReady | None = None,
     ) -> None:
         self.store = store
         self.tracing = tracing or AgentTracing()
@@ -129,7 +131,7 @@ class AdmissionShell:
         self.book = Book(cadence)
         """The records — everything the agent keeps per workload — and their indexes."""
         self.held = self.book.records
-        self._snapshots = SnapshotCache()
+        self._snapshots = SnapshotCache(wait_for_pods_ready)
         self.cycles = 0
         self.last_result: CycleResult | None = None
         """The last cycle's decisions (the metrics read its pending reasons)."""

@@ -133,6 +133,7 @@ class Agent:
             cycle_min_interval=timings.cycle_min_interval,
             materialize_retry=timings.materialize_retry,
             tracing=AgentTracing(cluster=settings.cluster),
+            wait_for_pods_ready=settings.wait_for_pods_ready,
             metrics=self.metrics,
         )
         self.logs = LogStreams(

@@ -558,7 +558,15 @@ def on_engine_admit(record: Record, admission: Admission, now: float) -> Step:
                 reason="QuotaReserved",
                 message=f"Quota reserved in ClusterQueue {admission.cluster_queue}",
                 last_transition_time=_at(now),
-            )
+            ),
+            # Not a loss of readiness: the engine times waitForPodsReady from admission.
+            Condition(
+                type=PODS_READY,
+                status="False",
+                reason="PodsNotReady",
+                message="not all pods are ready or succeeded yet",
+                last_transition_time=_at(now),
+            ),
         ],
     )
     workload = record.workload.model_copy(update={"status": status})
@@ -684,6 +692,48 @@ def on_timer(record: Record, now: float, cadence: Cadence) -> Step:
 # the status pass -------------------------------------------------------------------------------
 
 
+PODS_READY = "PodsReady"
+
+
+def _expected_pods(workload: Workload) -> int:
+    status = workload.status
+    counts = {ps.name: ps.count for ps in workload.spec.pod_sets}
+    if status is None or status.admission is None:
+        return sum(counts.values())
+    return sum(
+        a.count if a.count is not None else counts.get(a.name, 1)
+        for a in status.admission.pod_set_assignments
+    )
+
+
+def _with_pods_ready(record: Record, obs: Observation, now: float) -> Record:
+    """Its PodsReady condition as its pods now say (all admitted pods ready or succeeded):
+    what the engine's waitForPodsReady times (agent.engine.podsready). A change of it is a
+    new workload object, so the engine sees it."""
+    status = record.workload.status
+    if status is None or status.admission is None or obs.phase not in _RUNNING_PHASES:
+        return record
+    ready = obs.pods.ready + obs.pods.succeeded >= max(_expected_pods(record.workload), 1)
+    current = next((c for c in status.conditions if c.type == PODS_READY), None)
+    if current is not None and (current.status == "True") == ready:
+        return record
+    condition = Condition(
+        type=PODS_READY,
+        status="True" if ready else "False",
+        reason="PodsReady" if ready else "PodsNotReady",
+        message="all pods are ready or succeeded" if ready else "a pod is not ready any more",
+        last_transition_time=_at(now),
+    )
+    conditions = [c for c in status.conditions if c.type != PODS_READY] + [condition]
+    workload = record.workload.model_copy(
+        update={"status": status.model_copy(update={"conditions": conditions})}
+    )
+    return replace(record, workload=workload)
+
+
+_RUNNING_PHASES = (WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING)
+
+
 def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) -> Step:
     """What a status pass makes of what it saw of the workload's Jobs and pods.
 
@@ -697,6 +747,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     gets its Finished condition, is saved, and frees its quota (it leaves the snapshot)."""
     if not observable(record):
         return Step(record)
+    record = _with_pods_ready(record, seen.observation, now)
     obs = seen.observation
     seen_now = record.jobs_seen or seen.jobs_exist
     if not seen.jobs_exist and (record.jobs_seen or seen.relisted):

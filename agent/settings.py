@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from api.v1alpha1.federation import WaitForPodsReady
+
 __all__ = ["AgentSettings", "Timings", "parse_args"]
 
 AGENT_VERSION = "0.1.0"
@@ -100,6 +102,8 @@ class AgentSettings(BaseModel):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Serve Prometheus metrics on this port (0: any free port); None: not served."""
     metrics_address: str = "0.0.0.0"
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    """This agent's waitForPodsReady when the hub sends none for its cluster (None: off)."""
     """The address the metrics endpoint listens on."""
 
     @property
@@ -154,6 +158,14 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (off by default)",
     )
     parser.add_argument("--metrics-address", default=env("MULTIQ_AGENT_METRICS_ADDRESS", "0.0.0.0"))
+    parser.add_argument(
+        "--wait-for-pods-ready",
+        type=int,
+        metavar="SECONDS",
+        default=env("MULTIQ_AGENT_WAIT_FOR_PODS_READY"),
+        help="evict and requeue admitted work whose pods are not all ready within SECONDS "
+        "(off by default; a MemberCluster's spec.waitForPodsReady, sent by the hub, wins)",
+    )
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -177,4 +189,7 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         log_format=args.log_format,
         metrics_port=int(args.metrics_port) if args.metrics_port is not None else None,
         metrics_address=args.metrics_address,
+        wait_for_pods_ready=WaitForPodsReady(timeout_seconds=int(args.wait_for_pods_ready))
+        if args.wait_for_pods_ready
+        else None,
     )

@@ -34,13 +34,23 @@ from agent.engine.cycle import schedule_incremental
 from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
-from agent.engine.snapshot import Node, ResourceName, Snapshot, Taint, WorkloadId
+from agent.engine.snapshot import (
+    EngineConfig,
+    Node,
+    RequeueTimestamp,
+    ResourceName,
+    Snapshot,
+    Taint,
+    WorkloadId,
+)
 from agent.engine.snapshot import TopologyAssignment as EngineTopologyAssignment
+from agent.engine.snapshot import WaitForPodsReady as EngineWaitForPodsReady
 from agent.engine.snapshot import Workload as EngineWorkload
 from agent.labels import Labels
 from agent.records import Record
 from api.k8s.pod import PodSpec, effective_pod_requests
 from api.quantity import Quantity
+from api.v1alpha1.federation import WaitForPodsReady
 from api.v1alpha1.messages import ConfigSync
 from api.v1alpha1.workload import (
     Admission,
@@ -224,11 +234,35 @@ class ClusterNodes:
         return out
 
 
+def engine_config(ready: WaitForPodsReady | None) -> EngineConfig:
+    """The engine's settings: waitForPodsReady as the hub sent it for this cluster, or as the
+    agent was started with (None: off)."""
+    if ready is None:
+        return EngineConfig()
+    strategy = ready.requeuing_strategy
+    return EngineConfig(
+        wait_for_pods_ready=EngineWaitForPodsReady(
+            enabled=True,
+            timeout_seconds=float(ready.timeout_seconds),
+            recovery_timeout_seconds=None
+            if ready.recovery_timeout_seconds is None
+            else float(ready.recovery_timeout_seconds),
+            block_admission=ready.block_admission,
+            requeue_timestamp=RequeueTimestamp(strategy.timestamp),
+            backoff_base_seconds=float(strategy.backoff_base_seconds),
+            backoff_max_seconds=float(strategy.backoff_max_seconds),
+            backoff_limit_count=strategy.backoff_limit_count,
+        )
+    )
+
+
 class SnapshotCache:
     """The engine's view of the held workloads, kept between cycles: only the workloads the
-    shell names as changed are looked at again (a full walk when it cannot name them)."""
+    shell names as changed are looked at again (a full walk when it cannot name them).
+    `wait_for_pods_ready`: the agent's own setting, used when the hub sends none."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait_for_pods_ready: WaitForPodsReady | None = None) -> None:
+        self._ready_default = wait_for_pods_ready
         self._base: Snapshot | None = None
         self._config: ConfigSync | None = None
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
@@ -266,6 +300,7 @@ class SnapshotCache:
                 workloads=(),
                 namespaces=namespace_labels(namespaces or {}, cfg),
                 topologies=cfg.topologies,
+                config=engine_config(cfg.wait_for_pods_ready or self._ready_default),
             )
             self._namespaces = namespaces
         if new_config:

@@ -14,6 +14,7 @@ import logging
 from datetime import datetime
 from functools import partial
 
+from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
@@ -68,9 +69,13 @@ class AgentAnswers:
         now = self._now()
         outcome = transitions.ReportOutcome(False)
 
+        member = self.state.find(MemberCluster, cluster)
+        ready = member.spec.wait_for_pods_ready if isinstance(member, MemberCluster) else None
+        requeuing = ready.requeuing_strategy if ready is not None else None
+
         def change(wl: Workload) -> Workload:
             nonlocal outcome
-            wl, outcome = transitions.apply_report(wl, cluster, report, now)
+            wl, outcome = transitions.apply_report(wl, cluster, report, now, requeuing=requeuing)
             return wl
 
         if report.phase is WorkloadPhase.PENDING and cluster in self.book.get(key).offers:

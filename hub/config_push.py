@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from api.meta import Object
-from api.v1alpha1.federation import TENANT_LABEL, Tenant
+from api.v1alpha1.federation import TENANT_LABEL, MemberCluster, Tenant
 from api.v1alpha1.messages import ConfigSync, NamespaceLabels
 from api.v1alpha1.queues import (
     ClusterQueue,
@@ -67,8 +67,26 @@ class ConfigPusher:
     fleet: Fleet
     pushes: int = 0
     _dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    _pushed_members: dict[str, object] = field(default_factory=dict)
 
-    def build(self) -> ConfigSync:
+    def build(self, cluster: str | None = None) -> ConfigSync:
+        """The configuration, with `cluster`'s own settings (waitForPodsReady) when named."""
+        sync = self._build()
+        return self.for_cluster(sync, cluster) if cluster is not None else sync
+
+    def for_cluster(self, sync: ConfigSync, cluster: str) -> ConfigSync:
+        member = self.state.find(MemberCluster, cluster)
+        ready = member.spec.wait_for_pods_ready if isinstance(member, MemberCluster) else None
+        return sync if ready is None else sync.model_copy(update={"wait_for_pods_ready": ready})
+
+    def _member_settings(self) -> dict[str, object]:
+        return {
+            m.name: m.spec.wait_for_pods_ready
+            for m in self.state.objects(MemberCluster)
+            if isinstance(m, MemberCluster)
+        }
+
+    def _build(self) -> ConfigSync:
         def of(kind: type[T]) -> list[T]:
             found = [o for o in self.state.objects(kind) if isinstance(o, kind)]
             return sorted(found, key=lambda o: o.key())
@@ -87,6 +105,12 @@ class ConfigPusher:
     def changed(self, plural: str) -> None:
         if plural in CONFIG_KINDS:
             self._dirty.set()
+        elif plural == MemberCluster.plural():
+            # Members' status changes with every heartbeat: push only when a setting sent
+            # to agents changed.
+            settings = self._member_settings()
+            if settings != self._pushed_members:
+                self._dirty.set()
 
     async def run(self) -> None:
         while True:
@@ -96,9 +120,10 @@ class ConfigPusher:
             self.push_all()
 
     def push_all(self) -> None:
-        message = self.build()
+        message = self._build()
+        self._pushed_members = self._member_settings()
         self.pushes += 1
         for state in self.fleet.clusters.values():
             if state.control is not None and not state.control.closed:
                 with contextlib.suppress(LaneClosedError):
-                    state.control.send(message)
+                    state.control.send(self.for_cluster(message, state.name))

@@ -193,7 +193,7 @@ class SessionRoutes:
             len(hello.workloads),
         )
         try:
-            lane.send(self.config.build())
+            lane.send(self.config.build(state.name))
         except LaneClosedError:
             return
         await self.answers.reconcile_hello(state.name, hello)

@@ -21,9 +21,10 @@ Called by: hub.dispatch (offers, timeouts, cluster loss), hub.sessions (agent re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from api.meta import Condition, ConditionStatus
+from api.v1alpha1.federation import RequeuingStrategy
 from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
 from api.v1alpha1.workload import (
     ClusterPendingReason,
@@ -233,6 +234,58 @@ def requeue(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
     return wl
 
 
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+
+
+def backoff_seconds(strategy: RequeuingStrategy, count: int) -> float:
+    """base·2^(count−1), at most the maximum (Kueue's waitForPodsReady requeuing)."""
+    exponent = min(max(count - 1, 0), 32)
+    return float(min(strategy.backoff_base_seconds * 2**exponent, strategy.backoff_max_seconds))
+
+
+def back_off(wl: Workload, strategy: RequeuingStrategy, message: str, now: datetime) -> Workload:
+    """Requeued because its pods were not ready in time: it waits out its backoff before it
+    is dispatched again, and past the backoff limit it is deactivated instead (`qctl resume
+    workload` activates it again)."""
+    st = _status(wl)
+    count = (st.requeue_state.count or 1) if st.requeue_state else 1
+    limit = strategy.backoff_limit_count
+    if limit is not None and count > limit:
+        # (a new spec: `for_change` copies only the status)
+        wl.spec = wl.spec.model_copy(update={"active": False})
+        set_condition(
+            wl,
+            REQUEUED,
+            False,
+            "RequeuingLimitExceeded",
+            f"{message}; deactivated after {limit} requeues",
+            now,
+        )
+        return wl
+    at = now + timedelta(seconds=backoff_seconds(strategy, count))
+    st.requeue_state = RequeueState(count=count, requeue_at=at)
+    set_condition(
+        wl,
+        REQUEUED,
+        True,
+        "BackoffRequeue",
+        f"{message}; dispatched again from {at.isoformat()}",
+        now,
+    )
+    return wl
+
+
+def held_back_until(wl: Workload) -> datetime | None:
+    """When a workload in its requeuing backoff may be dispatched again (None: now)."""
+    st = wl.status
+    if st is None or st.requeue_state is None or st.requeue_state.requeue_at is None:
+        return None
+    requeued = next((c for c in st.conditions if c.type == REQUEUED), None)
+    if requeued is None or requeued.reason != "BackoffRequeue":
+        return None
+    return st.requeue_state.requeue_at
+
+
 @dataclass(frozen=True, slots=True)
 class ReportOutcome:
     """What an agent's report did, and what the clusters must be told."""
@@ -258,10 +311,16 @@ def _refuse(cluster: str, report: WorkloadStatusReport, why: str, reason: str) -
 
 
 def apply_report(
-    wl: Workload, cluster: str, report: WorkloadStatusReport, now: datetime
+    wl: Workload,
+    cluster: str,
+    report: WorkloadStatusReport,
+    now: datetime,
+    *,
+    requeuing: RequeuingStrategy | None = None,
 ) -> tuple[Workload, ReportOutcome]:
     """Apply an agent's status report, if the sender may make it (see the module
-    docstring); the outcome says what to send."""
+    docstring); the outcome says what to send. `requeuing`: the cluster's waitForPodsReady
+    requeuing strategy, for an eviction because pods were not ready (default: Kueue's)."""
     st = _status(wl)
     if is_finished(wl):
         return wl, ReportOutcome(False, refusal="the workload is finished")
@@ -275,7 +334,7 @@ def apply_report(
         return wl, _refuse(cluster, report, why, "NotDispatchedHere")
     if st.cluster_name is None:
         return _from_nominee(wl, cluster, report, now)
-    return _from_bound(wl, cluster, report, now)
+    return _from_bound(wl, cluster, report, now, requeuing or RequeuingStrategy())
 
 
 def _from_nominee(
@@ -316,7 +375,11 @@ def _from_nominee(
 
 
 def _from_bound(
-    wl: Workload, cluster: str, report: WorkloadStatusReport, now: datetime
+    wl: Workload,
+    cluster: str,
+    report: WorkloadStatusReport,
+    now: datetime,
+    requeuing: RequeuingStrategy,
 ) -> tuple[Workload, ReportOutcome]:
     st = _status(wl)
     phase = report.phase
@@ -336,6 +399,8 @@ def _from_bound(
             kind = "EvictedOnCluster" if phase is WorkloadPhase.EVICTED else "Withdrawn"
             message = report.pending_message or f"evicted on cluster {cluster}"
             requeue(wl, kind, message, now)
+            if reason == PODS_READY_TIMEOUT:
+                back_off(wl, requeuing, message, now)
         else:
             unbind(wl, cluster, reason, report.pending_message or f"given back by {cluster}", now)
         return wl, ReportOutcome(True)

@@ -44,12 +44,16 @@ class WorkloadWriter:
         """Write `change` of the mirrored workload, CAS on the mirrored revision (no read).
 
         Changes touch only the status (hub.transitions), so only the status is copied and
-        serialized; the stored spec is reused as it is."""
+        serialized; the stored spec is reused as it is — but for `active`, which a workload
+        deactivated past its requeuing limit changes."""
         current = entry.workload
         new = change(transitions.for_change(current))
-        if new.status == current.status:
+        deactivated = new.spec.active != current.spec.active
+        if new.status == current.status and not deactivated:
             return current  # nothing to write (e.g. a report repeating what is known)
         wire = dict(entry.raw)
+        if deactivated:
+            wire["spec"] = {**wire["spec"], "active": new.spec.active}
         if new.status is not None:
             wire["status"] = new.status.to_wire()
         else:

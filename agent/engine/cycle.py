@@ -856,6 +856,10 @@ class _Cycle:
         self.admitted.append(
             Admit(wl.id, admission, borrowing=a.borrowing, partial=out.counts is not None)
         )
+        ready = self.snap.config.wait_for_pods_ready
+        if ready.enabled:
+            # Its pods-ready deadline: a cycle must run then even if no event comes.
+            self._later(self.now + ready.timeout_seconds)
 
     def _protected(self, cq: ClusterQueue, out: _Outcome, found: list[Protected]) -> PendingReason:
         a = out.assignment

@@ -46,6 +46,7 @@ __all__ = [
     "MemberClusterSpec",
     "MemberClusterStatus",
     "PreferredClusterTerm",
+    "RequeuingStrategy",
     "ResourceCapacity",
     "Tenant",
     "TenantFairShare",
@@ -53,6 +54,7 @@ __all__ = [
     "TenantStatus",
     "TokenReference",
     "UserFairShare",
+    "WaitForPodsReady",
 ]
 
 
@@ -92,6 +94,48 @@ class Fencing(StrictModel):
     grace_seconds: int = 30
 
 
+class RequeuingStrategy(StrictModel):
+    """How a workload evicted for pods not ready is queued again: after
+    backoffBaseSeconds·2^(n−1) (at most backoffMaxSeconds) at the n-th time, and no more
+    after backoffLimitCount requeues (None: no limit): it is then deactivated."""
+
+    timestamp: Literal["Eviction", "Creation"] = "Eviction"
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+    backoff_limit_count: int | None = None
+
+
+class WaitForPodsReady(StrictModel):
+    """Kueue's waitForPodsReady for this cluster: an admitted workload whose pods are not all
+    ready within `timeoutSeconds` of admission (or again within `recoveryTimeoutSeconds`
+    once they were) is evicted with PodsReadyTimeout and queued again at the hub by the
+    requeuing strategy. `blockAdmission`: admit nothing else on the cluster meanwhile."""
+
+    timeout_seconds: int = 300
+    recovery_timeout_seconds: int | None = None
+    block_admission: bool = False
+    requeuing_strategy: RequeuingStrategy = Field(default_factory=RequeuingStrategy)
+
+
+def wait_for_pods_ready_errors(path: Path, cfg: WaitForPodsReady) -> list[FieldError]:
+    errors = []
+    rs = cfg.requeuing_strategy
+    for name, value, least in (
+        ("timeoutSeconds", cfg.timeout_seconds, 1),
+        ("recoveryTimeoutSeconds", cfg.recovery_timeout_seconds, 1),
+        ("requeuingStrategy.backoffBaseSeconds", rs.backoff_base_seconds, 0),
+        ("requeuingStrategy.backoffMaxSeconds", rs.backoff_max_seconds, 0),
+        ("requeuingStrategy.backoffLimitCount", rs.backoff_limit_count, 0),
+    ):
+        if value is not None and value < least:
+            errors.append(
+                FieldError.invalid(
+                    path.child(*name.split(".")), value, f"must be greater than or equal to {least}"
+                )
+            )
+    return errors
+
+
 class MemberClusterSpec(StrictModel):
     """How the hub knows this cluster's agent, and what it may send there.
 
@@ -105,6 +149,8 @@ class MemberClusterSpec(StrictModel):
     # A cordoned cluster keeps what it runs but gets no new dispatches.
     cordoned: bool = False
     fencing: Fencing = Field(default_factory=Fencing)
+    # None: off, unless the cluster's agent turns it on itself (its --wait-for-pods-ready).
+    wait_for_pods_ready: WaitForPodsReady | None = None
     description: str = ""
 
 
@@ -157,6 +203,10 @@ class MemberCluster(Object):
             errors += dns1123_label_errors(Path("metadata", "name"), self.metadata.name)
         errors += _agent_token_errors(self.spec)
         errors += _fencing_errors(self.spec.fencing, Path("spec", "fencing"))
+        if self.spec.wait_for_pods_ready is not None:
+            errors += wait_for_pods_ready_errors(
+                Path("spec", "waitForPodsReady"), self.spec.wait_for_pods_ready
+            )
         return errors
 
 

@@ -44,6 +44,7 @@ from api.meta import (
     label_map_errors,
 )
 from api.quantity import Quantity
+from api.v1alpha1.federation import WaitForPodsReady
 from api.v1alpha1.queues import (
     ClusterQueue,
     Cohort,
@@ -327,6 +328,8 @@ class ConfigSync(StrictModel):
     workload_priority_classes: list[WorkloadPriorityClass] = Field(default_factory=list)
     topologies: list[Topology] = Field(default_factory=list)
     namespaces: list[NamespaceLabels] = Field(default_factory=list)
+    # This cluster's MemberCluster.spec.waitForPodsReady (None: the agent's own setting).
+    wait_for_pods_ready: WaitForPodsReady | None = None
 
     def objects(self) -> Iterator[tuple[str, int, Object]]:
         """(field, index, object) for every object carried."""

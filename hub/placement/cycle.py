@@ -13,7 +13,8 @@ round are the models), over a `HubSnapshot` the shell (`hub.dispatch`) keeps cur
                       are parked by shape: one check per group says whether they may go now,
                       so a deep queue held back costs a cycle next to nothing;
 4. `_candidates`      the other workloads waiting at the hub, by priority, then fair-share
-                      factor (hub.placement.fairshare), then age (FIFO);
+                      factor (hub.placement.fairshare), then age (FIFO); one requeued because
+                      its pods were not ready waits out its backoff first;
 5. route              each one's cluster queue, global queue and cluster set (routing);
 6. fleet quota        the global queue's fleet-wide quota must hold it;
 7. `place`            pure placement over the clusters' room (hub.placement.core);
@@ -453,7 +454,12 @@ class _Cycle:
             keys |= snap.pending & book.incremental
         keys.difference_update(touched)
         workloads = snap.workloads
-        waiting = [(key, workloads[key]) for key in keys if key in workloads]
+        now = self.now
+        waiting = [
+            (key, workloads[key])
+            for key in keys
+            if key in workloads and not _backing_off(workloads[key].workload, now)
+        ]
         fair_share = snap.fair_share
         if fair_share is None:
             waiting.sort(key=lambda item: (item[1].order, item[0]))
@@ -642,6 +648,15 @@ class _Cycle:
             group = replace(group, latest=reason, told=group.told if group.told == told else None)
         self.plan.groups[shape] = group
         self.plan.parks.append(Park(key, wl, shape))
+
+
+def _backing_off(wl: Workload, now: datetime) -> bool:
+    """Requeued because its pods were not ready, and its backoff is not over yet."""
+    st = wl.status
+    if st is None or st.requeue_state is None:
+        return False
+    until = transitions.held_back_until(wl)
+    return until is not None and until > now
 
 
 def _minus(

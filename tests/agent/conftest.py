@@ -411,6 +411,8 @@ class AgentRunner:
         self.state_dir = state_dir
         self.tasks: list[asyncio.Task[None]] = []
         self.timings = fast_timings()
+        self.settings_changes: dict[str, Any] = {}
+        """AgentSettings fields to set otherwise than the defaults here."""
 
     def settings(self) -> AgentSettings:
         return AgentSettings(
@@ -421,6 +423,7 @@ class AgentRunner:
             timings=self.timings,
             log_buffer_lines=200,
             log_batch_lines=50,
+            **self.settings_changes,
         )
 
     async def start(self) -> Agent:

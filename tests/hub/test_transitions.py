@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from api.v1alpha1.federation import RequeuingStrategy
 from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
 from api.v1alpha1.workload import Admission, Workload
 from hub import transitions
@@ -202,3 +203,47 @@ def test_an_admitted_workload_whose_jobs_the_cluster_refuses_says_why_in_pods_re
         wl, "east", report(WorkloadPhase.RUNNING, pods={"running": 1, "ready": 1}), NOW
     )
     assert wl.is_condition_true("PodsReady")
+
+
+class TestPodsReadyRequeuing:
+    """An eviction because pods were not ready requeues with Kueue's backoff, and past the
+    backoff limit deactivates."""
+
+    STRATEGY = RequeuingStrategy(
+        backoff_base_seconds=10, backoff_max_seconds=25, backoff_limit_count=2
+    )
+
+    def evicted(self, wl: Workload, generation: int) -> Workload:
+        timeout = report(
+            WorkloadPhase.EVICTED,
+            generation,
+            pending_reason="PodsReadyTimeout",
+            pending_message="pods not ready within the timeout of 5s",
+        )
+        wl, outcome = apply_report(wl, "east", timeout, NOW, requeuing=self.STRATEGY)
+        assert outcome.accepted
+        return wl
+
+    def test_each_requeue_waits_twice_as_long_up_to_the_maximum_then_deactivates(self) -> None:
+        waits = []
+        wl = bound_to("east", generation=1, admitted=True)
+        for generation in (1, 2, 3):
+            if generation > 1:
+                wl = transitions.mark_bound_offer(wl, "east", generation, NOW)
+                wl, _ = apply_report(wl, "east", report(WorkloadPhase.ADMITTED, generation), NOW)
+            wl = self.evicted(wl, generation)
+            until = transitions.held_back_until(wl)
+            waits.append(None if until is None else (until - NOW).total_seconds())
+        assert waits[:2] == [10.0, 20.0]
+        # The third eviction is past the limit of 2 requeues: deactivated, not held back.
+        assert wl.spec.active is False
+        requeued = next(c for c in wl.status.conditions if c.type == "Requeued")  # type: ignore[union-attr]
+        assert requeued.reason == "RequeuingLimitExceeded"
+        assert transitions.backoff_seconds(self.STRATEGY, 3) == 25.0
+
+    def test_other_evictions_are_dispatched_again_at_once(self) -> None:
+        wl = bound_to("east", admitted=True)
+        wl, _ = apply_report(
+            wl, "east", report(WorkloadPhase.EVICTED), NOW, requeuing=self.STRATEGY
+        )
+        assert transitions.held_back_until(wl) is None
