@@ -647,7 +647,8 @@ def test_a_finished_workload_gets_its_condition_frees_its_quota_and_starts_its_t
     assert record is not None and record.finished and record.finished_at == NOW
     assert record.workload is not before.workload  # the snapshot sees a new object
     assert record.workload.status is not None
-    assert [c.type for c in record.workload.status.conditions] == ["QuotaReserved", "Finished"]
+    conditions = [c.type for c in record.workload.status.conditions]
+    assert conditions == ["QuotaReserved", "PodsReady", "Finished"]
     assert wakeup(record, CADENCE) == NOW + 3600
     assert not observable(record)
     sent = record.last_report
