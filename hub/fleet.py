@@ -31,6 +31,7 @@ from hub.lanes import Lane
 from hub.objects import ObjectRepository
 from hub.placement.cycle import ClusterFacts
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
+from hub.placement.topology import TopologyView, topology_views
 
 __all__ = ["ClusterState", "Fleet", "capacity_cells"]
 
@@ -68,6 +69,10 @@ class ClusterState:
     )
     held: dict[str, HeldWorkload] = field(default_factory=dict)
     config_revision: int | None = None
+    # The last capacity report's topologies as placement reads them, and the report they
+    # were read from (converted once per report, not once per cycle).
+    topologies: dict[str, TopologyView] | None = None
+    topologies_of: CapacityReport | None = None
 
     @property
     def connected(self) -> bool:
@@ -245,6 +250,10 @@ class Fleet:
         reported headroom so one cycle does not offer the same room twice."""
         views = []
         for state in self.clusters.values():
+            if state.topologies_of is not state.capacity:
+                state.topologies_of = state.capacity
+                report = state.capacity
+                state.topologies = topology_views(report.topologies if report else None)
             queues: dict[str, list[FlavorHeadroom]] = {}
             minus = assumed.get(state.name, {})
             for (cq, flavor), (headroom, capacity) in state.cells.items():
@@ -259,6 +268,7 @@ class Fleet:
                     reported=state.capacity is not None or bool(state.cells),
                     cordoned=state.cordoned,
                     queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
+                    topologies=state.topologies,
                 )
             )
         return views

@@ -57,6 +57,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     QueueView,
 )
+from hub.placement.topology import TopologyNeed, topology_needs
 
 __all__ = [
     "ClusterFacts",
@@ -306,20 +307,25 @@ def _let_go_of_lost(
 
 
 def _shape(
-    route: Route, requests: Mapping[str, int], min_requests: Mapping[str, int] | None
+    route: Route,
+    requests: Mapping[str, int],
+    min_requests: Mapping[str, int] | None,
+    topology: tuple[TopologyNeed, ...] = (),
 ) -> Shape | None:
     """What placement decides on for a workload with no offer history, when that is all it
     decides on: two workloads of one shape get the same answer from the same clusters, and
     as a cycle's offers only take room, one that fits nowhere means the next fits nowhere.
-    None where the policy also looks at time or labels (incremental dispatch, affinity)."""
+    None where the policy also looks at time or labels (incremental dispatch, affinity).
+    Pod sets that require a topology domain are part of the shape (only when there are)."""
     if route.mode == DispatchMode.INCREMENTAL or route.required_terms or route.preferred_terms:
         return None
-    return (
+    shape: Shape = (
         route.cluster_queue,
         route.cluster_set,
         tuple(sorted(requests.items())),
         tuple(sorted(min_requests.items())) if min_requests is not None else None,
     )
+    return (*shape, topology) if topology else shape
 
 
 def fleet_quota_reason(
@@ -494,7 +500,8 @@ class _Cycle:
         ]
         has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
         min_requests = workload_requests(wl, minimum=True) if has_min else None
-        shape = None if history else _shape(route, requests, min_requests)
+        topology = topology_needs(wl)
+        shape = None if history else _shape(route, requests, min_requests, topology)
         if shape is not None and (failed := self.failed.get(shape)) is not None:
             self.wait(key, "Waiting", failed[0])
             self.park(key, wl, shape, failed[0], request=failed[1])
@@ -511,6 +518,7 @@ class _Cycle:
             step_size=route.step_size,
             interval_seconds=route.interval_seconds,
             offers=tuple(history),
+            topology=topology,
         )
         views = self.views()
         plan.placed.append(tuple(sorted(requests.items())))
