@@ -31,7 +31,7 @@ from hub.lanes import Lane
 from hub.objects import ObjectRepository
 from hub.placement.cycle import ClusterFacts
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
-from hub.placement.topology import TopologyView, topology_views
+from hub.placement.topology import TopologyNeed, TopologyView, take_offered, topology_views
 
 __all__ = ["ClusterState", "Fleet", "capacity_cells"]
 
@@ -243,11 +243,14 @@ class Fleet:
     # --- views for placement ----------------------------------------------------------------
 
     def views(
-        self, assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]]
+        self,
+        assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]],
+        domains: Mapping[str, Mapping[str, tuple[str, tuple[TopologyNeed, ...]]]] | None = None,
     ) -> list[ClusterView]:
         """Frozen views of every known cluster. `assumed` holds, per cluster and (cluster
         queue, flavor), requests offered since its last capacity report, subtracted from the
-        reported headroom so one cycle does not offer the same room twice."""
+        reported headroom so one cycle does not offer the same room twice; `domains`, per
+        cluster, the offers' pod sets that take a topology domain's room (by workload)."""
         views = []
         for state in self.clusters.values():
             if state.topologies_of is not state.capacity:
@@ -260,6 +263,11 @@ class Fleet:
                 taken = minus.get((cq, flavor))
                 free = {r: v - taken.get(r, 0) for r, v in headroom.items()} if taken else headroom
                 queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
+            topologies: Mapping[str, TopologyView] | None = state.topologies
+            if topologies is not None:
+                for _, (cq, needs) in sorted((domains or {}).get(state.name, {}).items()):
+                    flavors = [cell.flavor for cell in queues.get(cq, [])]
+                    topologies = take_offered(topologies, flavors, needs)
             views.append(
                 ClusterView(
                     ClusterName(state.name),
@@ -268,7 +276,7 @@ class Fleet:
                     reported=state.capacity is not None or bool(state.cells),
                     cordoned=state.cordoned,
                     queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
-                    topologies=state.topologies,
+                    topologies=topologies,
                 )
             )
         return views

@@ -57,7 +57,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     QueueView,
 )
-from hub.placement.topology import TopologyNeed, topology_needs
+from hub.placement.topology import TopologyNeed, take_offered, topology_needs
 
 __all__ = [
     "ClusterFacts",
@@ -364,6 +364,8 @@ class _Cycle:
         self.book = snapshot.book
         self.usage = {name: dict(used) for name, used in snapshot.usage.items()}
         self.taken: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        self.taken_domains: dict[str, list[tuple[str, tuple[TopologyNeed, ...]]]] = {}
+        """Per cluster: the pod sets this cycle's offers placed in a topology domain."""
         self._views: Sequence[ClusterView] | None = snapshot.views
         self.failed: dict[Shape, tuple[str, PlacementRequest]] = {}
         self.over_quota: dict[Shape, str] = {}
@@ -380,13 +382,18 @@ class _Cycle:
 
     def views(self) -> Sequence[ClusterView]:
         if self._views is None:
-            self._views = [_minus(v, self.taken.get(v.name)) for v in self.snap.views]
+            self._views = [
+                _minus_domains(_minus(v, self.taken.get(v.name)), self.taken_domains.get(v.name))
+                for v in self.snap.views
+            ]
         return self._views
 
     def _book(self, cluster: str, item: Assumed) -> None:
         cell = self.taken.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
         for resource, amount in item.requests.items():
             cell[resource] = cell.get(resource, 0) + amount
+        if item.topology:
+            self.taken_domains.setdefault(cluster, []).append((item.cluster_queue, item.topology))
         self._views = None
 
     # --- step 3: parked groups ---------------------------------------------------------
@@ -538,7 +545,7 @@ class _Cycle:
         booked: dict[str, Assumed] = {}
         for cluster in placement.offer_to:
             fit = headroom_score(by_name[cluster].queues[route.cluster_queue], requests)
-            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests)
+            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests, topology=topology)
             booked[cluster] = item
             self._book(cluster, item)
         if gq is not None and gq in self.usage:
@@ -654,6 +661,19 @@ def _minus(
             flavors.append(cell)
         queues[name] = QueueView(name, tuple(flavors), queue.pending_workloads)
     return replace(view, queues=queues)
+
+
+def _minus_domains(
+    view: ClusterView, taken: Sequence[tuple[str, tuple[TopologyNeed, ...]]] | None
+) -> ClusterView:
+    if not taken or view.topologies is None:
+        return view
+    topologies = view.topologies
+    for cluster_queue, needs in taken:
+        queue = view.queues.get(cluster_queue)
+        flavors = [cell.flavor for cell in queue.flavors] if queue is not None else []
+        topologies = take_offered(topologies, flavors, needs)
+    return replace(view, topologies=topologies)
 
 
 def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:

@@ -17,15 +17,19 @@ slices (`podset-slice-required-topology`: the whole level would be needed to cou
 the agent places them. A cluster whose agent sends no topology report (an older agent) is
 not judged.
 
+Until the cluster reports again, an offer's pod sets take their room from the domain they
+were judged to fit (`take_offered`), so two gangs are not offered one free rack.
+
 Called by: hub.placement.core (the verdict per cluster), hub.placement.cycle (the needs of
-a workload), hub.fleet (the views of the reports). No I/O, no clock.
+a workload, the room its offers book), hub.fleet (the views of the reports, minus the room
+open offers book). No I/O, no clock.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from api.quantity import Quantity
 from api.v1alpha1.messages import DomainRoom, TopologyRoom
@@ -41,6 +45,7 @@ __all__ = [
     "judge",
     "level_word",
     "pods_fitting",
+    "take_offered",
     "topology_needs",
     "topology_views",
 ]
@@ -289,3 +294,71 @@ def judge(
         if j.fit is worst
     )
     return TopologyJudgement(worst, message)
+
+
+# --- room booked by offers --------------------------------------------------------------------
+
+
+def _minus(room: Room, per_pod: Iterable[tuple[str, int]], pods: int) -> Room:
+    out = dict(room)
+    for res, amount in per_pod:
+        if res in out:
+            out[res] -= amount * pods
+    return out
+
+
+def _take_from(domain: DomainView, per_pod: tuple[tuple[str, int], ...], pods: int) -> DomainView:
+    """The domain with `pods` pods placed on its nodes, group by group, each node filled."""
+    left = pods
+    groups: list[tuple[int, Room]] = []
+    for nodes, room in domain.groups:
+        each = _node_fit(room, per_pod)
+        if left <= 0 or each <= 0:
+            groups.append((nodes, room))
+            continue
+        each = min(each, left)
+        full = min(nodes, left // each)
+        if full:
+            groups.append((full, _minus(room, per_pod, each)))
+            left -= full * each
+        rest = nodes - full
+        if rest and left > 0:
+            groups.append((1, _minus(room, per_pod, left)))
+            left, rest = 0, rest - 1
+        if rest:
+            groups.append((rest, room))
+    return DomainView(domain.name, tuple(groups))
+
+
+def take_offered(
+    topologies: Mapping[str, TopologyView],
+    flavors: Sequence[str],
+    needs: Sequence[TopologyNeed],
+) -> Mapping[str, TopologyView]:
+    """The reported room with an offer's pod sets taken from the domains `judge` found for
+    them (the best fit of the level, in the first flavor that has one), so the next workload
+    is not offered the same domain before the cluster reports again. Domains of other levels
+    and the bound on unreported ones are left as they are (the report does not say which
+    domain lies in which)."""
+    out = dict(topologies)
+    for need in needs:
+        chosen: tuple[int, str, str] | None = None
+        for flavor in flavors:
+            view = out.get(flavor)
+            level = view.levels.get(need.level) if view is not None else None
+            if level is None:
+                continue
+            look = _look(level.free, level.free_elsewhere, need)
+            if look.best is not None and (chosen is None or look.best < chosen[:2]):
+                chosen = (*look.best, flavor)
+        if chosen is None:
+            continue
+        _, name, flavor = chosen
+        view = out[flavor]
+        level = view.levels[need.level]
+        free = tuple(
+            _take_from(d, need.per_pod, need.pods) if d.name == name else d for d in level.free
+        )
+        levels = {**view.levels, need.level: replace(level, free=free)}
+        out[flavor] = replace(view, levels=levels)
+    return out

@@ -17,7 +17,7 @@ import pytest
 from api.quantity import Quantity
 from api.v1alpha1.messages import DomainRoom, LevelRoom, NodeGroupRoom, TopologyRoom
 from api.v1alpha1.workload import Workload
-from hub.placement.book import DispatchBook
+from hub.placement.book import Assumed, DispatchBook, DispatchRecord
 from hub.placement.core import place
 from hub.placement.cycle import dispatch
 from hub.placement.plan import Verdict
@@ -33,6 +33,7 @@ from hub.placement.topology import (
     TopologyNeed,
     TopologyView,
     judge,
+    take_offered,
     topology_needs,
     topology_views,
 )
@@ -191,6 +192,7 @@ def test_a_cluster_whose_agent_reports_no_topologies_is_not_judged() -> None:
 
 
 def gang(name: str, pods: int, cpu: str = "1", **topology: Any) -> Workload:
+    """(Names are unique per test: the hub remembers a workload's requests by its uid.)"""
     return Workload.model_validate(
         {
             "metadata": {"name": name, "namespace": "team", "uid": f"uid-rack-test-{name}"},
@@ -332,3 +334,50 @@ def test_a_rack_gang_and_a_plain_workload_of_the_same_size_are_told_apart_when_p
     assert [w.key for w in plan.waits] == ["team/gang"]
     assert "east: no free rack holds 4 pods (largest 3)" in plan.waits[0].message
     assert [p.key for p in plan.parks] == ["team/gang"]
+
+
+# room booked by offers ----------------------------------------------------------------------
+
+
+def test_an_offered_gang_takes_its_racks_room_until_the_cluster_reports_again() -> None:
+    views = report({"r0": [(4, 4)], "r1": [(2, 4), (2, 2)]})
+    booked = take_offered(views, ["tas"], [need(4, cpu=4)])
+    again = judge(booked, ["tas"], [need(4, cpu=4)])
+    assert again is not None
+    assert (again.fit, again.message) == (Fit.LATER, "no free rack holds 4 pods (largest 2)")
+    # What is left of r0 is still counted host by host: one pod of 4 CPUs taken from a
+    # rack of 4 such hosts leaves 3.
+    one = take_offered(report({"r0": [(4, 4)]}), ["tas"], [need(1, cpu=4)])
+    left = judge(one, ["tas"], [need(3, cpu=4)])
+    assert left is not None and left.fit is Fit.NOW
+
+
+def test_two_rack_gangs_of_one_cycle_are_not_offered_the_same_free_rack() -> None:
+    workloads = {
+        "team/first": gang("first", 4, required=RACK),
+        "team/second": gang("second", 4, required=RACK),
+    }
+    snap = cycle_snapshot(workloads, free={"east": 8, "west": 8}, book=DispatchBook())
+    east = report({"r0": [(4, 1)]}, flavor="default")
+    west = report({"r0": [(2, 1)]}, flavor="default")
+    snap = replace(
+        snap,
+        views=[
+            replace(cycle_view("east", 8), topologies=east),
+            replace(cycle_view("west", 8), topologies=west),
+        ],
+    )
+    plan = dispatch(snap, NOW)
+    assert [(o.key, o.clusters) for o in plan.offers] == [("team/first", ("east",))]
+    assert [w.key for w in plan.waits] == ["team/second"]
+    assert "east: no free rack holds 4 pods (largest 0)" in plan.waits[0].message
+
+
+def test_the_book_keeps_an_offers_domains_per_cluster_until_its_room_is_given_back() -> None:
+    book = DispatchBook()
+    needs = (need(4, cpu=4),)
+    book.put("team/a", DispatchRecord(assumed={"east": Assumed("cq", "tas", {}, topology=needs)}))
+    book.put("team/b", DispatchRecord(assumed={"east": Assumed("cq", "tas", {"cpu": 1})}))
+    assert book.domains == {"east": {"team/a": ("cq", needs)}}
+    book.give_back_room("team/a", "east")
+    assert book.domains == {}
