@@ -30,6 +30,7 @@ Pure (no I/O, no clock). Called by: agent.capacity.capacity_report.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 from agent.engine.snapshot import Node, ResourceFlavor, Snapshot
@@ -136,8 +137,8 @@ def _domains(
     resources = sorted({res for total in totals.values() for res in total} - {"pods"})
     chosen: set[Path] = set()
     for res in resources:
-        ranked = sorted(totals, key=lambda p: (-totals[p].get(res, 0), p))
-        chosen.update(p for p in ranked[:top] if totals[p].get(res, 0) > 0)
+        ranked = heapq.nsmallest(top, totals, key=lambda p: (-totals[p].get(res, 0), p))
+        chosen.update(p for p in ranked if totals[p].get(res, 0) > 0)
     rest: Room = {}
     for path, total in totals.items():
         if path in chosen:
