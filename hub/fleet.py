@@ -329,6 +329,7 @@ def _capacity_status(report: CapacityReport) -> dict[str, Any]:
     return {
         "nodes": report.nodes.total,
         "readyNodes": report.nodes.ready,
+        "schedulableNodes": report.nodes.schedulable,
         "resources": resources,
         "flavors": [
             {"clusterQueue": cq, "flavor": fl, "resources": res}
