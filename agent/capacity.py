@@ -1,6 +1,7 @@
 """Capacity reports: per (cluster queue, flavor, resource) nominal quota, usage and headroom
 — what a new workload could still get there, borrowing included — computed from the engine's
-quota tree over the current snapshot, plus the node summary from the inventory.
+quota tree over the current snapshot, plus the node summary from the inventory and, per
+flavor with a topology, the room of its domains (agent.topology_summary).
 
 `capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then at most
 once per `debounce` after a change and at least once per `heartbeat`.
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from agent.engine.quota import QuotaTree
 from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
+from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
 from api.v1alpha1.messages import CapacityReport, NodeSummary, QueueCapacity
 
@@ -55,6 +57,7 @@ def capacity_report(
         config_revision=config_revision,
         queues=cells,
         nodes=nodes,
+        topologies=topology_rooms(snapshot),
     )
 
 

@@ -199,7 +199,7 @@ class Dispatcher:
             book=self.book,
             routing=routing,
             clusters=self._cluster_facts(),
-            views=self.fleet.views(self.book.room),
+            views=self.fleet.views(self.book.room, self.book.domains),
             usage=self.fleet_usage(),
             config_generation=self.state.config_generation,
             settings=self.settings,

@@ -31,6 +31,7 @@ from hub.lanes import Lane
 from hub.objects import ObjectRepository
 from hub.placement.cycle import ClusterFacts
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
+from hub.placement.topology import TopologyNeed, TopologyView, take_offered, topology_views
 
 __all__ = ["ClusterState", "Fleet", "capacity_cells"]
 
@@ -68,6 +69,10 @@ class ClusterState:
     )
     held: dict[str, HeldWorkload] = field(default_factory=dict)
     config_revision: int | None = None
+    # The last capacity report's topologies as placement reads them, and the report they
+    # were read from (converted once per report, not once per cycle).
+    topologies: dict[str, TopologyView] | None = None
+    topologies_of: CapacityReport | None = None
 
     @property
     def connected(self) -> bool:
@@ -238,19 +243,31 @@ class Fleet:
     # --- views for placement ----------------------------------------------------------------
 
     def views(
-        self, assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]]
+        self,
+        assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]],
+        domains: Mapping[str, Mapping[str, tuple[str, tuple[TopologyNeed, ...]]]] | None = None,
     ) -> list[ClusterView]:
         """Frozen views of every known cluster. `assumed` holds, per cluster and (cluster
         queue, flavor), requests offered since its last capacity report, subtracted from the
-        reported headroom so one cycle does not offer the same room twice."""
+        reported headroom so one cycle does not offer the same room twice; `domains`, per
+        cluster, the offers' pod sets that take a topology domain's room (by workload)."""
         views = []
         for state in self.clusters.values():
+            if state.topologies_of is not state.capacity:
+                state.topologies_of = state.capacity
+                report = state.capacity
+                state.topologies = topology_views(report.topologies if report else None)
             queues: dict[str, list[FlavorHeadroom]] = {}
             minus = assumed.get(state.name, {})
             for (cq, flavor), (headroom, capacity) in state.cells.items():
                 taken = minus.get((cq, flavor))
                 free = {r: v - taken.get(r, 0) for r, v in headroom.items()} if taken else headroom
                 queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
+            topologies: Mapping[str, TopologyView] | None = state.topologies
+            if topologies is not None:
+                for _, (cq, needs) in sorted((domains or {}).get(state.name, {}).items()):
+                    flavors = [cell.flavor for cell in queues.get(cq, [])]
+                    topologies = take_offered(topologies, flavors, needs)
             views.append(
                 ClusterView(
                     ClusterName(state.name),
@@ -259,6 +276,7 @@ class Fleet:
                     reported=state.capacity is not None or bool(state.cells),
                     cordoned=state.cordoned,
                     queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
+                    topologies=topologies,
                 )
             )
         return views
@@ -311,6 +329,7 @@ def _capacity_status(report: CapacityReport) -> dict[str, Any]:
     return {
         "nodes": report.nodes.total,
         "readyNodes": report.nodes.ready,
+        "schedulableNodes": report.nodes.schedulable,
         "resources": resources,
         "flavors": [
             {"clusterQueue": cq, "flavor": fl, "resources": res}

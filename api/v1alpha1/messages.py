@@ -67,12 +67,14 @@ __all__ = [
     "ConfigSync",
     "ContainerExit",
     "DispatchOffer",
+    "DomainRoom",
     "Envelope",
     "HeldWorkload",
     "Hello",
     "InventorySummary",
     "LeaseGrant",
     "LeaseRenew",
+    "LevelRoom",
     "LogClose",
     "LogData",
     "LogLine",
@@ -80,12 +82,14 @@ __all__ = [
     "MessageInvalidError",
     "MessageType",
     "NamespaceLabels",
+    "NodeGroupRoom",
     "NodeSummary",
     "OfferRejected",
     "Payload",
     "PodCounts",
     "QueueCapacity",
     "RejectReason",
+    "TopologyRoom",
     "TraceContext",
     "Withdraw",
     "WorkloadPhase",
@@ -224,6 +228,44 @@ class NodeSummary(StrictModel):
     free: ResourceList = Field(default_factory=dict)
 
 
+class NodeGroupRoom(StrictModel):
+    """Nodes of one domain that have the same room: how many, and what each has."""
+
+    nodes: int = Field(ge=1)
+    room: ResourceList
+
+
+class DomainRoom(StrictModel):
+    """One topology domain (its value of the level's label) and its nodes' room, grouped."""
+
+    name: str
+    nodes: list[NodeGroupRoom] = Field(default_factory=list)
+
+
+class LevelRoom(StrictModel):
+    """The room of one level's domains, compact: the domains with the most of each resource
+    in full (their nodes' room, so the hub counts how many pods of a shape fit exactly), and
+    for all others only a bound (per resource, the most any of them has in total).
+
+    `free` is the room now; `allocatable` the room when empty, cordoned and not-ready nodes
+    included (what could ever fit there). docs/topology.md explains the choice."""
+
+    level: str
+    domains: int = 0
+    free: list[DomainRoom] = Field(default_factory=list)
+    free_elsewhere: ResourceList = Field(default_factory=dict)
+    allocatable: list[DomainRoom] = Field(default_factory=list)
+    allocatable_elsewhere: ResourceList = Field(default_factory=dict)
+
+
+class TopologyRoom(StrictModel):
+    """The domains of one flavor that has a topology, level by level, widest first."""
+
+    flavor: str
+    topology: str
+    levels: list[LevelRoom] = Field(default_factory=list)
+
+
 class CapacityReport(StrictModel):
     type: Literal["CapacityReport"] = "CapacityReport"
     cluster: str
@@ -231,6 +273,10 @@ class CapacityReport(StrictModel):
     config_revision: int | None = None
     queues: list[QueueCapacity] = Field(default_factory=list)
     nodes: NodeSummary = Field(default_factory=NodeSummary)
+    topologies: list[TopologyRoom] | None = None
+    """Per flavor with a topology, its domains' room (agents since topology-aware placement;
+    None from older agents: the hub then places without it). An empty list: no flavor of
+    this cluster has a topology."""
 
 
 class PodCounts(StrictModel):

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from api.v1alpha1.workload import Workload
 from hub.placement.snapshot import DispatchMode, PlacementRequest
+from hub.placement.topology import TopologyNeed
 
 __all__ = [
     "Assumed",
@@ -46,6 +47,8 @@ class Assumed:
     flavor: str
     requests: Mapping[str, int]
     answered: bool = False
+    topology: tuple[TopologyNeed, ...] = ()
+    """Its pod sets that require one domain of a level: they take a domain's room too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,11 @@ class DispatchBook:
     """Per cluster and (cluster queue, flavor): the sum of the booked room."""
     booking: dict[str, set[str]] = field(default_factory=dict)
     """Per cluster: the keys whose offers book room there."""
+    domains: dict[str, dict[str, tuple[str, tuple[TopologyNeed, ...]]]] = field(
+        default_factory=dict
+    )
+    """Per cluster: the keys whose offers book room in a topology domain there, with their
+    cluster queue and pod sets (hub.placement.topology.take_offered takes it from the report)."""
     groups: dict[Shape, ParkedGroup] = field(default_factory=dict)
     members: dict[Shape, set[str]] = field(default_factory=dict)
     parked: set[str] = field(default_factory=set)
@@ -252,15 +260,33 @@ class DispatchBook:
             if not _same_room(old.get(cluster), item):
                 self._book(cluster, item, 1)
             self.booking.setdefault(cluster, set()).add(key)
+        if any(a.topology for a in old.values()) or any(a.topology for a in new.values()):
+            self._book_domains(key, new)
 
     def _book(self, cluster: str, item: Assumed, sign: int) -> None:
         cell = self.room.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
         for resource, amount in item.requests.items():
             cell[resource] = cell.get(resource, 0) + sign * amount
 
+    def _book_domains(self, key: str, new: Mapping[str, Assumed]) -> None:
+        for cluster in list(self.domains):
+            if cluster not in new or not new[cluster].topology:
+                booked = self.domains[cluster]
+                booked.pop(key, None)
+                if not booked:
+                    del self.domains[cluster]
+        for cluster, item in new.items():
+            if item.topology:
+                self.domains.setdefault(cluster, {})[key] = (item.cluster_queue, item.topology)
+
 
 def _same_room(a: Assumed | None, b: Assumed | None) -> bool:
     """Both book the same room (whether the offer was answered does not change it)."""
     if a is None or b is None:
         return a is b
-    return (a.cluster_queue, a.flavor, a.requests) == (b.cluster_queue, b.flavor, b.requests)
+    return (a.cluster_queue, a.flavor, a.requests, a.topology) == (
+        b.cluster_queue,
+        b.flavor,
+        b.requests,
+        b.topology,
+    )

@@ -7,7 +7,9 @@ left for the workload's requests in the best flavor of its cluster queue, and ap
 dispatch policy (BestFit: the single best; AllAtOnce: every cluster with room; Incremental:
 `stepSize` more every `interval`). Clusters with no room now are not offered: the workload
 waits at the hub, where fleet-wide ordering still applies, instead of queueing blind in one
-cluster. No I/O, no clock: `now` is an argument.
+cluster. A pod set that requires one domain of a topology level also needs such a domain
+free in the cluster (hub.placement.topology): a cluster where one could only ever fit is
+waited for, one where none could is ruled out. No I/O, no clock: `now` is an argument.
 
 Called by: the hub's dispatch loop (one call per pending workload per cycle).
 """
@@ -26,6 +28,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     QueueView,
 )
+from hub.placement.topology import Fit, judge
 
 __all__ = ["headroom_score", "place"]
 
@@ -139,6 +142,14 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             verdicts.append(screened)
             continue
         queue = cluster.queues[request.cluster_queue]
+        topology = (
+            judge(cluster.topologies, [f.flavor for f in queue.flavors], request.topology)
+            if request.topology
+            else None
+        )
+        if topology is not None and topology.fit is Fit.NEVER:
+            verdicts.append(ClusterVerdict(cluster.name, Verdict.NO_DOMAIN, topology.message))
+            continue
         fit = headroom_score(queue, request.requests)
         if fit is None and request.min_requests is not None:
             fit = headroom_score(queue, request.min_requests)
@@ -159,6 +170,9 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
                 )
             verdicts.append(verdict)
             continue
+        if topology is not None and topology.fit is Fit.LATER:
+            verdicts.append(ClusterVerdict(cluster.name, Verdict.NO_FREE_DOMAIN, topology.message))
+            continue
         affinity = sum(
             t.weight
             for t in request.preferred_terms
@@ -168,7 +182,8 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             ClusterVerdict(
                 cluster.name,
                 Verdict.CANDIDATE,
-                f"fits in flavor {fit[1]!r} with {fit[0] / 10_000:.1f}% of it left",
+                f"fits in flavor {fit[1]!r} with {fit[0] / 10_000:.1f}% of it left"
+                + (f"; {topology.message}" if topology is not None else ""),
                 (affinity, fit[0]),
             )
         )
@@ -179,12 +194,17 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             # Holding it at the hub gains nothing when no other cluster could ever take it:
             # queue it there, where the cluster's own admission can order and preempt for it.
             verdicts.remove(only)
+            until = (
+                f"until it fits there ({only.message})"
+                if only.verdict is Verdict.NO_FREE_DOMAIN
+                else "until its quota frees"
+            )
             scored = [
                 ClusterVerdict(
                     only.cluster,
                     Verdict.ONLY_CLUSTER,
                     f"the only cluster that can run it: queued in {request.cluster_queue!r} "
-                    "until its quota frees",
+                    + until,
                 )
             ]
     verdicts = scored + verdicts
@@ -205,17 +225,23 @@ _RULED_OUT = frozenset(
         Verdict.AFFINITY_MISMATCH,
         Verdict.NO_SUCH_QUEUE,
         Verdict.NEVER_FITS,
+        Verdict.NO_DOMAIN,
         Verdict.REJECTED,
         Verdict.TIMED_OUT,
     }
 )
+# Verdicts that say why in words of the cluster's topology: the waiting reason names them.
+_TOPOLOGY = frozenset({Verdict.NO_FREE_DOMAIN, Verdict.NO_DOMAIN})
 
 
 def _only_cluster(verdicts: list[ClusterVerdict]) -> ClusterVerdict | None:
     """The one cluster that lacks room only for now, when every other is ruled out (a
     disconnected or cordoned cluster may come back, so it still counts as a chance)."""
     possible = [v for v in verdicts if v.verdict not in _RULED_OUT]
-    if len(possible) == 1 and possible[0].verdict is Verdict.INSUFFICIENT_HEADROOM:
+    if len(possible) == 1 and possible[0].verdict in (
+        Verdict.INSUFFICIENT_HEADROOM,
+        Verdict.NO_FREE_DOMAIN,
+    ):
         return possible[0]
     return None
 
@@ -255,6 +281,12 @@ def _waiting_reason(
         return "waiting for the clusters it was offered to"
     if not verdicts:
         return "the cluster set has no clusters"
+    if any(v.verdict in _TOPOLOGY for v in verdicts):
+        # Per cluster, in words: "sim-0: no free rack holds 16 pods (largest 11); …"
+        said = [v for v in verdicts if v.verdict is not Verdict.NOT_IN_CLUSTER_SET]
+        never = all(v.verdict in _RULED_OUT for v in said)
+        head = "no cluster could ever take it" if never else "no cluster can take it now"
+        return f"{head} — " + "; ".join(f"{v.cluster}: {v.message}" for v in said)
     if all(
         v.verdict is Verdict.NEVER_FITS
         for v in verdicts

@@ -60,6 +60,7 @@ from hub.placement.snapshot import (
     PlacementRequest,
     QueueView,
 )
+from hub.placement.topology import TopologyNeed, take_offered, topology_needs
 
 __all__ = [
     "ClusterFacts",
@@ -311,20 +312,25 @@ def _let_go_of_lost(
 
 
 def _shape(
-    route: Route, requests: Mapping[str, int], min_requests: Mapping[str, int] | None
+    route: Route,
+    requests: Mapping[str, int],
+    min_requests: Mapping[str, int] | None,
+    topology: tuple[TopologyNeed, ...] = (),
 ) -> Shape | None:
     """What placement decides on for a workload with no offer history, when that is all it
     decides on: two workloads of one shape get the same answer from the same clusters, and
     as a cycle's offers only take room, one that fits nowhere means the next fits nowhere.
-    None where the policy also looks at time or labels (incremental dispatch, affinity)."""
+    None where the policy also looks at time or labels (incremental dispatch, affinity).
+    Pod sets that require a topology domain are part of the shape (only when there are)."""
     if route.mode == DispatchMode.INCREMENTAL or route.required_terms or route.preferred_terms:
         return None
-    return (
+    shape: Shape = (
         route.cluster_queue,
         route.cluster_set,
         tuple(sorted(requests.items())),
         tuple(sorted(min_requests.items())) if min_requests is not None else None,
     )
+    return (*shape, topology) if topology else shape
 
 
 def fleet_quota_reason(
@@ -363,6 +369,8 @@ class _Cycle:
         self.book = snapshot.book
         self.usage = {name: dict(used) for name, used in snapshot.usage.items()}
         self.taken: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        self.taken_domains: dict[str, list[tuple[str, tuple[TopologyNeed, ...]]]] = {}
+        """Per cluster: the pod sets this cycle's offers placed in a topology domain."""
         self._views: Sequence[ClusterView] | None = snapshot.views
         self.failed: dict[Shape, tuple[str, PlacementRequest]] = {}
         self.over_quota: dict[Shape, str] = {}
@@ -379,13 +387,18 @@ class _Cycle:
 
     def views(self) -> Sequence[ClusterView]:
         if self._views is None:
-            self._views = [_minus(v, self.taken.get(v.name)) for v in self.snap.views]
+            self._views = [
+                _minus_domains(_minus(v, self.taken.get(v.name)), self.taken_domains.get(v.name))
+                for v in self.snap.views
+            ]
         return self._views
 
     def _book(self, cluster: str, item: Assumed) -> None:
         cell = self.taken.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
         for resource, amount in item.requests.items():
             cell[resource] = cell.get(resource, 0) + amount
+        if item.topology:
+            self.taken_domains.setdefault(cluster, []).append((item.cluster_queue, item.topology))
         self._views = None
 
     # --- step 3: parked groups ---------------------------------------------------------
@@ -514,7 +527,8 @@ class _Cycle:
         ]
         has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
         min_requests = workload_requests(wl, minimum=True) if has_min else None
-        shape = None if history else _shape(route, requests, min_requests)
+        topology = topology_needs(wl)
+        shape = None if history else _shape(route, requests, min_requests, topology)
         if shape is not None and (failed := self.failed.get(shape)) is not None:
             self.wait(key, "Waiting", failed[0])
             self.park(key, wl, shape, failed[0], request=failed[1])
@@ -531,6 +545,7 @@ class _Cycle:
             step_size=route.step_size,
             interval_seconds=route.interval_seconds,
             offers=tuple(history),
+            topology=topology,
         )
         views = self.views()
         plan.placed.append(tuple(sorted(requests.items())))
@@ -550,7 +565,7 @@ class _Cycle:
         booked: dict[str, Assumed] = {}
         for cluster in placement.offer_to:
             fit = headroom_score(by_name[cluster].queues[route.cluster_queue], requests)
-            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests)
+            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests, topology=topology)
             booked[cluster] = item
             self._book(cluster, item)
         if gq is not None and gq in self.usage:
@@ -675,6 +690,19 @@ def _minus(
             flavors.append(cell)
         queues[name] = QueueView(name, tuple(flavors), queue.pending_workloads)
     return replace(view, queues=queues)
+
+
+def _minus_domains(
+    view: ClusterView, taken: Sequence[tuple[str, tuple[TopologyNeed, ...]]] | None
+) -> ClusterView:
+    if not taken or view.topologies is None:
+        return view
+    topologies = view.topologies
+    for cluster_queue, needs in taken:
+        queue = view.queues.get(cluster_queue)
+        flavors = [cell.flavor for cell in queue.flavors] if queue is not None else []
+        topologies = take_offered(topologies, flavors, needs)
+    return replace(view, topologies=topologies)
 
 
 def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:

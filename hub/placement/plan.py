@@ -30,6 +30,8 @@ class Verdict(enum.StrEnum):
     OFFERED = "Offered"
     INSUFFICIENT_HEADROOM = "InsufficientHeadroom"
     NEVER_FITS = "ExceedsCapacity"
+    NO_FREE_DOMAIN = "NoFreeDomain"  # no domain of the required level has the room now
+    NO_DOMAIN = "NoDomainLargeEnough"  # none could ever hold it (or no flavor has the level)
 
 
 @dataclass(frozen=True, slots=True)

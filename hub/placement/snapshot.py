@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import NewType
 
 from api.k8s.core import LabelSelectorRequirement
+from hub.placement.topology import TopologyNeed, TopologyView
 
 __all__ = [
     "ClusterName",
@@ -62,6 +63,9 @@ class ClusterView:
     reported: bool = True
     """Its agent has reported its capacity since connecting (until then its queues are not
     known, which must not read as "it has none")."""
+    topologies: Mapping[str, TopologyView] | None = None
+    """Per flavor with a topology, its domains' room as reported (None: its agent reports
+    none, being older; hub.placement.topology)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +112,5 @@ class PlacementRequest:
     step_size: int = 1
     interval_seconds: int = 300
     offers: tuple[Offer, ...] = ()
+    topology: tuple[TopologyNeed, ...] = ()
+    """Its pod sets that require one domain of a topology level."""
