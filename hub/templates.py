@@ -69,6 +69,7 @@ __all__ = [
     "generated_name",
     "mode_of",
     "resolve",
+    "template_queue",
 ]
 
 PROFILE_LABEL = "multiq.dev/profile"
@@ -214,6 +215,12 @@ def _request_errors(request: JobRequest) -> list[FieldError]:
         except (UnitError, ValueError) as exc:
             errors.append(FieldError.invalid("time", request.time, str(exc)))
     return errors
+
+
+def template_queue(template: JobTemplate) -> str | None:
+    """The LocalQueue a template's labels name (ours, else Kueue's), if any."""
+    labels = template.template.metadata.labels
+    return labels.get(QUEUE_LABEL) or labels.get("kueue.x-k8s.io/queue-name")
 
 
 def generated_name(profile: str, mode: str, suffix: str) -> str:
