@@ -69,6 +69,7 @@ __all__ = [
     "generated_name",
     "mode_of",
     "resolve",
+    "sbatch_flags",
     "template_queue",
 ]
 
@@ -177,7 +178,7 @@ def check_flags(mode: SupportedMode, given: Mapping[str, str]) -> None:
     ]
     errors += [
         FieldError.required(
-            flag if mode.name == "Slurm" else _REQUEST_FIELD.get(flag, flag),
+            f"--{flag}" if mode.name == "Slurm" else _REQUEST_FIELD.get(flag, flag),
             f"the profile's {mode.name} mode requires --{flag}",
         )
         for flag in mode.required_flags
@@ -188,6 +189,13 @@ def check_flags(mode: SupportedMode, given: Mapping[str, str]) -> None:
             f"the {mode.name} mode's flags: " + "; ".join(f"{e.path}: {e.detail}" for e in errors),
             causes=errors,
         )
+
+
+def sbatch_flags(given: frozenset[str]) -> dict[str, str]:
+    """The sbatch options given (api.slurm.options' SbatchOptions.given) as `check_flags`
+    takes them: which options sbatch accepts is api.slurm's to say (it refused the others), so
+    only those a profile may require are kept."""
+    return {flag: f"--{flag}" for flag in MODE_FLAGS["Slurm"] if flag in given}
 
 
 _REQUEST_FIELD = {
@@ -245,7 +253,7 @@ def expand(
     if isinstance(overrides, SlurmTask):
         if mode != "Slurm":
             raise InvalidObjectError(f"a Slurm task cannot use the {mode} mode")
-        check_flags(supported, {flag: f"--{flag}" for flag in sorted(overrides.flags)})
+        check_flags(supported, sbatch_flags(overrides.flags))
         return _slurm_job(profile, template, bundles, overrides)
     request = overrides.request
     if mode == "Slurm":
