@@ -38,7 +38,6 @@ Called by: hub.http.templates (POST …/applicationprofiles/{name}/instantiate),
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -403,7 +402,9 @@ def _slurm_job(
     bundles: Sequence[VolumeBundle],
     task: SlurmTask,
 ) -> dict[str, Any]:
-    job = copy.deepcopy(dict(task.job))
+    # Copied where changed only: the result shares the rest with the task's Job (neither is
+    # changed afterwards), which a deep copy per task of a large array would spend most on.
+    job = dict(task.job)
     job_template = template.template.to_wire()
     job_meta = job_template.get("metadata") or {}
     template_spec = job_template["spec"]
@@ -441,7 +442,7 @@ def _slurm_job(
         **({"metadata": merged_pod_meta} if merged_pod_meta else {}),
         "spec": pod_spec,
     }
-    metadata = job["metadata"]
+    metadata = job["metadata"] = dict(job["metadata"])
     metadata["labels"] = {
         **job_meta.get("labels", {}),
         **metadata.get("labels", {}),
