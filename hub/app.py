@@ -39,6 +39,7 @@ from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
 from hub.http.slurm import SlurmRoutes
 from hub.http.submit import SubmitRoutes
+from hub.http.templates import TemplateRoutes
 from hub.leader import LeaderWork
 from hub.loghub import LogHub
 from hub.metrics import UNCOUNTED, HubMetrics
@@ -285,7 +286,9 @@ def _add_routes(app: web.Application, hub: Hub) -> None:
         role=hub.role,
         dispatcher=lambda: hub.leader.dispatcher,
     ).add_to(app)
-    SubmitRoutes(hub.repo, hub.state).add_to(app)
+    submissions = SubmitRoutes(hub.repo, hub.state)
+    submissions.add_to(app)
+    TemplateRoutes(hub.state, submissions).add_to(app)
     add_identity_route(app, hub.state)
     SlurmRoutes(hub.slurm, hub.state).add_to(app)
     LogRoutes(hub.state, hub.logs).add_to(app)

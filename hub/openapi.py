@@ -4,10 +4,11 @@ the hub serves, so it can never drift from the code. Served at `/openapi.json`.
 Tools must be able to read it whole: every schema is under `components/schemas` and every
 `$ref` points there (pydantic writes `#/$defs/…` by default, which nothing resolves once the
 definitions are moved; `models_json_schema` also gives two models of one name distinct
-names). Every route the hub serves is a path here — the REST resources, submissions, logs,
-the agent lanes and the public endpoints — with every status code it can answer, and path
-parameters carry the name rules the hub checks, so generated requests mostly reach the
-handlers. tests/hub/service/test_openapi.py validates it and checks it against the router.
+names). Every route the hub serves is a path here — the REST resources, submissions, a
+profile's expansion, logs, the agent lanes and the public endpoints — with every status code
+it can answer, and path parameters carry the name rules the hub checks, so generated requests
+mostly reach the handlers. tests/hub/service/test_openapi.py validates it and checks it
+against the router.
 
 Called by: hub.app.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from api.meta import API_VERSION, Object
+from api.v1alpha1.templates import JobRequest
 from hub.ui import ASSETS
 
 __all__ = ["openapi_document"]
@@ -425,6 +427,37 @@ def _slurm_paths() -> dict[str, Any]:
     }
 
 
+def _template_paths() -> dict[str, Any]:
+    """A profile's expansion (hub.http.templates)."""
+    base = f"/apis/{API_VERSION}/namespaces/{{namespace}}/applicationprofiles/{{name}}"
+    return {
+        f"{base}/instantiate": {
+            "post": {
+                "summary": "Expand the profile's mode (Job or JobSet) with the request's flags and "
+                "submit it (dryRun=All: the expanded object, nothing stored)",
+                "tags": ["ApplicationProfile"],
+                "parameters": [
+                    _NAMESPACE,
+                    _NAME,
+                    {
+                        "name": "dryRun",
+                        "in": "query",
+                        "required": False,
+                        "description": "All: check everything, store nothing",
+                        "schema": {"enum": ["All"]},
+                    },
+                ],
+                "requestBody": _body({"$ref": "#/components/schemas/JobRequest"}),
+                "responses": {
+                    **_ok(_ANY_OBJECT, "200", "Dry run: the Job or JobSet that would be submitted"),
+                    **_ok({"$ref": "#/components/schemas/Workload"}, "201", "Created"),
+                    **_errors(*_WRITE_ERRORS),
+                },
+            }
+        }
+    }
+
+
 _STATUS_SCHEMA = {
     "type": "object",
     "description": "A Kubernetes Status: why a request failed",
@@ -461,7 +494,11 @@ def openapi_document(kinds: list[type[Object]], *, version: str) -> dict[str, An
     names, definitions = models_json_schema(
         [(kind, "validation") for kind in kinds], by_alias=True, ref_template=_REF_TEMPLATE
     )
-    schemas: dict[str, Any] = {"Status": _STATUS_SCHEMA, **definitions.get("$defs", {})}
+    schemas: dict[str, Any] = {
+        "Status": _STATUS_SCHEMA,
+        "JobRequest": JobRequest.model_json_schema(by_alias=True, ref_template=_REF_TEMPLATE),
+        **definitions.get("$defs", {}),
+    }
     for kind in kinds:
         # Each kind under its own KIND name, whatever name pydantic gave its model.
         ref = names[(kind, "validation")]["$ref"]
@@ -473,7 +510,7 @@ def openapi_document(kinds: list[type[Object]], *, version: str) -> dict[str, An
         schema["x-multiq-namespaced"] = kind.NAMESPACED
         if ref != f"#/components/schemas/{kind.KIND}":
             schemas[kind.KIND] = {"$ref": ref}
-    paths: dict[str, Any] = _service_paths() | _slurm_paths()
+    paths: dict[str, Any] = _service_paths() | _slurm_paths() | _template_paths()
     for kind in kinds:
         paths.update(_kind_paths(kind))
     return {

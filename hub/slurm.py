@@ -6,7 +6,9 @@ squeue, sacct, scancel and scontrol see them.
   n tasks takes a block of n ids (api.slurm.ids: the last array task keeps the array's id).
 - **Submission** (`SlurmService.submit`): the options are read again here with api.slurm (qctl
   read them first to fail fast), so every client gets the same result; the partition names a
-  LocalQueue of the namespace (`PartitionMap`: the seam where a profile will map partitions),
+  LocalQueue of the namespace (`PartitionMap`; with `--profile` and no partition, the queue
+  its template names), `--profile` names an ApplicationProfile whose Slurm mode dresses each
+  task's Job in its template's image, volumes and env (hub.templates),
   `-M` a ClusterSet, `--begin` is read against the hub's clock, dependencies must name known
   jobs of the namespace. Each task becomes a batch/v1 Job (api.slurm.work), converted to a
   Workload like any submitted Job and stored with it; the Workload carries the Slurm facts in
@@ -52,6 +54,15 @@ from hub.slurm_index import SlurmIndex
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Store
+from hub.templates import (
+    Resolved,
+    SlurmTask,
+    check_flags,
+    expand,
+    resolve,
+    sbatch_flags,
+    template_queue,
+)
 from hub.writes import WorkloadWriter
 
 __all__ = [
@@ -311,7 +322,11 @@ class SlurmService:
         except SlurmOptionsError as exc:
             raise InvalidObjectError(f"sbatch: {exc}", causes=exc.errors) from exc
         script = self._script(options, request.script)
-        queue = self.partitions.queue_for(namespace, options.partition)
+        profile = self._profile(namespace, options)
+        partition = options.partition
+        if partition is None and profile is not None:
+            partition = template_queue(profile.template)
+        queue = self.partitions.queue_for(namespace, partition)
         cluster_set = self._cluster_set(options.clusters)
         now = self.clock()
         begin = self._begin(options, now, request.utc_offset_seconds)
@@ -339,7 +354,16 @@ class SlurmService:
         ids = task_ids(first, options.array)
         workloads = [
             self._workload(
-                options, script, script_args, task, context, namespace, queue, begin, cluster_set
+                options,
+                script,
+                script_args,
+                task,
+                context,
+                namespace,
+                queue,
+                begin,
+                cluster_set,
+                profile,
             )
             for task in ids
         ]
@@ -366,6 +390,15 @@ class SlurmService:
                 ],
             )
         return script
+
+    def _profile(self, namespace: str, options: SbatchOptions) -> Resolved | None:
+        """`--profile`'s Slurm mode, its template and bundles (hub.templates), its required
+        flags checked; None without one."""
+        if options.profile is None:
+            return None
+        resolved = resolve(self.state.find, namespace, options.profile, "Slurm")
+        check_flags(resolved.mode, sbatch_flags(options.given))
+        return resolved
 
     def _cluster_set(self, name: str | None) -> str | None:
         if name is None:
@@ -414,6 +447,7 @@ class SlurmService:
         queue: str,
         begin: datetime | None,
         cluster_set: str | None,
+        profile: Resolved | None,
     ) -> tuple[Workload, dict[str, Any]]:
         wire = build_job(
             options,
@@ -425,6 +459,14 @@ class SlurmService:
             queue=queue,
             begin=begin,
         )
+        if profile is not None:
+            wire = expand(
+                profile.profile,
+                profile.template,
+                profile.bundles,
+                "Slurm",
+                SlurmTask(wire, context.user, options.given),
+            )
         job = Job.model_validate(wire)
         priorities = {
             p.name: p.value

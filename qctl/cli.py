@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple, TextIO, cast
 
 __all__ = [
+    "CREATE_KINDS",
     "SBATCH_DESCRIPTION",
     "SBATCH_USAGE",
     "VERBS",
@@ -232,6 +233,90 @@ def _output(parser: argparse.ArgumentParser) -> None:
     _slurm_connection(parser)
 
 
+def _profile_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", required=True, help="the ApplicationProfile to expand")
+    parser.add_argument(
+        "--name", help="the Job's or JobSet's name (default: <profile>-<mode>-xxxxx)"
+    )
+    parser.add_argument("--cmd", help="the first container's command, split as a shell would")
+    parser.add_argument(
+        "--request",
+        help="the first container's requests, e.g. cpu=2,memory=4Gi (over the template's)",
+    )
+    parser.add_argument("--localqueue", help="the LocalQueue (default: the template's)")
+    parser.add_argument("--priority", help="a WorkloadPriorityClass")
+    parser.add_argument("--time", help="maximum execution time, Slurm's format: 90, 1:30:00")
+    parser.add_argument(
+        "--pod-template-label", action="append", metavar="KEY=VALUE", help="repeatable"
+    )
+    parser.add_argument(
+        "--pod-template-annotation", action="append", metavar="KEY=VALUE", help="repeatable"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what the hub would submit; submit nothing"
+    )
+    parser.add_argument("-o", "--output", choices=("yaml", "json"))
+    connection_flags(parser)
+
+
+def _create_job(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parallelism", type=int)
+    parser.add_argument("--completions", type=int)
+    _profile_flags(parser)
+
+
+def _create_jobset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--replicas", type=int, help="replicas of the template's Job")
+    _profile_flags(parser)
+
+
+def _create_slurm(parser: argparse.ArgumentParser) -> None:
+    parser.usage = (
+        "qctl create slurm --profile P [--localqueue Q] -- [SBATCH OPTIONS] SCRIPT [ARGS]"
+    )
+    parser.add_argument("--profile", required=True, help="the ApplicationProfile to expand")
+    parser.add_argument("--localqueue", help="the LocalQueue (sent as sbatch's --partition)")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, help="after --: sbatch's words")
+    connection_flags(parser)
+
+
+# `qctl create KIND …`: one row per kind word, each imported only when chosen. Workloads from an
+# ApplicationProfile (qctl.commands.create); queues are kueuectl's (another module's rows).
+CREATE_KINDS: tuple[Verb, ...] = (
+    Verb(
+        "job",
+        "a Job from an ApplicationProfile's Job mode",
+        _create_job,
+        "qctl.commands.create:run_create",
+    ),
+    Verb(
+        "jobset",
+        "a JobSet from an ApplicationProfile's JobSet mode",
+        _create_jobset,
+        "qctl.commands.create:run_create",
+    ),
+    Verb(
+        "slurm",
+        "a batch script run in an ApplicationProfile's Slurm mode",
+        _create_slurm,
+        "qctl.commands.create:run_create_slurm",
+    ),
+)
+
+
+def _create(parser: argparse.ArgumentParser) -> None:
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for row in CREATE_KINDS:
+        sub = kinds.add_parser(
+            row.name,
+            help=row.help,
+            description=row.description,
+            formatter_class=parser.formatter_class,
+        )
+        row.arguments(sub)
+        sub.set_defaults(run=row.run)
+
+
 def default_dev_state_dir() -> Path:
     """Where `qctl dev up` keeps its processes' state and logs."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -353,6 +438,7 @@ VERBS: tuple[Verb, ...] = (
         "qctl.commands.resources:run_delete",
     ),
     Verb("apply", "create or update objects from files", _apply, "qctl.commands.apply:run_apply"),
+    Verb("create", "create a workload from a profile (job, jobset, slurm)", _create, ""),
     Verb(
         "validate",
         "check manifests offline and print every error",

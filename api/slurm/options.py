@@ -121,6 +121,9 @@ class SbatchOptions:
     parsable: bool = False
     wrap: str | None = None
     profile: str | None = None
+    given: frozenset[str] = frozenset()
+    """The long names (without dashes) of the options given anywhere: a profile's required
+    flags are checked against them (a default value cannot tell)."""
 
     @property
     def tasks(self) -> int:
@@ -461,6 +464,7 @@ def _build(raw: Mapping[str, str]) -> SbatchOptions:
     for flag in ("wait", "hold", "parsable"):
         if raw.get(flag):
             values[flag] = True
+    values["given"] = frozenset(_LONG[dest][2:] for dest in raw)
 
     both: Iterable[tuple[str, str]] = (("mem", "mem_per_cpu"), ("gpus_per_node", "gres"))
     for first, second in both:

@@ -1,11 +1,18 @@
 """Researcher templates, made by admins: ApplicationProfile, JobTemplate and VolumeBundle.
 
-A researcher names a profile and a mode (`qctl submit --profile gpu-train --mode Slurm …`);
-the profile names the template that becomes the Kubernetes object, the flags the researcher
-must pass, and the volume bundles every pod of it gets (shared filesystems, datasets, object
-stores). Modelled on kjob's objects, extended with a JobSet mode.
+A researcher names a profile and a mode (`qctl create job --profile gpu-research --cmd …`,
+`qctl sbatch --profile gpu-research …`); the profile names the JobTemplate that becomes the
+Kubernetes object in that mode, the flags the researcher must pass, and the volume bundles
+every container of it gets (shared filesystems, datasets, object stores). Modelled on kjob's
+objects; the JobSet mode makes a JobSet of one replicated job from its JobTemplate. The hub
+expands them (hub.templates), so every client gets the same object.
 
-Called by: api.kinds (registry), hub (template expansion), qctl (submit, validate).
+What is checked here, when an admin applies them: a profile's modes (known, once each, flags
+of their mode), a template's Job (containers, …), a bundle's volumes (one source each) and that
+its mounts name its own volumes. What depends on several objects (a mode's template exists, a
+bundle's volume does not clash with the template's) is checked when a profile is expanded.
+
+Called by: api.kinds (registry), hub.templates (expansion), hub.slurm (sbatch --profile).
 """
 
 from __future__ import annotations
@@ -17,13 +24,22 @@ from pydantic import Field
 
 from api.errors import FieldError, Path
 from api.k8s.batch import JobTemplateSpec, job_spec_errors
-from api.meta import Object, StrictModel, dns1123_label_errors, dns1123_subdomain_errors
+from api.meta import (
+    API_VERSION,
+    Int32,
+    Object,
+    StrictModel,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+)
 
 __all__ = [
+    "MODES",
     "MODE_FLAGS",
     "ApplicationProfile",
     "ApplicationProfileSpec",
     "EnvVar",
+    "JobRequest",
     "JobTemplate",
     "SupportedMode",
     "Volume",
@@ -32,50 +48,66 @@ __all__ = [
     "VolumeMount",
 ]
 
-Mode = Literal["Job", "JobSet", "Slurm", "Interactive"]
+Mode = Literal["Job", "JobSet", "Slurm"]
+MODES: tuple[str, ...] = ("Job", "JobSet", "Slurm")
 
-# Flags a profile may make required, per mode (kjob's vocabulary, plus JobSet's replicas).
-_COMMON_FLAGS = (
-    "cmd",
-    "request",
-    "localqueue",
-    "time",
-    "priority",
-    "pod-template-label",
-    "pod-template-annotation",
-)
+# The flags each mode accepts (kjob's vocabulary; JobSet adds `replicas`), which are also the
+# flags a profile may make required. A flag outside its mode's list is refused, as kjob refuses
+# `--replicas` for a Job. The Slurm mode's flags are sbatch's own options (api.slurm.options):
+# `qctl create slurm --localqueue Q` is sent as `--partition Q`.
+_POD_FLAGS = ("cmd", "request", "localqueue", "time", "priority")
+_POD_TEMPLATE_FLAGS = ("pod-template-label", "pod-template-annotation")
 MODE_FLAGS: dict[str, tuple[str, ...]] = {
-    "Job": (*_COMMON_FLAGS, "parallelism", "completions"),
-    "JobSet": (*_COMMON_FLAGS, "replicas"),
-    "Interactive": _COMMON_FLAGS,
+    "Job": (*_POD_FLAGS, "parallelism", "completions", *_POD_TEMPLATE_FLAGS),
+    "JobSet": (*_POD_FLAGS, "replicas", *_POD_TEMPLATE_FLAGS),
     "Slurm": (
-        "localqueue",
-        "priority",
-        "time",
-        "array",
-        "cpus-per-task",
-        "error",
-        "gpus-per-task",
-        "input",
         "job-name",
-        "mem",
-        "mem-per-cpu",
-        "mem-per-gpu",
-        "mem-per-task",
+        "array",
         "nodes",
         "ntasks",
         "ntasks-per-node",
-        "output",
+        "cpus-per-task",
+        "mem",
+        "mem-per-cpu",
+        "gpus",
+        "gpus-per-node",
+        "gpus-per-task",
+        "gres",
+        "time",
         "partition",
+        "clusters",
+        "output",
+        "error",
         "chdir",
+        "export",
+        "dependency",
+        "wait",
+        "hold",
+        "begin",
+        "comment",
     ),
 }
 MAX_REQUIRED_FLAGS = 14
 
+# Each field of a JobRequest and the flag it is (what MODE_FLAGS and requiredFlags name).
+REQUEST_FLAGS: dict[str, str] = {
+    "cmd": "cmd",
+    "parallelism": "parallelism",
+    "completions": "completions",
+    "replicas": "replicas",
+    "requests": "request",
+    "localQueue": "localqueue",
+    "priority": "priority",
+    "time": "time",
+    "podTemplateLabels": "pod-template-label",
+    "podTemplateAnnotations": "pod-template-annotation",
+}
+
 
 class SupportedMode(StrictModel):
     name: Mode
-    # Name of the JobTemplate that becomes the object created in this mode.
+    # The JobTemplate that becomes the Job (Job mode), the replicated job (JobSet mode) or the
+    # pod settings of each batch task (Slurm mode: image, volumes, env, node selection).
     template: str
     required_flags: list[str] = Field(default_factory=list)
 
@@ -126,6 +158,35 @@ def _required_flag_errors(path: Path, mode: SupportedMode) -> Iterator[FieldErro
         if flag in seen:
             yield FieldError.duplicate(path.index(i), flag)
         seen.add(flag)
+
+
+class JobRequest(StrictModel):
+    """What a researcher asks of a profile (`qctl create job|jobset --profile P …`): the body
+    of `POST …/namespaces/{ns}/applicationprofiles/{name}/instantiate`. Never stored; a field
+    left out is a flag not given. The Slurm mode is asked through the Slurm API instead
+    (`qctl sbatch --profile P`, `qctl create slurm`), whose options are sbatch's."""
+
+    api_version: Literal["multiq.dev/v1alpha1"] = API_VERSION  # type: ignore[assignment]
+    kind: Literal["JobRequest"] = "JobRequest"
+    mode: Mode
+    name: str | None = None
+    """The object's name; without it the hub generates `<profile>-<mode>-<5 characters>`."""
+    cmd: list[str] | None = None
+    parallelism: Int32 | None = Field(default=None, ge=0)
+    completions: Int32 | None = Field(default=None, ge=0)
+    replicas: Int32 | None = Field(default=None, ge=0)
+    requests: dict[str, str] | None = None
+    local_queue: str | None = None
+    priority: str | None = None
+    time: str | None = None
+    """A Slurm-style time limit (`90`, `1:30:00`, `2-00:00:00`): the Job's deadline."""
+    pod_template_labels: dict[str, str] | None = None
+    pod_template_annotations: dict[str, str] | None = None
+
+    def flags(self) -> dict[str, str]:
+        """The flags given, each with the field that gave it."""
+        wire = self.model_dump(by_alias=True, exclude_none=True)
+        return {flag: field for field, flag in REQUEST_FLAGS.items() if field in wire}
 
 
 # --- JobTemplate ----------------------------------------------------------------------------

@@ -18,10 +18,13 @@ What a tenant's user may ask for (admins may ask for anything the conversion acc
   `multiq.dev/cluster-set` annotation) only within the clusters its queue's GlobalQueue
   dispatches to: a set that reaches other clusters is a 403 naming the field.
 
-Called by: hub.app (route); qctl submit.
+Called by: hub.app (route); qctl submit; hub.http.templates (a profile's expansion is
+submitted through `SubmitRoutes.accept`, as if qctl submit had sent it).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from aiohttp import web
 
@@ -89,6 +92,28 @@ class SubmitRoutes:
         require_namespace(principal, ns, tenants, "submit workloads", write=True)
         check_path_names(Workload, None, ns)
         body = await read_body(request)
+        created = await self.accept(
+            principal,
+            ns,
+            body,
+            queue=request.query.get("queue"),
+            cluster_set=request.query.get("clusterSet"),
+        )
+        return web.json_response(created, status=201)
+
+    async def accept(
+        self,
+        principal: Principal,
+        ns: str,
+        body: dict[str, Any],
+        *,
+        queue: str | None = None,
+        cluster_set: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Check `body` as a submission to namespace `ns` by `principal` (who may submit
+        there) and store it and its Workload; the Workload stored. With `dry_run`, every check
+        and nothing stored (the Workload it would be)."""
         meta = body.get("metadata")
         if not isinstance(meta, dict):
             meta = body["metadata"] = {}
@@ -105,7 +130,6 @@ class SubmitRoutes:
             for p in self.state.objects(WorkloadPriorityClass)
             if isinstance(p, WorkloadPriorityClass)
         }
-        queue = request.query.get("queue")
         try:
             # The source was parsed for this request alone: the Workload may share its pod
             # templates (neither is changed after this point).
@@ -118,9 +142,10 @@ class SubmitRoutes:
         if queue:
             workload.spec.queue_name = queue
         workload.metadata.namespace = ns
+        tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
         if not principal.is_admin:
             self._check_priority(workload, ns, tenants, priorities, source)
-        self._check_routing(workload, ns, request.query.get("clusterSet"))
+        self._check_routing(workload, ns, cluster_set)
         if workload.spec.priority is None:
             workload.spec.priority = 0
         keep_trace(workload)
@@ -129,14 +154,18 @@ class SubmitRoutes:
         # (a submitted Workload was checked by `validate`), and of what this route set since,
         # the queue and the cluster set are known objects (`_check_routing`), the namespace is
         # the request's, already checked, and priority 0 is valid.
+        key = f"{ns}/{workload.metadata.name}"
+        if dry_run:
+            if key in self.state.workloads:
+                raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
+            return workload.to_wire()
         if not isinstance(source, Workload):
-            if f"{ns}/{workload.metadata.name}" in self.state.workloads:
+            if key in self.state.workloads:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
             source_wire = source.to_wire()
             await self._store_source(ns, workload.metadata.name, source_wire)
-            self.state.keep_fresh_source(f"{ns}/{workload.metadata.name}", source_wire)
+            self.state.keep_fresh_source(key, source_wire)
         # The mirror takes this Workload as it is when the write comes back, not a parse of it.
-        key = f"{ns}/{workload.metadata.name}"
         written: list[dict[str, object]] = []
 
         def expect(wire: dict[str, object]) -> None:
@@ -151,7 +180,7 @@ class SubmitRoutes:
         revision = Revision(int(created["metadata"]["resourceVersion"]))
         self.state.remember(key, workload, revision, written[0])
         submission_stage("store")
-        return web.json_response(created, status=201)
+        return created
 
     def _check_priority(
         self,

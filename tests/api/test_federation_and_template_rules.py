@@ -175,13 +175,13 @@ def test_a_tenant_owns_at_least_one_namespace() -> None:
     ]
 
 
-def test_a_profile_mode_is_one_of_the_four_modes() -> None:
+def test_a_profile_mode_is_one_of_the_three_modes_the_hub_expands() -> None:
     body = _namespaced(
         obj("ApplicationProfile", "p", {"supportedModes": [{"name": "Ray", "template": "t"}]})
     )
     assert errors_of(body) == [
         'spec.supportedModes[0].name: Unsupported value: "Ray": supported values: '
-        '"Job", "JobSet", "Slurm", "Interactive"'
+        '"Job", "JobSet", "Slurm"'
     ]
 
 
@@ -192,11 +192,11 @@ def test_a_profile_lists_each_mode_once() -> None:
 
 
 def test_required_flags_come_from_the_mode_vocabulary() -> None:
-    modes = [{"name": "Slurm", "template": "t", "requiredFlags": ["partition", "gres"]}]
+    modes = [{"name": "Slurm", "template": "t", "requiredFlags": ["partition", "replicas"]}]
     (error,) = errors_of(_namespaced(obj("ApplicationProfile", "p", {"supportedModes": modes})))
     assert error.startswith(
-        'spec.supportedModes[0].requiredFlags[1]: Unsupported value: "gres": supported values: '
-        '"localqueue", "priority"'
+        'spec.supportedModes[0].requiredFlags[1]: Unsupported value: "replicas": supported '
+        'values: "job-name", "array"'
     )
 
 

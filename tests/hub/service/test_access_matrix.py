@@ -138,6 +138,10 @@ ROWS: dict[tuple[str, str], Rule] = {
     ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs/hold"): TENANT_WRITES,
     ("POST", f"{SLURM}/namespaces/{{namespace}}/jobs/release"): TENANT_WRITES,
     ("POST", f"{API}/namespaces/{{namespace}}/submissions"): TENANT_WRITES,
+    # A profile's expansion submits a workload: who may submit in the namespace may ask it.
+    ("POST", f"{API}/namespaces/{{namespace}}/applicationprofiles/{{name}}/instantiate"): (
+        TENANT_WRITES
+    ),
     ("GET", f"{API}/namespaces/{{namespace}}/workloads/{{name}}/log"): TENANT_READS,
     ("GET", "/agent/v1/session"): AGENT_EAST_ONLY,
     ("GET", "/agent/v1/logs"): AGENT_EAST_ONLY,
