@@ -6,7 +6,10 @@ lander against a real kubesim, where the landed pods run on the nodes they were 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from agent.engine.snapshot import TopologyAssignment as EngineAssignment
 from agent.k8s.client import KubeClient, Resource
@@ -24,8 +27,20 @@ from agent.topology_landing import (
 from api.k8s.jobset import JobSet
 from api.quantity import Quantity
 from api.v1alpha1.conversions import workload_from_jobset
+from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
+from api.v1alpha1.queues import ResourceFlavor, Topology
 from api.v1alpha1.workload import Admission, PodSetAssignment, TopologyAssignment
-from tests.agent.conftest import eventually, flavor, job_source, offer_for
+from kubesim.testing import RunningSimulator
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    cluster_queue,
+    eventually,
+    flavor,
+    job_source,
+    local_queue,
+    offer_for,
+)
 
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
@@ -284,3 +299,70 @@ async def test_gated_pods_of_an_indexed_job_run_on_the_nodes_the_lander_gives_th
 
     assert await eventually(placed) == {"0": nodes[1], "1": nodes[0], "2": nodes[0]}
     await lander.close()
+
+
+# -- the agent end to end: landing and losing a node --------------------------------------------
+
+
+def hosts_config() -> ConfigSync:
+    """One flavor over every kubesim node, with a topology of hosts."""
+    hosts = Topology.model_validate(
+        {"metadata": {"name": "hosts"}, "spec": {"levels": [{"nodeLabel": HOST}]}}
+    )
+    by_host = ResourceFlavor.model_validate(
+        {
+            "metadata": {"name": "default"},
+            "spec": {"nodeLabels": {"type": "kubesim"}, "topologyName": "hosts"},
+        }
+    )
+    return ConfigSync(
+        revision=1,
+        resource_flavors=[by_host],
+        cluster_queues=[cluster_queue(cpu="16")],
+        local_queues=[local_queue()],
+        topologies=[hosts],
+    )
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[FakeHub]:
+    fake = FakeHub(hosts_config())
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+async def test_an_agent_lands_a_gang_over_two_hosts_and_evicts_it_when_one_host_fails(
+    sim: RunningSimulator, kube: KubeClient, hub: FakeHub, agents: AgentRunner
+) -> None:
+    await agents.start_with()
+    # Two 5-CPU pods on 8-CPU hosts: one a host, so the assignment has two domains.
+    source = job_source("pair", pods=2, cpu="5", script="sleep 60")
+    source["spec"]["completionMode"] = "Indexed"
+    source["spec"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "true"}
+    }
+    await hub.offer(offer_for(source))
+
+    async def bound() -> dict[str, str] | None:
+        listed = await kube.list(Resource.PODS, namespace="team-a")
+        nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in listed.items}
+        return nodes if len(nodes) == 2 and all(nodes.values()) else None
+
+    nodes = await eventually(bound, within=20)
+    assert len(set(nodes.values())) == 2
+    report = next(
+        p for p in hub.payloads if isinstance(p, WorkloadStatusReport) and p.admission is not None
+    )
+    assert report.admission is not None
+    ta = report.admission.pod_set_assignments[0].topology_assignment
+    assert ta is not None and {sel[HOST] for sel, _ in ta.domains()} == set(nodes.values())
+
+    sim.clusters[0].fail_node(sorted(nodes.values())[0])
+    evicted = await hub.wait_for(
+        lambda p: isinstance(p, WorkloadStatusReport) and p.phase is WorkloadPhase.EVICTED
+    )
+    assert evicted.pending_reason == "NodeFailures"
+    assert f"node {sorted(nodes.values())[0]} is NotReady" in evicted.pending_message
