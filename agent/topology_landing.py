@@ -17,8 +17,10 @@ domain's level labels (down to the lowest level; `kubernetes.io/hostname` at the
 added to the pod's nodeSelector, and the gate removed — what kube-apiserver allows a gated pod.
 
 `lost_domains` (pure) says which assigned domains can no longer take their pods: a host that
-is gone or NotReady, or, for a lowest level above hosts, a domain with no Ready node left,
-counting only domains whose pods have not all succeeded. The shell evicts such a workload
+is gone, or NotReady while some of its pods failed or still wait to run there (pods running
+on it are given the benefit of the doubt, as Kueue's TASReplaceNodeOnPodTermination does),
+or, for a lowest level above hosts, a domain with no Ready node left — counting only domains
+whose pods have not all succeeded. The shell evicts such a workload
 (reason `NODE_FAILURES`) and the hub queues it again: Kueue's fail-fast rule
 (TASFailedNodeReplacementFailFast) without the one-node replacement it tries first.
 
@@ -204,25 +206,41 @@ def _node_ready(node: JsonObject) -> bool:
     )
 
 
+def _stuck(pods: Sequence[JsonObject], count: int) -> bool:
+    """Whether a domain on a NotReady node has pods that will not run there: one failed or
+    being deleted, or fewer of them bound there (or done) than its count — some still wait
+    to land or to be scheduled onto it."""
+    placed = 0
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Failed" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return True
+        if phase == "Succeeded" or (pod.get("spec") or {}).get("nodeName"):
+            placed += 1
+    return placed < count
+
+
 def lost_domains(
     assignment: TopologyAssignment,
     nodes: Mapping[str, JsonObject],
     pods: Sequence[JsonObject],
 ) -> list[str]:
     """What is wrong with each assigned domain that can no longer take its pods, as a
-    sentence ("node n3 is NotReady", "node n3 is gone", "no Ready node in rack r2"); empty
-    when all can. `nodes`: every node by name; `pods`: the pod set's pods (a domain whose
-    pods have all succeeded needs nothing more)."""
+    sentence ("node n3 is NotReady", "node n3 is gone", "no Ready node in rack=r2"); empty
+    when all can. `nodes`: every node by name; `pods`: the pod set's pods.
+
+    A domain whose pods have all succeeded needs nothing more. A host that is gone is lost; a
+    NotReady host only once its pods there cannot run (`_stuck`): pods still running on a
+    node that missed a heartbeat are left alone, as Kueue does
+    (TASReplaceNodeOnPodTermination). Above the host level, a domain is lost when none of
+    its nodes is Ready."""
     if not assignment.levels:
         return []
     lowest = assignment.levels[-1]
     out = []
     for selector, count in assignment.domains():
-        succeeded = sum(
-            1
-            for p in pods
-            if (p.get("status") or {}).get("phase") == "Succeeded" and _in(selector, p)
-        )
+        there = [p for p in pods if _in(selector, p)]
+        succeeded = sum(1 for p in there if (p.get("status") or {}).get("phase") == "Succeeded")
         if succeeded >= count:
             continue
         if lowest == HOSTNAME:
@@ -230,7 +248,7 @@ def lost_domains(
             node = nodes.get(name)
             if node is None:
                 out.append(f"node {name} is gone")
-            elif not _node_ready(node):
+            elif not _node_ready(node) and _stuck(there, count):
                 out.append(f"node {name} is NotReady")
             continue
         if not any(

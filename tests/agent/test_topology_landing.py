@@ -166,12 +166,34 @@ def node(name: str, *, ready: bool = True, rack: str = "r0") -> dict[str, Any]:
     }
 
 
-def test_a_host_that_is_gone_or_not_ready_is_a_lost_domain() -> None:
+N0 = {BLOCK: "b0", RACK: "r0", HOST: "n0"}
+
+
+def on(host: dict[str, str], phase: str, *names: str) -> list[dict[str, Any]]:
+    pods = [pod(n, gated=False, selector=host, phase=phase) for n in names]
+    for p in pods:
+        p["spec"]["nodeName"] = host[HOST]
+    return pods
+
+
+def test_a_host_that_is_gone_is_a_lost_domain() -> None:
     assert lost_domains(TWO_HOSTS, {"n0": node("n0"), "n1": node("n1")}, []) == []
     assert lost_domains(TWO_HOSTS, {"n0": node("n0")}, []) == ["node n1 is gone"]
-    assert lost_domains(TWO_HOSTS, {"n0": node("n0", ready=False), "n1": node("n1")}, []) == [
-        "node n0 is NotReady"
-    ]
+
+
+def test_a_not_ready_host_is_lost_once_its_pods_cannot_run_there() -> None:
+    nodes = {"n0": node("n0", ready=False), "n1": node("n1")}
+    # Its pods still wait to land (or to be scheduled) there: they never will.
+    assert lost_domains(TWO_HOSTS, nodes, []) == ["node n0 is NotReady"]
+    # One of its pods failed with it.
+    failed = on(N0, "Running", "a") + on(N0, "Failed", "b")
+    assert lost_domains(TWO_HOSTS, nodes, failed) == ["node n0 is NotReady"]
+
+
+def test_pods_still_running_on_a_not_ready_host_are_given_the_benefit_of_the_doubt() -> None:
+    nodes = {"n0": node("n0", ready=False), "n1": node("n1")}
+    running = on(N0, "Running", "a", "b") + on(N1, "Running", "c", "d")
+    assert lost_domains(TWO_HOSTS, nodes, running) == []
 
 
 def test_a_domain_whose_pods_all_succeeded_is_not_lost_with_its_node() -> None:
