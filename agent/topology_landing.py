@@ -149,7 +149,14 @@ def plan_landings(
     node selectors of pods (by uid) whose landing was sent but is not seen yet — they count
     as landed there and are not planned again."""
     landing = landing or {}
+    if not any(_gated(p) for p in pods):
+        return []
     domains = assignment.domains()
+    levels = assignment.levels
+    # A domain by its level values: a pod's domain is one lookup of its selector's values.
+    by_values = {
+        tuple(selector.get(level) for level in levels): d for d, (selector, _) in enumerate(domains)
+    }
     slots = [d for d, (_, count) in enumerate(domains) for _ in range(count)]
     taken = [0] * len(domains)
     for pod in pods:
@@ -158,10 +165,10 @@ def plan_landings(
         sent = landing.get(str((pod.get("metadata") or {}).get("uid")))
         if _gated(pod) and sent is None:
             continue
-        for d, (selector, _) in enumerate(domains):
-            if _in(selector, pod) or sent == selector:
-                taken[d] += 1
-                break
+        where = sent if sent is not None else (pod.get("spec") or {}).get("nodeSelector") or {}
+        d = by_values.get(tuple(where.get(level) for level in levels))
+        if d is not None:
+            taken[d] += 1
     landings = []
     waiting = sorted(
         (
