@@ -149,7 +149,8 @@ def plan_landings(
     node selectors of pods (by uid) whose landing was sent but is not seen yet — they count
     as landed there and are not planned again."""
     landing = landing or {}
-    if not any(_gated(p) for p in pods):
+    gated = [_gated(p) and _active(p) for p in pods]
+    if not any(gated):
         return []
     domains = assignment.domains()
     levels = assignment.levels
@@ -159,33 +160,25 @@ def plan_landings(
     }
     slots = [d for d, (_, count) in enumerate(domains) for _ in range(count)]
     taken = [0] * len(domains)
-    for pod in pods:
-        if not _active(pod):
+    waiting: list[tuple[bool, int, str, str, JsonObject]] = []
+    for pod, is_gated in zip(pods, gated, strict=True):
+        meta = pod.get("metadata") or {}
+        sent = landing.get(str(meta.get("uid")))
+        if is_gated and sent is None:
+            rank = _rank(pod)
+            order = str(meta.get("creationTimestamp") or ""), str(meta.get("name"))
+            waiting.append((rank is None, rank or 0, *order, pod))
             continue
-        sent = landing.get(str((pod.get("metadata") or {}).get("uid")))
-        if _gated(pod) and sent is None:
+        if not _active(pod):
             continue
         where = sent if sent is not None else (pod.get("spec") or {}).get("nodeSelector") or {}
         d = by_values.get(tuple(where.get(level) for level in levels))
         if d is not None:
             taken[d] += 1
+    waiting.sort(key=lambda w: w[:4])
     landings = []
-    waiting = sorted(
-        (
-            p
-            for p in pods
-            if _gated(p) and _active(p) and str((p.get("metadata") or {}).get("uid")) not in landing
-        ),
-        key=lambda p: (
-            _rank(p) is None,
-            _rank(p) or 0,
-            str((p.get("metadata") or {}).get("creationTimestamp") or ""),
-            str((p.get("metadata") or {}).get("name")),
-        ),
-    )
-    for pod in waiting:
-        rank = _rank(pod)
-        if rank is not None and rank < len(slots):
+    for no_rank, rank, _, _, pod in waiting:
+        if not no_rank and rank < len(slots):
             chosen: int | None = slots[rank]
         else:
             chosen = next((d for d, (_, n) in enumerate(domains) if taken[d] < n), None)
