@@ -76,8 +76,11 @@ def eventually(check: Callable[[], Any], *, within: float = 60.0, every: float =
         time.sleep(every)
 
 
-@pytest.fixture
-def fabric(tmp_path: Path) -> Iterator[DevFederation]:
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevFederation]:
+    """One federation for the module (starting one is most of a test's time); each test
+    leaves the cluster empty for the next."""
+    tmp_path = tmp_path_factory.mktemp("topology")
     fed = DevFederation(
         tmp_path / "fed", clusters=1, nodes=8, runtime="process", port=0, profile=PROFILE
     )
@@ -215,6 +218,7 @@ def test_gangs_requiring_one_rack_land_in_one_rack_and_a_preferred_block_gang_sp
     assigned = _assigned_per_host(psa["topologyAssignment"])
     assert sum(assigned.values()) == 12
     assert Counter(nodes) == assigned
+    eventually(lambda: finished(fabric, "job-wide"), within=90)
 
 
 def test_a_gang_no_rack_can_hold_waits_and_says_why(fabric: DevFederation, tmp_path: Path) -> None:
