@@ -47,6 +47,7 @@ from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
 from agent.state import StateStore
 from agent.status import observe
+from agent.topology_landing import NODE_FAILURES, TopologyLander, workload_lost_domains
 from agent.tracing import AgentTracing
 from api.v1alpha1.federation import WaitForPodsReady
 from api.v1alpha1.messages import (
@@ -142,6 +143,10 @@ class AdmissionShell:
         """Admission may have changed since the last cycle (offers, config, freed quota)."""
         self._cycle_wakeup: float | None = None
         """The engine's next time-based decision (backoffs, timeouts)."""
+        self.lander = TopologyLander(materializer.kube)
+        """Lands gated pods in their topology domains (agent.topology_landing)."""
+        self._nodes_changed = True
+        """A node changed since the last check of topology assignments for lost nodes."""
         self._put_off: set[str] = set()
         """Pending workloads whose new reason the cadence held back (`outcomes.still_put_off`):
         the next pending pass looks at them again."""
@@ -254,6 +259,11 @@ class AdmissionShell:
         self._cycle_due = True
         self._wake.set()
 
+    def nodes_changed(self) -> None:
+        """A node changed: an assigned topology domain may have lost its node."""
+        self._nodes_changed = True
+        self._wake.set()
+
     def lease_granted(self) -> None:
         """The lease is held again: what waited for it may be admitted now."""
         self._cycle_due = True
@@ -291,6 +301,9 @@ class AdmissionShell:
         # very cycle, not the next one (with short Jobs the difference is a sizeable part
         # of the quota's time).
         await self.observe()
+        if self._nodes_changed:
+            self._nodes_changed = False
+            await self.check_nodes()
         wakeup_at = self._cycle_wakeup
         due = self._cycle_due or (wakeup_at is not None and self.clock() >= wakeup_at)
         if due and self.lease.held(self.monotonic()):
@@ -497,6 +510,34 @@ class AdmissionShell:
             )
             if step.record is not record or step.effects:
                 await self._apply(key, step)
+            if (now_held := self.held.get(key)) is not None and records.observable(now_held):
+                status = now_held.workload.status
+                self.lander.land_workload(
+                    status.admission if status else None,
+                    now_held.generation,
+                    self.inventory.workload_pods(namespace, name),
+                )
+
+    async def check_nodes(self) -> None:
+        """Evict (reason NodeFailures) every running workload a domain of whose topology
+        assignment lost its node: the hub queues it again (agent.topology_landing)."""
+        now = self.clock()
+        nodes = self.inventory.nodes.objects
+        for key, record in list(self.held.items()):
+            status = record.workload.status
+            if not records.observable(record) or status is None or status.admission is None:
+                continue
+            namespace, name = key.split("/", 1)
+            lost = workload_lost_domains(
+                status.admission,
+                record.generation,
+                nodes,
+                self.inventory.workload_pods(namespace, name),
+            )
+            if lost:
+                message = f"{'; '.join(lost)}: its pods there cannot run; placed again"
+                log.warning("evicting %s: %s", key, message)
+                await self._apply(key, records.on_evict(record, NODE_FAILURES, message, now))
 
     # persistence and the rest ----------------------------------------------------------------
 
@@ -507,6 +548,7 @@ class AdmissionShell:
             await asyncio.to_thread(self.store.save_many, saves, deletes)
 
     async def close(self) -> None:
+        await self.lander.close()
         with contextlib.suppress(asyncio.CancelledError):
             await self._flush()
         tasks = list(self._tasks)

@@ -169,6 +169,8 @@ class Agent:
         if resource is Resource.NAMESPACES:
             self.admission.namespaces_changed()
             return
+        if resource is Resource.NODES:
+            self.admission.nodes_changed()
         self.admission.wake()
         self.pacer.changed()
 

@@ -15,11 +15,12 @@ Every Job and pod template gets the workload's identity labels (`inventory.Label
 assigned flavor's nodeLabels merged into nodeSelector and its tolerations appended, and for a
 topology assignment the level values all its domains share (widest first: one rack's block
 and rack; only the block when the pods span racks of one block) — so a pod set that required
-one rack runs in that rack; how many pods each domain of a wider assignment gets is left to
-kube-scheduler (Kueue places each pod with scheduling gates; not done here yet); a
-partially admitted pod set runs with the admitted count as parallelism (and completions, when
-they were equal). Jobs are created unsuspended; Kueue's queue-name label is dropped so a Kueue
-on the member cluster does not manage them too; server-owned metadata and the selector are
+one rack runs in that rack. When the assignment has more than one domain, the pod templates
+are also gated (`agent.topology_landing`): the agent lands each pod in its domain as it
+appears, so each domain gets exactly its count. A partially admitted pod set runs with the
+admitted count as parallelism (and completions, when they were equal). Jobs are created
+unsuspended; Kueue's queue-name label is dropped so a Kueue on the member cluster does not
+manage them too; server-owned metadata and the selector are
 stripped. Every Job carries the fencing deadline it is given (`agent.deadlines`: the smaller of
 the agent's and the user's `activeDeadlineSeconds`, the user's remembered in an annotation).
 
@@ -57,6 +58,7 @@ from agent.jobsets import RESTART_ATTEMPT
 from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
 from agent.labels import Labels
 from agent.retry import K8S_TRANSIENT
+from agent.topology_landing import gate_template, needs_gate
 from api.v1alpha1.queues import ResourceFlavor
 from api.v1alpha1.workload import Admission, TopologyAssignment, Workload
 
@@ -111,6 +113,8 @@ class _Injection:
     tolerations: Sequence[JsonObject]
     count: int | None
     """Admitted pod count when partial, else None."""
+    gated_pod_set: str | None = None
+    """The pod set's name when its pods land one by one (agent.topology_landing)."""
 
 
 def _shared_domain(assignment: TopologyAssignment) -> dict[str, str]:
@@ -150,14 +154,17 @@ def _injections(
             if pod_set is not None and psa.count is not None and psa.count < pod_set.count
             else None
         )
-        out[psa.name] = _Injection(selector, tolerations, partial)
+        gated = psa.name if needs_gate(psa.topology_assignment) else None
+        out[psa.name] = _Injection(selector, tolerations, partial, gated)
     return out
 
 
 def _inject_pod_template(
-    template: JsonObject, labels: Mapping[str, str], inj: _Injection
+    template: JsonObject, labels: Mapping[str, str], inj: _Injection, rank_offset: int | None
 ) -> JsonObject:
-    """`template` with the workload's labels and the flavor's node selector and tolerations.
+    """`template` with the workload's labels and the flavor's node selector and tolerations,
+    gated when its pod set lands pod by pod (`rank_offset`: its Job's first rank, for Indexed
+    Jobs).
 
     Copy on write: the dicts on the way to what changes are new, everything else is shared
     with `template` (which nobody changes afterwards), so a Job costs no deep copy."""
@@ -173,6 +180,8 @@ def _inject_pod_template(
     if inj.tolerations:
         existing = list(spec.get("tolerations") or [])
         spec["tolerations"] = existing + [t for t in inj.tolerations if t not in existing]
+    if inj.gated_pod_set is not None:
+        template = gate_template(template, inj.gated_pod_set, rank_offset)
     return template
 
 
@@ -187,7 +196,10 @@ def _clean_meta(meta: JsonObject, namespace: str, labels: Mapping[str, str]) -> 
     return out
 
 
-def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> JsonObject:
+def _job_spec(
+    spec: JsonObject, labels: Mapping[str, str], inj: _Injection, first_rank: int = 0
+) -> JsonObject:
+    """`first_rank`: the rank of the Job's index 0 in its pod set (a JobSet's replicas)."""
     spec = dict(spec)  # copy on write, as `_inject_pod_template`
     if not spec.get("manualSelector"):
         spec.pop("selector", None)
@@ -200,7 +212,10 @@ def _job_spec(spec: JsonObject, labels: Mapping[str, str], inj: _Injection) -> J
         spec["parallelism"] = inj.count
         if spec.get("completions") == before and spec.get("completionMode") != "Indexed":
             spec["completions"] = inj.count
-    spec["template"] = _inject_pod_template(spec.get("template") or {}, labels, inj)
+    indexed = spec.get("completionMode") == "Indexed"
+    spec["template"] = _inject_pod_template(
+        spec.get("template") or {}, labels, inj, first_rank if indexed else None
+    )
     return spec
 
 
@@ -321,8 +336,10 @@ def _jobs_for_jobset(
                 **(meta.get("annotations") or {}),
                 **(job_meta.get("annotations") or {}),
             }
-            job_spec = _job_spec(dict(template.get("spec") or {}), job_labels, inj)
-            job_spec.setdefault("completionMode", "Indexed")
+            rj_spec = dict(template.get("spec") or {})
+            rj_spec.setdefault("completionMode", "Indexed")
+            first_rank = index * int(rj_spec.get("parallelism", 1))
+            job_spec = _job_spec(rj_spec, job_labels, inj, first_rank)
             pod_spec = job_spec["template"].setdefault("spec", {})
             pod_spec.setdefault("restartPolicy", "OnFailure")
             if hostnames:
@@ -356,7 +373,10 @@ def _jobs_for_pod_sets(
             "completions": count,
             "parallelism": count,
             "template": _inject_pod_template(
-                template, labels, _Injection(inj.node_selector, inj.tolerations, None)
+                template,
+                labels,
+                _Injection(inj.node_selector, inj.tolerations, None, inj.gated_pod_set),
+                0,
             ),
         }
         jobs.append(

@@ -309,19 +309,31 @@ class KubeClient:
     async def patch(
         self, resource: Resource, namespace: str, name: str, body: JsonObject
     ) -> JsonObject:
-        """A JSON merge patch (RFC 7386: null removes a field) of a Job."""
-        if resource is not Resource.JOBS:
-            raise AssertionError(resource)
-        return dict(
-            await self._json(
-                "patch job",
-                self._batch.patch_namespaced_job,
-                name,
-                namespace,
-                body,
-                _content_type="application/merge-patch+json",
-            )
-        )
+        """A JSON merge patch (RFC 7386: null removes a field) of a Job or a pod."""
+        match resource:
+            case Resource.JOBS:
+                return dict(
+                    await self._json(
+                        "patch job",
+                        self._batch.patch_namespaced_job,
+                        name,
+                        namespace,
+                        body,
+                        _content_type="application/merge-patch+json",
+                    )
+                )
+            case Resource.PODS:
+                return dict(
+                    await self._json(
+                        "patch pod",
+                        self._core.patch_namespaced_pod,
+                        name,
+                        namespace,
+                        body,
+                        _content_type="application/merge-patch+json",
+                    )
+                )
+        raise AssertionError(resource)
 
     async def delete(
         self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None

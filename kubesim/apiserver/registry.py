@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.apiserver.defaults import apply_defaults
+from kubesim.apiserver.pod_updates import pod_update_causes
 from kubesim.apiserver.store import Store
 from kubesim.apiserver.validation import validate_object
 from kubesim.errors import (
@@ -27,6 +28,7 @@ from kubesim.errors import (
     BadRequestError,
     ConflictError,
     ForbiddenError,
+    InvalidError,
     NotFoundError,
 )
 from kubesim.objects import JsonObject, clone, format_time, now, random_suffix, rfc3339
@@ -217,6 +219,10 @@ class ObjectRegistry:
                     new.pop("status", None)
         if validate:
             validate_object(new, resource, creating=False)
+            if resource.plural == "pods" and resource.group == "" and subresource is None:
+                causes = pod_update_causes(new, current)
+                if causes:
+                    raise InvalidError.of(resource.kind, resource.group, name, tuple(causes))
         return self._commit(resource, new, current, dry_run=dry_run)
 
     def mutate(

@@ -66,6 +66,9 @@ def _pod_row(pod: JsonObject, at: dt.datetime) -> list[Any]:
     total = len(spec.get("containers") or [])
     ready = 0
     reason = status.get("reason") or status.get("phase") or ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
     initializing = False
     init_specs = spec.get("initContainers") or []
     for index, container in enumerate(status.get("initContainerStatuses") or []):

@@ -8,7 +8,9 @@ use, including the pod count and extended resources such as nvidia.com/gpu). The
 fitting node from a rotating start wins, which spreads pods and keeps 5,000-node clusters
 fast. A pod that fits nowhere gets PodScheduled=False (reason Unschedulable, kube-scheduler's
 "0/N nodes are available: ..." message) and a FailedScheduling event, and is retried when
-capacity frees or nodes change. Pods with a preset nodeName or another schedulerName are
+capacity frees or nodes change. A pod with scheduling gates is never bound: it gets
+PodScheduled=False (reason SchedulingGated) and is picked up when its last gate is removed
+(an update of its spec). Pods with a preset nodeName or another schedulerName are
 left alone. Started by `kubesim.cluster`.
 """
 
@@ -33,6 +35,7 @@ __all__ = ["Scheduler", "pod_requests"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 _TERMINAL = ("Succeeded", "Failed")
+_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 @lru_cache(maxsize=4096)
@@ -259,6 +262,11 @@ class Scheduler(QueueController[tuple[str, str]]):
         ):
             self._parked.pop(key, None)
             return
+        if pod["spec"].get("schedulingGates"):
+            # Never bound while gated; the update that removes the last gate enqueues it.
+            self._parked.pop(key, None)
+            self._mark_pending(pod, "SchedulingGated", _GATED_MESSAGE)
+            return
         requests = pod_requests(pod)
         count = len(self._order)
         for step in range(count):
@@ -293,9 +301,18 @@ class Scheduler(QueueController[tuple[str, str]]):
         if self._parked.get(key) == message:
             return
         self._parked[key] = message
-        self._mark_unschedulable(pod, message)
+        self._mark_pending(pod, "Unschedulable", message)
 
-    def _mark_unschedulable(self, pod: JsonObject, message: str) -> None:
+    def _mark_pending(self, pod: JsonObject, reason: str, message: str) -> None:
+        """PodScheduled=False with `reason`; a FailedScheduling event when Unschedulable
+        (kube-scheduler records none for a gated pod)."""
+        for condition in pod.get("status", {}).get("conditions") or []:
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("reason") == reason
+                and condition.get("message") == message
+            ):
+                return
         stamp = rfc3339()
 
         def mark(new: JsonObject) -> None:
@@ -307,7 +324,7 @@ class Scheduler(QueueController[tuple[str, str]]):
                 {
                     "type": "PodScheduled",
                     "status": "False",
-                    "reason": "Unschedulable",
+                    "reason": reason,
                     "message": message,
                     "lastProbeTime": None,
                     "lastTransitionTime": stamp,
@@ -319,7 +336,7 @@ class Scheduler(QueueController[tuple[str, str]]):
         updated = self.registry.mutate(
             self.pods, meta["namespace"], meta["name"], mark, touches=("status",)
         )
-        if updated is not None:
+        if updated is not None and reason == "Unschedulable":
             self.registry.record_event(
                 updated,
                 type_="Warning",
