@@ -31,7 +31,7 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     await hub.send_log(LogOpen(stream_id="s1", workload=key, follow=True))
 
     def frames() -> list[LogData]:
-        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+        return [p for p in hub.log_payloads() if isinstance(p, LogData) and p.stream_id == "s1"]
 
     # Each pod's container ends with eof; once the workload finished, the stream ends with
     # an eof frame that names no pod.
@@ -53,19 +53,28 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     assert sorted(f.pod for f in eofs) == sorted(by_pod)
 
 
-async def test_control_messages_flow_while_a_log_stream_is_saturated(
+async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_never_delays_control(
     agents: AgentRunner, hub: FakeHub
 ) -> None:
     agent = await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    script = "i=0; while [ $i -lt 40000 ]; do echo line-$i-padding-padding-padding; i=$((i+1)); done; sleep 5"
+    # 25,000 lines: the agent's buffer (10,000) plus kubesim's own (20,000 per container)
+    # hold them all while the reader waits; past that the cluster itself drops the oldest.
+    script = (
+        "sleep 2; i=1; while [ $i -le 25000 ]; do echo line-$i-padding-padding-padding; "
+        "i=$((i+1)); done; sleep 5"
+    )
     noisy = offer_for(job_source("noisy", script=script, cpu="100m"))
     await hub.offer(noisy)
     await hub.wait_for(status(WorkloadPhase.RUNNING, "noisy"))
     hub.logs_paused.clear()  # the hub stops reading the log lane
     key = f"team-a/{noisy.workload.metadata.name}"
     await hub.send_log(LogOpen(stream_id="flood", workload=key, follow=True))
-    await eventually(lambda: any(s.dropped for s in agent.logs.streams.values()), within=20)
+    # The stream's buffer fills and its reader waits for room instead of dropping.
+    await eventually(
+        lambda: any(len(s.buffer) >= agent.logs.buffer_lines for s in agent.logs.streams.values()),
+        within=20,
+    )
 
     quiet = offer_for(job_source("quiet", script="true", cpu="100m"))
     started = asyncio.get_running_loop().time()
@@ -74,9 +83,20 @@ async def test_control_messages_flow_while_a_log_stream_is_saturated(
     assert asyncio.get_running_loop().time() - started < 3
 
     hub.logs_paused.set()
-    await eventually(
-        lambda: any(isinstance(p, LogData) and p.dropped for p in hub.log_payloads()), within=20
-    )
+
+    def lines() -> list[tuple[int, str]]:
+        return [
+            (frame.seq + n, line.text)
+            for frame in hub.log_payloads()
+            if isinstance(frame, LogData) and frame.stream_id == "flood"
+            for n, line in enumerate(frame.lines)
+        ]
+
+    await eventually(lambda: len(lines()) >= 25_000, within=60)
+    assert lines() == [(n, f"line-{n}-padding-padding-padding") for n in range(1, 25_001)]
+    frames = [p for p in hub.log_payloads() if isinstance(p, LogData)]
+    assert not any(f.dropped for f in frames)
+    assert all(f.from_start for f in frames if f.stream_id == "flood")
     await hub.send_log(LogClose(stream_id="flood"))
 
 
@@ -95,7 +115,14 @@ async def test_losing_only_the_log_lane_redials_it_without_touching_the_control_
     key = f"team-a/{offer.workload.metadata.name}"
     await hub.send_log(LogOpen(stream_id="s2", workload=key, follow=False))
     frame = await eventually(
-        lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData) and p.lines), None)
+        lambda: next(
+            (
+                p
+                for p in hub.log_payloads()
+                if isinstance(p, LogData) and p.lines and p.stream_id == "s2"
+            ),
+            None,
+        )
     )
     assert [line.text for line in frame.lines] == ["still-here"]
 
@@ -112,7 +139,7 @@ async def test_a_log_request_without_follow_honours_tail_lines_and_ends(
     await hub.send_log(LogOpen(stream_id="t", workload=key, tail_lines=2))
 
     def frames() -> list[LogData]:
-        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+        return [p for p in hub.log_payloads() if isinstance(p, LogData) and p.stream_id == "t"]
 
     await eventually(lambda: any(f.eof and not f.pod for f in frames()))
     assert [line.text for f in frames() for line in f.lines] == ["two", "three"]
