@@ -121,9 +121,9 @@ class LogStore:
                     continue
                 break
             fresh = lines[skip:]
-        tip.source, tip.source_next = source, seq + len(lines)
         if not fresh:
-            return 0
+            return 0  # (a stream still behind the tip: its next frame is compared again)
+        tip.source, tip.source_next = source, seq + len(lines)
         out = []
         for n, line in enumerate(fresh, start=tip.count + 1):
             stamp = line.time or ""
