@@ -7,8 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from agent.errors import K8sConnectionError
+from agent.k8s.client import KubeClient, Resource
 from agent.logs import LogStreams, _Stream
 from api.v1alpha1.messages import (
+    Cancel,
     Hello,
     LogClose,
     LogData,
@@ -58,10 +60,10 @@ async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_n
 ) -> None:
     agent = await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    # 25,000 lines: the agent's buffer (10,000) plus kubesim's own (20,000 per container)
-    # hold them all while the reader waits; past that the cluster itself drops the oldest.
+    # 20,000 lines: kubesim keeps that many per container, so all wait there (and in the
+    # agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
     script = (
-        "sleep 2; i=1; while [ $i -le 25000 ]; do echo line-$i-padding-padding-padding; "
+        "sleep 2; i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; "
         "i=$((i+1)); done; sleep 5"
     )
     noisy = offer_for(job_source("noisy", script=script, cpu="100m"))
@@ -92,8 +94,8 @@ async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_n
             for n, line in enumerate(frame.lines)
         ]
 
-    await eventually(lambda: len(lines()) >= 25_000, within=60)
-    assert lines() == [(n, f"line-{n}-padding-padding-padding") for n in range(1, 25_001)]
+    await eventually(lambda: len(lines()) >= 20_000, within=60)
+    assert lines() == [(n, f"line-{n}-padding-padding-padding") for n in range(1, 20_001)]
     frames = [p for p in hub.log_payloads() if isinstance(p, LogData)]
     assert not any(f.dropped for f in frames)
     assert all(f.from_start for f in frames if f.stream_id == "flood")
@@ -195,3 +197,89 @@ async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating
     assert stream.ended == [("pod", "main")]
     assert kube.calls[0]["tail_lines"] == 10
     assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
+
+
+def shipped_frames(hub: FakeHub, key: str) -> list[LogData]:
+    return [
+        p for p in hub.log_payloads() if isinstance(p, LogData) and p.shipped and p.workload == key
+    ]
+
+
+def shipped_lines(hub: FakeHub, key: str) -> list[tuple[int, str]]:
+    return [
+        (frame.seq + n, line.text)
+        for frame in shipped_frames(hub, key)
+        for n, line in enumerate(frame.lines)
+    ]
+
+
+async def test_a_finished_workloads_logs_are_shipped_unasked_with_their_generation(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    script = "i=1; while [ $i -le 300 ]; do echo out-$i; i=$((i+1)); done"
+    offer = offer_for(job_source("done", script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "done"), within=20)
+    end = await eventually(
+        lambda: next((f for f in shipped_frames(hub, key) if f.eof and not f.pod), None),
+        within=20,
+    )
+    assert shipped_lines(hub, key) == [(n, f"out-{n}") for n in range(1, 301)]
+    frames = shipped_frames(hub, key)
+    assert frames[-1] is end
+    assert all(f.generation == 1 and f.from_start for f in frames)
+    assert all(f.unshipped_lines == 0 for f in frames)
+
+
+async def test_shipping_stops_at_the_limit_and_says_how_much_it_left_behind(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agents.overrides = {"log_ship_limit_bytes": 1000}
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    # 300 lines of 9 bytes and a newline each: 100 fit in 1000 bytes.
+    script = "i=1; while [ $i -le 300 ]; do printf 'line-%04d\\n' $i; i=$((i+1)); done"
+    offer = offer_for(job_source("big-log", script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "big-log"), within=20)
+    await eventually(lambda: any(f.eof and not f.pod for f in shipped_frames(hub, key)), within=20)
+    assert shipped_lines(hub, key) == [(n, f"line-{n:04d}") for n in range(1, 101)]
+    eof = next(f for f in shipped_frames(hub, key) if f.eof and f.pod)
+    assert (eof.unshipped_lines, eof.unshipped_bytes) == (200, 200 * 10)
+
+
+async def test_a_cancelled_workloads_logs_are_shipped_before_its_jobs_are_deleted(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    agents.overrides = {"log_ship_wait_seconds": 10.0}
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    script = "echo first; echo second; sleep 60"
+    offer = offer_for(job_source("cancelled", script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "cancelled"), within=20)
+    await eventually(lambda: _pod_said(kube, "second"), within=20)
+    await hub.send(Cancel(workload=key, generation=1, reason="UserDelete"))
+    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "cancelled"), within=20)
+    # The pod's log could be read only while it existed: the lines came before the delete.
+    assert [text for _, text in shipped_lines(hub, key)] == ["first", "second"]
+    await eventually(lambda: _no_jobs(kube), within=20)
+
+
+async def _pod_said(kube: KubeClient, text: str) -> bool:
+    pods = await kube.list(Resource.PODS, namespace="team-a")
+    for pod in pods.items:
+        lines = [line async for line in kube.pod_log("team-a", pod["metadata"]["name"])]
+        if any(line.endswith(text) for line in lines):
+            return True
+    return False
+
+
+async def _no_jobs(kube: KubeClient) -> bool:
+    listed = await kube.list(Resource.JOBS, namespace="team-a")
+    return not [j for j in listed.items if not j["metadata"].get("deletionTimestamp")]
