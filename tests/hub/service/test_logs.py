@@ -52,7 +52,7 @@ async def test_shipped_logs_are_served_after_the_pods_are_gone_and_after_a_hub_r
         await west.expect(DispatchOffer)
         await west.send(report(key, 1, WorkloadPhase.RUNNING))
         logs = await connect_agent(hub, "west", lane="logs")
-        ship = {"stream_id": f"ship/1/{key}", "workload": key, "cluster": "west"}
+        ship: dict[str, Any] = {"stream_id": f"ship/1/{key}", "workload": key, "cluster": "west"}
         for first in (1, 501):
             await logs.send(
                 LogData(
