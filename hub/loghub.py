@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections import deque
@@ -73,44 +74,52 @@ class _Stream:
     cluster: str
     workload: str
     limit_bytes: int
-    queue: deque[LogData | None] = field(default_factory=deque)
+    queue: deque[_Frame | None] = field(default_factory=deque)
     queued_bytes: int = 0
     dropped: dict[tuple[str, str], int] = field(default_factory=dict)
     dropped_upto: dict[tuple[str, str], int] = field(default_factory=dict)
     """Per (pod, container): the sequence number after the last line dropped."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def put(self, data: LogData | None) -> int:
+    def put(self, frame: _Frame | None) -> int:
         """Queue a frame (None: the cluster is lost); returns the lines dropped for room."""
-        size = _size(data)
+        size = _size(frame)
         lost = 0
-        while self.queue and self.queued_bytes + size > self.limit_bytes:
+        # (A frame without lines takes no room and pushes nothing out.)
+        while size and self.queue and self.queued_bytes + size > self.limit_bytes:
             old = self.queue.popleft()
             self.queued_bytes -= _size(old)
-            if old is not None and old.lines:
-                key = (old.pod, old.container)
-                self.dropped[key] = self.dropped.get(key, 0) + len(old.lines)
-                if old.seq:
-                    self.dropped_upto[key] = old.seq + len(old.lines)
-                lost += len(old.lines)
-        self.queue.append(data)
+            if old is not None and old.data.lines:
+                data = old.data
+                key = (data.pod, data.container)
+                self.dropped[key] = self.dropped.get(key, 0) + len(data.lines)
+                lost += len(data.lines)
+                if data.seq:
+                    self.dropped_upto[key] = data.seq + len(data.lines)
+        self.queue.append(frame)
         self.queued_bytes += size
         self.ready.set()
         return lost
 
-    async def get(self) -> LogData | None:
+    async def get(self) -> _Frame | None:
         while not self.queue:
             self.ready.clear()
             await self.ready.wait()
-        data = self.queue.popleft()
-        self.queued_bytes -= _size(data)
-        return data
+        frame = self.queue.popleft()
+        self.queued_bytes -= _size(frame)
+        return frame
 
 
-def _size(data: LogData | None) -> int:
-    if data is None:
-        return 0
-    return 64 + sum(len(line.text) + 48 for line in data.lines)
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """A frame as every follower of its stream gets it: its lines encoded once."""
+
+    data: LogData
+    encoded: bytes
+
+
+def _size(frame: _Frame | None) -> int:
+    return 0 if frame is None else len(frame.encoded)
 
 
 def dropped_record(
@@ -161,17 +170,18 @@ class LogHub:
             if bound != cluster or generation is None or generation != data.generation:
                 self._refuse(cluster, data, "its cluster does not hold that generation")
                 return
-            self._keep(cluster, generation, data)
+            self._keep(cluster, generation, data, _stamps(data))
             return
         stream = self._streams.get(data.stream_id)
         if stream is None or stream.cluster != cluster or stream.workload != data.workload:
             self._refuse(cluster, data, "not a stream opened there")
             return
         self.metrics.log_in(line.text for line in data.lines)
+        stamps = _stamps(data)
         bound, generation = self.binding(data.workload)
         if bound == cluster and generation is not None:
-            self._keep(cluster, generation, data)
-        lost = stream.put(data)
+            self._keep(cluster, generation, data, stamps)
+        lost = stream.put(_Frame(data, encode_lines(cluster, data, stamps)))
         if lost:
             self.metrics.log_lines_dropped.inc(lost)
 
@@ -185,7 +195,7 @@ class LogHub:
             why,
         )
 
-    def _keep(self, cluster: str, generation: int, data: LogData) -> None:
+    def _keep(self, cluster: str, generation: int, data: LogData, stamps: list[str | None]) -> None:
         """Store what a frame adds to its container's log from the start."""
         if not data.pod:
             if data.shipped and data.eof:
@@ -194,11 +204,7 @@ class LogHub:
         name = StreamName(data.workload, generation, cluster, data.pod, data.container)
         if data.from_start and data.seq and data.lines:
             lines = [
-                StoredLine(
-                    line.text,
-                    line.timestamp.isoformat(timespec="microseconds") if line.timestamp else None,
-                )
-                for line in data.lines
+                StoredLine(line.text, stamp) for line, stamp in zip(data.lines, stamps, strict=True)
             ]
             self.stored_lines += self.store.append(name, data.stream_id, data.seq, lines)
         if data.unshipped_lines:
@@ -257,9 +263,9 @@ class LogHub:
         request: LogRequest,
         *,
         finished: Callable[[], bool] = lambda: False,
-    ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Batches of records from the cluster's agent until the stream ends or the cluster
-        is lost.
+    ) -> AsyncIterator[bytes]:
+        """Batches of records, as newline-delimited JSON, from the cluster's agent until the
+        stream ends or the cluster is lost.
 
         The stream ends on the agent's end-of-stream frame; failing that, once the workload
         has `finished` (or, without follow, at once) and every pod/container stream seen has
@@ -292,7 +298,7 @@ class LogHub:
             while True:
                 try:
                     async with asyncio.timeout(IDLE_END_SECONDS):
-                        data = await stream.get()
+                        frame = await stream.get()
                 except TimeoutError:
                     idle += IDLE_END_SECONDS
                     all_ended = bool(open_streams) and not any(open_streams.values())
@@ -302,20 +308,23 @@ class LogHub:
                         return
                     continue
                 idle = 0.0
-                if data is None:
-                    yield [
-                        {
-                            "cluster": cluster,
-                            "event": "lost",
-                            "message": f"lost the connection to cluster {cluster}",
-                        }
-                    ]
+                if frame is None:
+                    yield encode_records(
+                        [
+                            {
+                                "cluster": cluster,
+                                "event": "lost",
+                                "message": f"lost the connection to cluster {cluster}",
+                            }
+                        ]
+                    )
                     return
-                batch = list(_notes(cluster, stream, data, expected))
+                data = frame.data
+                notes = list(_notes(cluster, stream, data, expected))
                 self.metrics.log_out(line.text for line in data.lines)
-                batch.extend(_records(cluster, data))
-                if batch:
-                    yield batch
+                chunk = encode_records(notes) + frame.encoded if notes else frame.encoded
+                if chunk:
+                    yield chunk
                 if data.eof and not data.pod:
                     return
                 if data.pod:
@@ -354,16 +363,37 @@ def _notes(
     expected[key] = data.seq + len(data.lines)
 
 
-def _records(cluster: str, data: LogData) -> Iterator[dict[str, Any]]:
-    for n, line in enumerate(data.lines, start=data.seq or 1):
-        record: dict[str, Any] = {
-            "cluster": cluster,
-            "pod": data.pod,
-            "container": data.container,
-            "line": line.text,
-        }
-        if line.timestamp is not None:
-            record["time"] = line.timestamp.isoformat()
-        if data.seq:
-            record["seq"] = n
-        yield record
+def _stamps(data: LogData) -> list[str | None]:
+    """Each line's timestamp as the store keeps it and the reader gets it."""
+    return [
+        line.timestamp.isoformat(timespec="microseconds") if line.timestamp else None
+        for line in data.lines
+    ]
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_records(records: list[dict[str, Any]]) -> bytes:
+    encode = _ENCODER.encode
+    return "".join(encode(r) + "\n" for r in records).encode()
+
+
+def encode_lines(cluster: str, data: LogData, stamps: list[str | None] | None = None) -> bytes:
+    """The frame's lines as the log route sends them, one JSON object a line:
+    `{"cluster","pod","container","line","time","seq"}` (time and seq when known). Built by
+    hand, once per frame for all its followers: it is most of the hub's work per line."""
+    if not data.lines:
+        return b""
+    quote = _ENCODER.encode
+    head = (
+        f'{{"cluster":{quote(cluster)},"pod":{quote(data.pod)},'
+        f'"container":{quote(data.container)},"line":'
+    )
+    stamps = stamps if stamps is not None else _stamps(data)
+    out = []
+    for n, (line, stamp) in enumerate(zip(data.lines, stamps, strict=True), start=data.seq):
+        when = f',"time":"{stamp}"' if stamp else ""
+        seq = f',"seq":{n}' if data.seq else ""
+        out.append(f"{head}{quote(line.text)}{when}{seq}}}\n")
+    return "".join(out).encode()

@@ -56,7 +56,7 @@ class HubSettings(BaseModel):
     log_retention_bytes: int = Field(default=10 * 1024**3, ge=0)
     # How far (in bytes of lines) a log follower may fall behind its workload's output before
     # its oldest lines are dropped (and it is told how many).
-    log_follower_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=64 * 1024)
+    log_follower_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
     # TLS for HTTP and the agents' WebSockets on the one port (PEM files; the certificate
     # file may hold the chain). Both or neither.
     tls_cert: Path | None = None

@@ -19,9 +19,8 @@ Called by: hub.app (route); qctl logs.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -34,14 +33,13 @@ from hub import transitions
 from hub.auth import require_namespace
 from hub.errors import BadRequestError, NotFoundError
 from hub.http.middleware import PRINCIPAL
-from hub.loghub import LogHub, LogRequest
+from hub.loghub import LogHub, LogRequest, encode_records
 from hub.objects import check_path_names
 from hub.state import HubState
 
 __all__ = ["LogRoutes"]
 
 WAIT_POLL_SECONDS = 0.25
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 _NON_NEGATIVE = re.compile(r"[0-9]{1,18}")
@@ -119,9 +117,9 @@ class LogRoutes:
                 streamed_from = cluster
                 got_any = False
                 done = self._finished(key)
-                async for batch in self.logs.stream(cluster, log_request, finished=done):
+                async for chunk in self.logs.stream(cluster, log_request, finished=done):
                     got_any = True
-                    await _write(response, batch)
+                    await response.write(chunk)
                 if not got_any:
                     await _write(response, self.logs.stored(log_request))
                 if not follow:
@@ -136,8 +134,7 @@ class LogRoutes:
         return response
 
 
-async def _write(response: web.StreamResponse, records: Sequence[Mapping[str, Any]]) -> None:
+async def _write(response: web.StreamResponse, records: list[dict[str, Any]]) -> None:
     """One write per batch (a write per line would cost more than the lines)."""
     if records:
-        encode = _ENCODER.encode
-        await response.write("".join(encode(r) + "\n" for r in records).encode())
+        await response.write(encode_records(records))

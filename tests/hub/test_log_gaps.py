@@ -4,14 +4,15 @@ nothing else — a drop is never reported twice as a gap."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from api.v1alpha1.messages import LogData, LogLine
-from hub.loghub import _notes, _records, _Stream
+from hub.loghub import _Frame, _notes, _Stream, encode_lines
 
 
-def frame(pod: str, seq: int, count: int) -> LogData:
-    return LogData(
+def frame(pod: str, seq: int, count: int) -> _Frame:
+    data = LogData(
         stream_id="s",
         workload="vision/train",
         cluster="west",
@@ -21,6 +22,7 @@ def frame(pod: str, seq: int, count: int) -> LogData:
         seq=seq,
         from_start=True,
     )
+    return _Frame(data, encode_lines("west", data))
 
 
 def deliver(stream: _Stream, expected: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
@@ -28,8 +30,8 @@ def deliver(stream: _Stream, expected: dict[tuple[str, str], int]) -> list[dict[
     while stream.queue:
         data = stream.queue.popleft()
         assert data is not None
-        out += list(_notes("west", stream, data, expected))
-        out += list(_records("west", data))
+        out += list(_notes("west", stream, data.data, expected))
+        out += [json.loads(line) for line in data.encoded.decode().splitlines()]
     return out
 
 

@@ -109,7 +109,7 @@ async def test_a_follower_too_slow_for_its_workload_is_told_how_many_lines_it_lo
     await west.send(report(key, 1, WorkloadPhase.RUNNING))
     logs = await connect_agent(hub, "west", lane="logs")
     loghub = hub.hub.logs
-    loghub.follower_buffer_bytes = 64 * 1024
+    loghub.follower_buffer_bytes = 256 * 1024
     follower = loghub.stream("west", LogRequest(key, follow=True))
     first = asyncio.ensure_future(anext(follower))  # opens the stream; then reads nothing
     opened = await logs.expect(LogOpen)
@@ -142,9 +142,10 @@ async def test_a_follower_too_slow_for_its_workload_is_told_how_many_lines_it_lo
         )
     )
     await until(lambda: loghub.stored_lines >= total)
-    records = await first
-    async for batch in follower:
-        records += batch
+    chunks = [await first]
+    async for chunk in follower:
+        chunks.append(chunk)
+    records = [json.loads(line) for line in b"".join(chunks).decode().splitlines()]
     delivered = [r for r in records if "line" in r]
     notices = [r for r in records if r.get("event") == "dropped"]
     assert notices and {n["reason"] for n in notices} == {"follower too slow"}
