@@ -114,12 +114,17 @@ class LogRoutes:
             cluster = status.cluster_name if status else None
             finished = transitions.is_finished(entry.workload)
             if cluster and cluster != streamed_from:
-                streamed_from = cluster
                 got_any = False
                 done = self._finished(key)
                 async for chunk in self.logs.stream(cluster, log_request, finished=done):
                     got_any = True
                     await response.write(chunk)
+                if not got_any and follow and not done():
+                    # Nothing yet, and more will come: the agent may not hold the workload
+                    # yet (the offer and this request crossed), or its pods not have started.
+                    await asyncio.sleep(WAIT_POLL_SECONDS)
+                    continue
+                streamed_from = cluster
                 if not got_any:
                     await _write(response, self.logs.stored(log_request))
                 if not follow:
