@@ -75,24 +75,56 @@ def test_a_jobs_logs_are_read_after_its_pods_are_deleted_and_after_a_hub_sigkill
     assert lines() == want
 
 
+def labelled_workload(tmp: Path, name: str, script: str) -> Path:
+    """A Workload written directly, labelled team=logs (a Job's labels stay on the Job)."""
+    wl = {
+        "apiVersion": "multiq.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "labels": {"team": "logs"}},
+        "spec": {
+            "queueName": "default",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "busybox",
+                                    "command": ["sh", "-c", script],
+                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(wl))
+    return path
+
+
 def test_qctl_logs_with_a_selector_follows_two_workloads_with_prefixes(
     federation: DevFederation, tmp_path: Path
 ) -> None:
-    for name in ("left", "right"):
+    names = ("log-left", "log-right")
+    for name in names:
         script = f"sleep 2; echo {name}-one; sleep 1; echo {name}-two"
-        path = job_file(tmp_path, name, script, labels={"team": "logs"})
-        qctl(federation, "submit", "-f", str(path))
+        qctl(federation, "submit", "-f", str(labelled_workload(tmp_path, name, script)))
     followed = qctl(federation, "logs", "-f", "-l", "team=logs", timeout=120).stdout.splitlines()
-    for name in ("left", "right"):
-        mine = [line for line in followed if line.startswith(f"[job-{name}/job-{name}")]
+    for name in names:
+        mine = [line for line in followed if line.startswith(f"[{name}/")]
         assert [line.split("] ", 1)[1] for line in mine] == [f"{name}-one", f"{name}-two"]
         assert all(line.split("] ", 1)[0].endswith("/main") for line in mine)
-    assert len(followed) == 4
+    assert len(followed) == 4, followed
     # And afterwards, read back together (from the hub's store once the agents shipped).
-    eventually(
-        lambda: all(state_of(federation, f"job-{n}") == "Succeeded" for n in ("left", "right"))
-    )
+    eventually(lambda: all(state_of(federation, n) == "Succeeded" for n in names))
     again = qctl(federation, "logs", "-l", "team=logs").stdout.splitlines()
     assert sorted(line.split("] ", 1)[1] for line in again) == sorted(
-        f"{n}-{w}" for n in ("left", "right") for w in ("one", "two")
+        f"{n}-{w}" for n in names for w in ("one", "two")
     )
