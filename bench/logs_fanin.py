@@ -37,6 +37,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.federation_dispatch import CpuMeter
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 
@@ -252,8 +253,18 @@ async def kubectl_ceiling(fed: DevFederation, lines: int) -> dict[str, Any]:
     }
 
 
+def cpu_seconds(meter: CpuMeter, before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each part spent since `before` (kubesim: the API servers and kubelets of
+    both clusters; the producers are its children, not counted)."""
+    after = meter.sample()
+    return {role: round(after[role] - before.get(role, 0.0), 1) for role in sorted(after)}
+
+
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
+    meter = CpuMeter(fed)
+    before = meter.sample()
     fast, keys = await run_phase(fed, "max", lines=args.lines, rate=0, followers=args.followers)
+    fast["cpu_seconds"] = cpu_seconds(meter, before)
     paced_lines = int(args.rate * args.paced_seconds / LINE_BYTES)
     paced, _ = await run_phase(
         fed, "paced", lines=paced_lines, rate=args.rate, followers=args.followers
