@@ -116,6 +116,8 @@ class _Frame:
 
     data: LogData
     encoded: bytes
+    text_bytes: int = 0
+    """The bytes of its lines' text (what the log byte counters count)."""
 
 
 def _size(frame: _Frame | None) -> int:
@@ -176,12 +178,13 @@ class LogHub:
         if stream is None or stream.cluster != cluster or stream.workload != data.workload:
             self._refuse(cluster, data, "not a stream opened there")
             return
-        self.metrics.log_in(line.text for line in data.lines)
+        text_bytes = sum(len(line.text.encode()) for line in data.lines)
+        self.metrics.log_bytes.labels("in").inc(text_bytes)
         stamps = _stamps(data)
         bound, generation = self.binding(data.workload)
         if bound == cluster and generation is not None:
             self._keep(cluster, generation, data, stamps)
-        lost = stream.put(_Frame(data, encode_lines(cluster, data, stamps)))
+        lost = stream.put(_Frame(data, encode_lines(cluster, data, stamps), text_bytes))
         if lost:
             self.metrics.log_lines_dropped.inc(lost)
 
@@ -321,7 +324,7 @@ class LogHub:
                     return
                 data = frame.data
                 notes = list(_notes(cluster, stream, data, expected))
-                self.metrics.log_out(line.text for line in data.lines)
+                self.metrics.log_bytes.labels("out").inc(frame.text_bytes)
                 chunk = encode_records(notes) + frame.encoded if notes else frame.encoded
                 if chunk:
                     yield chunk
