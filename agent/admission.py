@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from agent import outcomes, records
@@ -109,14 +109,8 @@ class AdmissionShell:
         materialize_retry: float = 10.0,
         tracing: AgentTracing | None = None,
         metrics: AgentMetrics | None = None,
-        before_stop: Callable[[Record | None], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
-        self.before_stop = before_stop
-        """Awaited before a workload's Jobs are deleted, with the record held until then
-        (the agent ships the logs the hub does not have yet)."""
-        self.stopping: dict[str, Record | None] = {}
-        """The record a pending StopJobs effect stops, as it was before its transition."""
         self.tracing = tracing or AgentTracing()
         self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
@@ -183,9 +177,6 @@ class AdmissionShell:
 
     async def _apply(self, key: str, step: Step) -> None:
         """Apply a transition: the record first, then its effects in order."""
-        if any(isinstance(effect, StopJobs) for effect in step.effects):
-            # The record as it was: the one whose Jobs (and logs) a stop is about.
-            self.stopping[key] = self.held.get(key)
         self._set(key, step.record)
         await self._effects(key, step.record, step.effects)
 
@@ -199,8 +190,6 @@ class AdmissionShell:
                 assert record is not None
                 self._spawn(self._materialize(record), f"materialize {key}")
             elif isinstance(effect, StopJobs):
-                if self.before_stop is not None:
-                    await self.before_stop(self.stopping.pop(key, None) or record)
                 namespace, name = key.split("/", 1)
                 jobs = self.inventory.workload_jobs(namespace, name)
                 try:

@@ -145,10 +145,8 @@ class Agent:
             batch_interval=timings.log_batch_interval,
             finished=self._workload_done,
             ship_limit_bytes=settings.log_ship_limit_bytes,
-            ship_wait_seconds=settings.log_ship_wait_seconds,
             lane_up=lambda: self.session.logs is not None,
         )
-        self.admission.before_stop = self.logs.before_stop
         self.ready = asyncio.Event()
         self.metrics.watch(
             AgentView(

@@ -17,22 +17,20 @@ ends — with a last frame `pod="", container="", eof=True` — once every reade
 more can come: at once without follow, and with follow when the workload is finished here
 (or not held at all). LogClose (or a lost lane) cancels it.
 
-Shipping: once a workload is finished here (and before its Jobs are deleted, through
-`before_stop`), the agent reads each container's log from the start and sends what the hub
-does not have yet — lines no older than the newest it already sent over this lane from a
-stream that read the log from its start — marked `shipped` with the generation, up to
-`ship_limit_bytes` per workload; the eof of a container says how many lines and bytes the
-limit left behind. The hub keeps shipped lines only from the cluster that holds the
-generation's binding (docs/exactly-once.md).
+Shipping: once a workload is finished here (its pods stay until its Jobs are deleted: the hub
+deleting the workload, or the Job's own TTL), the agent reads each container's log from the
+start and sends what the hub does not have yet — lines no older than the newest it already
+sent over this lane from a stream that read the log from its start — marked `shipped` with
+the generation, up to `ship_limit_bytes` per workload; the eof of a container says how many
+lines and bytes the limit left behind. The hub keeps shipped lines only from the cluster that
+holds the generation's binding (docs/exactly-once.md).
 
-Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`
-and `before_stop`).
+Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -302,7 +300,6 @@ class LogStreams:
         poll_interval: float = 0.25,
         finished: Callable[[str], bool] = lambda _workload: False,
         ship_limit_bytes: int = 64 * 1024 * 1024,
-        ship_wait_seconds: float = 5.0,
         lane_up: Callable[[], bool] = lambda: True,
     ) -> None:
         self.cluster = cluster
@@ -317,8 +314,6 @@ class LogStreams:
         """Whether a workload (`namespace/name`) is done here: no pod will start any more."""
         self.ship_limit_bytes = ship_limit_bytes
         """At most this many bytes of a workload's lines are shipped unasked (0: none)."""
-        self.ship_wait_seconds = ship_wait_seconds
-        """How long deleting a workload's Jobs waits for its logs to be shipped."""
         self.lane_up = lane_up
         self.streams: dict[str, _Stream] = {}
         self.sent_upto: dict[tuple[str, str, str], datetime] = {}
@@ -399,15 +394,3 @@ class LogStreams:
                 ):
                     self.ship(key, record.generation)
             await asyncio.sleep(self.poll_interval)
-
-    async def before_stop(self, record: Record | None) -> None:
-        """The workload's Jobs are about to be deleted: ship what the hub does not have yet
-        (bounded by `ship_wait_seconds`; a lost lane or a fenced agent does not wait)."""
-        if record is None or not record.job_names:
-            return
-        task = self.ship(record.key, record.generation)
-        if task is None or task.done():
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.ship_wait_seconds):
-                await asyncio.shield(task)

@@ -97,8 +97,6 @@ class AgentSettings(BaseModel):
     log_ship_limit_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     """At most this many bytes of a finished workload's log lines are shipped to the hub
     unasked before its pods may go (0: none); a marker says what was left behind."""
-    log_ship_wait_seconds: float = Field(default=5.0, ge=0)
-    """How long deleting a workload's Jobs waits for its logs to be shipped."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"

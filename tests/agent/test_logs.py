@@ -7,10 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from agent.errors import K8sConnectionError
-from agent.k8s.client import KubeClient, Resource
 from agent.logs import LogStreams, _Stream
 from api.v1alpha1.messages import (
-    Cancel,
     Hello,
     LogClose,
     LogData,
@@ -250,36 +248,3 @@ async def test_shipping_stops_at_the_limit_and_says_how_much_it_left_behind(
     assert shipped_lines(hub, key) == [(n, f"line-{n:04d}") for n in range(1, 101)]
     eof = next(f for f in shipped_frames(hub, key) if f.eof and f.pod)
     assert (eof.unshipped_lines, eof.unshipped_bytes) == (200, 200 * 10)
-
-
-async def test_a_cancelled_workloads_logs_are_shipped_before_its_jobs_are_deleted(
-    agents: AgentRunner, hub: FakeHub, kube: KubeClient
-) -> None:
-    agents.overrides = {"log_ship_wait_seconds": 10.0}
-    await agents.start()
-    await hub.wait_for(lambda p: isinstance(p, Hello))
-    script = "echo first; echo second; sleep 60"
-    offer = offer_for(job_source("cancelled", script=script))
-    key = f"team-a/{offer.workload.metadata.name}"
-    await hub.offer(offer)
-    await hub.wait_for(status(WorkloadPhase.RUNNING, "cancelled"), within=20)
-    await eventually(lambda: _pod_said(kube, "second"), within=20)
-    await hub.send(Cancel(workload=key, generation=1, reason="UserDelete"))
-    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "cancelled"), within=20)
-    # The pod's log could be read only while it existed: the lines came before the delete.
-    assert [text for _, text in shipped_lines(hub, key)] == ["first", "second"]
-    await eventually(lambda: _no_jobs(kube), within=20)
-
-
-async def _pod_said(kube: KubeClient, text: str) -> bool:
-    pods = await kube.list(Resource.PODS, namespace="team-a")
-    for pod in pods.items:
-        lines = [line async for line in kube.pod_log("team-a", pod["metadata"]["name"])]
-        if any(line.endswith(text) for line in lines):
-            return True
-    return False
-
-
-async def _no_jobs(kube: KubeClient) -> bool:
-    listed = await kube.list(Resource.JOBS, namespace="team-a")
-    return not [j for j in listed.items if not j["metadata"].get("deletionTimestamp")]
