@@ -34,6 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.v1alpha1.messages import LogClose, LogData, LogOpen
@@ -248,11 +249,16 @@ class LogHub:
 
     def stored(self, request: LogRequest) -> list[dict[str, Any]]:
         """What the store has of the workload's latest generation."""
+        since = None
+        if request.since_seconds is not None:
+            cutoff = datetime.now(UTC) - timedelta(seconds=request.since_seconds)
+            since = cutoff.isoformat(timespec="microseconds")
         return self.store.read(
             request.workload,
             tail_lines=request.tail_lines,
             pod=request.pod,
             container=request.container,
+            since=since,
         )
 
     def complete(self, workload: str) -> bool:

@@ -183,11 +183,13 @@ class LogStore:
         tail_lines: int | None = None,
         pod: str | None = None,
         container: str | None = None,
+        since: str | None = None,
     ) -> list[dict[str, Any]]:
         """The stored records of a generation (default: the latest), every container's lines
         interleaved by time (each container's in order), as the log route sends them:
         `{"cluster", "pod", "container", "time", "line", "seq"}`, markers as
-        `{"cluster", "pod", "container", "event": "note", "message"}`."""
+        `{"cluster", "pod", "container", "event": "note", "message"}`; `since` (ISO 8601, as
+        stored): only what was written then or later."""
         generation = generation or self.latest_generation(workload)
         if generation is None:
             return []
@@ -201,7 +203,7 @@ class LogStore:
                 continue
             files.append(_records(path, cluster, pod_name, container_name))
         merged = list(heapq.merge(*files, key=lambda pair: pair[0]))
-        records = [record for _, record in merged]
+        records = [record for when, record in merged if since is None or when >= since]
         if tail_lines is not None:
             records = records[-tail_lines:] if tail_lines else []
         return records

@@ -71,6 +71,7 @@ def test_containers_are_read_interleaved_by_time_each_in_order(tmp_path: Path) -
     ]
     assert texts(store, pod="train-b") == ["line 2", "line 4"]
     assert texts(store, tail_lines=2) == ["line 3", "line 4"]
+    assert texts(store, since="2026-12-04T10:00:03.000000+00:00") == ["line 3", "line 4"]
 
 
 def test_a_marker_is_read_back_in_place_as_a_note(tmp_path: Path) -> None:
