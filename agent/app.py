@@ -145,6 +145,8 @@ class Agent:
             batch_lines=settings.log_batch_lines,
             batch_interval=timings.log_batch_interval,
             finished=self._workload_done,
+            ship_limit_bytes=settings.log_ship_limit_bytes,
+            lane_up=lambda: self.session.logs is not None,
         )
         self.ready = asyncio.Event()
         self.metrics.watch(
@@ -386,6 +388,9 @@ class Agent:
                 )
                 tasks.create_task(guard("lease", self._lease_loop()))
                 tasks.create_task(guard("deadlines", self._deadline_loop()))
+                tasks.create_task(
+                    guard("log shipping", self.logs.watch_finished(lambda: self.admission.held))
+                )
                 self.ready.set()
         finally:
             await self.logs.close_all()

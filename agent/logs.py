@@ -1,19 +1,31 @@
-"""Log streams the hub asked for: every container of every pod of a workload, read with
-`read_namespaced_pod_log` (follow, since, tail), tagged with cluster, pod, container and
-timestamp, batched into `LogData` frames on the log lane.
+"""Log streams: the ones the hub asks for (LogOpen), and the ones the agent ships unasked
+before a finished workload's pods may go. Every container of every pod of a workload, read
+with `read_namespaced_pod_log` (follow, since, tail), tagged with cluster, pod, container,
+timestamp and a sequence number, batched into `LogData` frames on the log lane.
 
-One `_Stream` per LogOpen: a discovery task starts a reader per (pod, container) once the
-container has started (and, when following, keeps picking up pods that appear later); readers
-append to one bounded buffer per stream — when the hub is slow and the buffer is full the
-oldest lines are dropped and counted in the next frame's `dropped`; a sender drains the
-buffer in batches of up to `batch_lines` lines of one (pod, container), awaiting the lane
-(backpressure stays here and never reaches the control lane). When a reader ends the
-(pod, container) gets a frame with `eof=True`. The stream ends — with a last frame
-`pod="", container="", eof=True` — once every reader ended and no more can come: at once
-without follow, and with follow when the workload is finished here (or not held at all).
-LogClose (or a lost lane) cancels it.
+One `_Stream` per LogOpen (or ship): a discovery task starts a reader per (pod, container)
+once the container has started (and, when following, keeps picking up pods that appear
+later); readers append to one bounded buffer per stream. Nothing is dropped here: a reader
+whose stream's buffer is full waits (it stops reading the API server's response, so the
+backpressure ends in the kubelet's log file, which is where the lines are anyway). A sender
+drains the buffer in batches of up to `batch_lines` lines of one (pod, container), awaiting
+the lane (backpressure stays on the log lane, never the control lane). Each frame carries
+the sequence number of its first line in its container's log (1-based, counted from where
+the reader started: `from_start` when that was the log's start), so the hub counts any gap
+exactly. When a reader ends the (pod, container) gets a frame with `eof=True`. The stream
+ends — with a last frame `pod="", container="", eof=True` — once every reader ended and no
+more can come: at once without follow, and with follow when the workload is finished here
+(or not held at all). LogClose (or a lost lane) cancels it.
 
-Called by: agent.app (LogOpen/LogClose from the hub session's log lane).
+Shipping: once a workload is finished here (its pods stay until its Jobs are deleted: the hub
+deleting the workload, or the Job's own TTL), the agent reads each container's log from the
+start and sends what the hub does not have yet — lines no older than the newest it already
+sent over this lane from a stream that read the log from its start — marked `shipped` with
+the generation, up to `ship_limit_bytes` per workload; the eof of a container says how many
+lines and bytes the limit left behind. The hub keeps shipped lines only from the cluster that
+holds the generation's binding (docs/exactly-once.md).
+
+Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`).
 """
 
 from __future__ import annotations
@@ -21,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agent.errors import HubUnreachableError, K8sError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject, Kube
+from agent.records import Record
 from api.v1alpha1.messages import LogClose, LogData, LogLine, LogOpen
 
 __all__ = ["LogStreams", "parse_line"]
@@ -35,6 +48,8 @@ __all__ = ["LogStreams", "parse_line"]
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (pod, container)
+SHIP_PREFIX = "ship/"
+"""Stream ids of shipped streams start with this (the hub opens none like it)."""
 
 
 def parse_line(raw: str) -> LogLine:
@@ -51,7 +66,18 @@ def parse_line(raw: str) -> LogLine:
 @dataclass(slots=True)
 class _Entry:
     key: Key
+    seq: int
     line: LogLine
+
+
+@dataclass(slots=True)
+class _Ship:
+    """A shipped stream's budget and what it left behind, per (pod, container)."""
+
+    generation: int
+    budget_bytes: int
+    unshipped_lines: dict[Key, int]
+    unshipped_bytes: dict[Key, int]
 
 
 def _started(pod: JsonObject, container: str) -> bool:
@@ -63,11 +89,18 @@ def _started(pod: JsonObject, container: str) -> bool:
 
 
 class _Stream:
-    def __init__(self, owner: LogStreams, request: LogOpen) -> None:
+    def __init__(self, owner: LogStreams, request: LogOpen, ship: _Ship | None = None) -> None:
         self.owner = owner
         self.request = request
+        self.ship = ship
+        self.from_start = (
+            request.tail_lines is None and request.since is None and request.since_seconds is None
+        )
         self.buffer: deque[_Entry] = deque()
-        self.dropped: dict[Key, int] = {}
+        self.space = asyncio.Event()
+        self.space.set()
+        self.next_seq: dict[Key, int] = {}
+        """Per (pod, container): the sequence number the next frame starts at."""
         self.ended: list[Key] = []
         self.readers: dict[Key, asyncio.Task[None]] = {}
         self.data = asyncio.Event()
@@ -76,12 +109,30 @@ class _Stream:
 
     # readers ---------------------------------------------------------------------------------
 
-    def push(self, key: Key, line: LogLine) -> None:
-        if len(self.buffer) >= self.owner.buffer_lines:
-            old = self.buffer.popleft()
-            self.dropped[old.key] = self.dropped.get(old.key, 0) + 1
-        self.buffer.append(_Entry(key, line))
+    async def push(self, key: Key, seq: int, line: LogLine) -> None:
+        while len(self.buffer) >= self.owner.buffer_lines:
+            self.space.clear()
+            await self.space.wait()
+        self.buffer.append(_Entry(key, seq, line))
         self.data.set()
+
+    def _admit(self, key: Key, seq: int, line: LogLine) -> bool:
+        """Whether a shipped stream sends this line: not sent to the hub before, and within
+        the workload's budget (what is over it is counted, not sent)."""
+        ship = self.ship
+        if ship is None:
+            return True
+        sent = self.owner.sent_upto.get((self.request.workload, *key))
+        if sent is not None and line.timestamp is not None and line.timestamp < sent:
+            return False  # (one with the same timestamp goes: the hub tells them apart)
+        size = len(line.text.encode()) + 1
+        if size > ship.budget_bytes:
+            ship.budget_bytes = 0  # later lines too: what is shipped is a prefix
+            ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + 1
+            ship.unshipped_bytes[key] = ship.unshipped_bytes.get(key, 0) + size
+            return False
+        ship.budget_bytes -= size
+        return True
 
     async def read(self, namespace: str, key: Key) -> None:
         req = self.request
@@ -90,9 +141,11 @@ class _Stream:
             since = req.since if req.since.tzinfo else req.since.replace(tzinfo=UTC)
             since_seconds = max(1, int((datetime.now(UTC) - since).total_seconds()))
         tail_lines = req.tail_lines
+        count = 0  # lines read and passed on (or deliberately skipped) so far
         last: datetime | None = None  # timestamp of the last line passed on
         try:
             for attempt in range(5):
+                skip = 0
                 try:
                     async for raw in self.owner.kube.pod_log(
                         namespace,
@@ -103,20 +156,30 @@ class _Stream:
                         tail_lines=tail_lines,
                         timestamps=True,
                     ):
+                        if skip:
+                            skip -= 1  # read before the stream broke (from the start again)
+                            continue
                         line = parse_line(raw)
                         if (
-                            last is not None
+                            not self.from_start
+                            and last is not None
                             and line.timestamp is not None
                             and line.timestamp <= last
                         ):
                             continue  # seen before the stream broke
-                        self.push(key, line)
+                        count += 1
                         last = line.timestamp or last
+                        if self._admit(key, count, line):
+                            await self.push(key, count, line)
                     break
                 except K8sError as exc:
                     log.info("log %s/%s: %s (attempt %d/5)", key[0], key[1], exc, attempt + 1)
                     await asyncio.sleep(0.2 * (attempt + 1))
-                    if last is not None:
+                    if self.from_start:
+                        # Read from the start again and skip what was read: the numbering
+                        # stays exact (a timestamp can be shared by several lines).
+                        skip = count
+                    elif last is not None:
                         # Resume after the last line passed on, not from the beginning.
                         tail_lines = None
                         since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
@@ -149,17 +212,36 @@ class _Stream:
 
     # sender ----------------------------------------------------------------------------------
 
-    def _frame(self, key: Key, lines: list[LogLine], *, eof: bool) -> LogData:
+    def _frame(self, key: Key, entries: list[_Entry], *, eof: bool) -> LogData:
+        ship = self.ship
+        seq = entries[0].seq if entries else self.next_seq.get(key, 1)
+        if entries:
+            self.next_seq[key] = entries[-1].seq + 1
         return LogData(
             stream_id=self.request.stream_id,
             workload=self.request.workload,
             cluster=self.owner.cluster,
             pod=key[0],
             container=key[1],
-            lines=lines,
-            dropped=self.dropped.pop(key, 0),
+            lines=[e.line for e in entries],
             eof=eof,
+            seq=seq,
+            from_start=self.from_start,
+            shipped=ship is not None,
+            generation=ship.generation if ship else None,
+            unshipped_lines=ship.unshipped_lines.pop(key, 0) if ship and eof else 0,
+            unshipped_bytes=ship.unshipped_bytes.pop(key, 0) if ship and eof else 0,
         )
+
+    async def _send(self, frame: LogData) -> None:
+        await self.owner.send(frame)
+        last = frame.lines[-1].timestamp if frame.lines else None
+        if self.from_start and last is not None and frame.pod:
+            # What the hub has from this log's start (it keeps such lines), so a ship later
+            # sends only the rest.
+            sent = (frame.workload, frame.pod, frame.container)
+            known = self.owner.sent_upto.get(sent)
+            self.owner.sent_upto[sent] = last if known is None else max(known, last)
 
     async def run(self) -> None:
         namespace, name = self.request.workload.split("/", 1)
@@ -171,27 +253,28 @@ class _Stream:
                 await asyncio.sleep(self.owner.batch_interval)
                 while self.buffer:
                     key = self.buffer[0].key
-                    lines: list[LogLine] = []
+                    entries: list[_Entry] = []
                     while (
                         self.buffer
                         and self.buffer[0].key == key
-                        and len(lines) < self.owner.batch_lines
+                        and len(entries) < self.owner.batch_lines
                     ):
-                        lines.append(self.buffer.popleft().line)
-                    await self.owner.send(self._frame(key, lines, eof=False))
+                        entries.append(self.buffer.popleft())
+                    self.space.set()
+                    await self._send(self._frame(key, entries, eof=False))
                 while self.ended:
                     key = self.ended.pop(0)
                     if any(e.key == key for e in self.buffer):
                         self.ended.append(key)
                         break
-                    await self.owner.send(self._frame(key, [], eof=True))
+                    await self._send(self._frame(key, [], eof=True))
                 if (
                     self.discovery_done
                     and not self.buffer
                     and not self.ended
                     and all(t.done() for t in self.readers.values())
                 ):
-                    await self.owner.send(self._frame(("", ""), [], eof=True))  # stream done
+                    await self._send(self._frame(("", ""), [], eof=True))  # stream done
                     return
         finally:
             discovery.cancel()
@@ -216,6 +299,8 @@ class LogStreams:
         batch_interval: float = 0.1,
         poll_interval: float = 0.25,
         finished: Callable[[str], bool] = lambda _workload: False,
+        ship_limit_bytes: int = 64 * 1024 * 1024,
+        lane_up: Callable[[], bool] = lambda: True,
     ) -> None:
         self.cluster = cluster
         self.kube = kube
@@ -227,16 +312,31 @@ class LogStreams:
         self.poll_interval = poll_interval
         self.finished = finished
         """Whether a workload (`namespace/name`) is done here: no pod will start any more."""
+        self.ship_limit_bytes = ship_limit_bytes
+        """At most this many bytes of a workload's lines are shipped unasked (0: none)."""
+        self.lane_up = lane_up
         self.streams: dict[str, _Stream] = {}
+        self.sent_upto: dict[tuple[str, str, str], datetime] = {}
+        """(workload, pod, container) → the timestamp of the newest line sent over the current
+        log lane by a stream that read from the log's start (forgotten with the lane: the hub
+        may not have it)."""
+        self.shipped: dict[str, int] = {}
+        """workload → the generation whose logs were shipped (or are being shipped)."""
+        self.shipping: dict[str, asyncio.Task[None]] = {}
 
     async def handle(self, message: LogOpen | LogClose) -> None:
         if isinstance(message, LogOpen):
             await self._close(message.stream_id)
-            stream = _Stream(self, message)
-            self.streams[message.stream_id] = stream
-            stream.task = asyncio.create_task(self._run(stream), name=f"logs {message.stream_id}")
+            self._start(_Stream(self, message))
         else:
             await self._close(message.stream_id)
+
+    def _start(self, stream: _Stream) -> asyncio.Task[None]:
+        self.streams[stream.request.stream_id] = stream
+        stream.task = asyncio.create_task(
+            self._run(stream), name=f"logs {stream.request.stream_id}"
+        )
+        return stream.task
 
     async def _run(self, stream: _Stream) -> None:
         try:
@@ -254,5 +354,43 @@ class LogStreams:
             await asyncio.wait([stream.task])
 
     async def close_all(self) -> None:
+        """The log lane is gone: every stream ends, and what was sent over it is forgotten."""
         for stream_id in list(self.streams):
             await self._close(stream_id)
+        self.sent_upto.clear()
+        self.shipped.clear()
+
+    # shipping --------------------------------------------------------------------------------
+
+    def ship(self, workload: str, generation: int) -> asyncio.Task[None] | None:
+        """Start shipping a workload's logs at `generation` (once per generation while the
+        lane lasts); the task, or None when there is nothing to start."""
+        if self.ship_limit_bytes <= 0 or not self.lane_up():
+            return None
+        if self.shipped.get(workload, 0) >= generation:
+            return self.shipping.get(workload)
+        self.shipped[workload] = generation
+        stream_id = f"{SHIP_PREFIX}{generation}/{workload}"
+        request = LogOpen(stream_id=stream_id, workload=workload)
+        budget = _Ship(generation, self.ship_limit_bytes, {}, {})
+        task = self._start(_Stream(self, request, ship=budget))
+        self.shipping[workload] = task
+        task.add_done_callback(lambda t: self._shipped(workload, t))
+        return task
+
+    def _shipped(self, workload: str, task: asyncio.Task[None]) -> None:
+        if self.shipping.get(workload) is task:
+            del self.shipping[workload]
+
+    async def watch_finished(self, records: Callable[[], Mapping[str, Record]]) -> None:
+        """Ship the logs of every workload that finished here, as it finishes (runs until
+        cancelled)."""
+        while True:
+            for key, record in list(records().items()):
+                if (
+                    record.finished
+                    and record.job_names
+                    and self.shipped.get(key, 0) < (record.generation)
+                ):
+                    self.ship(key, record.generation)
+            await asyncio.sleep(self.poll_interval)

@@ -94,7 +94,11 @@ class AgentSettings(BaseModel):
     """Where the last config and the held workloads are persisted."""
     timings: Timings = Field(default_factory=Timings)
     log_buffer_lines: int = Field(default=10_000, ge=1)
-    """Bound of each log stream's buffer; the oldest lines are dropped past it."""
+    """Bound of each log stream's buffer; past it the stream's readers wait (nothing is
+    dropped)."""
+    log_ship_limit_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """At most this many bytes of a finished workload's log lines are shipped to the hub
+    unasked before its pods may go (0: none); a marker says what was left behind."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
@@ -166,6 +170,13 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         help="evict and requeue admitted work whose pods are not all ready within SECONDS "
         "(off by default; a MemberCluster's spec.waitForPodsReady, sent by the hub, wins)",
     )
+    parser.add_argument(
+        "--log-ship-limit-bytes",
+        type=int,
+        default=env("MULTIQ_AGENT_LOG_SHIP_LIMIT_BYTES", str(64 * 1024 * 1024)),
+        help="ship at most this many bytes of a finished workload's logs to the hub before "
+        "its pods may go (default 64 MiB; 0: none); a marker says what was left behind",
+    )
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -192,4 +203,5 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         wait_for_pods_ready=WaitForPodsReady(timeout_seconds=int(args.wait_for_pods_ready))
         if args.wait_for_pods_ready
         else None,
+        log_ship_limit_bytes=int(args.log_ship_limit_bytes),
     )

@@ -42,6 +42,7 @@ from hub.http.submit import SubmitRoutes
 from hub.http.templates import TemplateRoutes
 from hub.leader import LeaderWork
 from hub.loghub import LogHub
+from hub.logstore import LogStore
 from hub.metrics import UNCOUNTED, HubMetrics
 from hub.objects import ObjectRepository
 from hub.openapi import openapi_document
@@ -161,7 +162,23 @@ async def build_app(
     repo = ObjectRepository(fenced)
     state = HubState(fenced)
     fleet = Fleet(repo, authority, secrets_dir=settings.secrets_dir)
-    logs = LogHub(fleet, tail_lines=settings.log_tail_lines, metrics=metrics)
+
+    def binding(key: str) -> tuple[str | None, int | None]:
+        entry = state.workloads.get(key)
+        status = entry.workload.status if entry is not None else None
+        return (status.cluster_name, status.dispatch_generation) if status else (None, None)
+
+    logs = LogHub(
+        fleet,
+        LogStore(
+            settings.log_store_dir,
+            max_age_seconds=settings.log_retention_seconds,
+            max_bytes=settings.log_retention_bytes,
+        ),
+        binding=binding,
+        follower_buffer_bytes=settings.log_follower_buffer_bytes,
+        metrics=metrics,
+    )
     role = Role(settings.url)
     slurm_index = SlurmIndex(state)
     leader = LeaderWork(
@@ -218,6 +235,7 @@ async def build_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await routing.start()
+        logs.start()
         mirror = start_guarded("state", state.run)
         await state.synced.wait()
         campaigning.append(start_guarded("election", election.run))
@@ -233,6 +251,7 @@ async def build_app(
         await end_term(app)
         await cancel_all([mirror])
         await routing.close()
+        await logs.stop()
         if store is None:
             await fenced.close()
 

@@ -1,40 +1,60 @@
 """Log fan-in: readers ask for a workload's logs; the hub asks the agent of the workload's
 cluster to stream them on its log lane, and relays each batch to the reader, tagged with
-cluster, pod and container. Every buffer is bounded: a slow reader loses the oldest lines
-(and is told how many), it never slows the agent or the hub. A tail of each workload's recent
-lines is kept so logs stay readable after a cluster is gone.
+cluster, pod and container; every line the hub receives of a container's log from its start
+is also kept in the durable `LogStore`, and so is what an agent ships unasked before a
+finished workload's pods may go.
+
+Nothing is lost silently. Each frame numbers its first line in its container's log; a
+follower's stream tracks the next number it expects per (pod, container) and tells the reader
+of any gap. A reader slower than its workload's output is never allowed to slow the agent or
+the hub: its queue holds up to `follower_buffer_bytes` of lines (16 MiB by default), and past
+that the oldest batches are dropped — and the reader gets, in their place, a record
+`{"event": "dropped", "pod", "container", "count", "reason", "message"}` ("multiq: 1,234 lines
+of pod/x container y dropped: follower too slow"). So a reader that keeps up with the
+producer loses nothing, and one slower loses lines only once it is that far behind.
 
 End of a stream: the agent sends `LogData(eof=True)` for each pod/container that ended, and
 a final `LogData(pod="", container="", eof=True)` when the whole stream is done (all pods
 finished, or, without follow, all logs sent).
 
-Called by: hub.http.logs (open/read/close), hub.sessions (LogData from agents).
+Who may send lines (docs/exactly-once.md): a frame of a stream is taken only from the cluster
+the hub opened it on, for that workload; a shipped frame only from the cluster that holds the
+binding of the frame's generation; lines are stored only while the sender holds the binding.
+
+Called by: hub.http.logs (open/read/close, stored reads), hub.sessions (LogData from agents).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.v1alpha1.messages import LogClose, LogData, LogOpen
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
+from hub.logstore import LogStore, StoredLine, StreamName
 from hub.metrics import UNCOUNTED, HubMetrics
 
-__all__ = ["LogHub", "LogRequest"]
+__all__ = ["Binding", "LogHub", "LogRequest", "dropped_record"]
 
 log = logging.getLogger(__name__)
 
-READER_BUFFER_BATCHES = 1024
+FOLLOWER_BUFFER_BYTES = 16 * 1024 * 1024
 IDLE_END_SECONDS = 0.5
 # Once the workload finished, how long a silent stream may still bring its last lines.
 FINISHED_GRACE_SECONDS = 5.0
+SWEEP_INTERVAL_SECONDS = 600.0
+
+Binding = Callable[[str], tuple[str | None, int | None]]
+"""workload → (the cluster that holds its binding, its dispatch generation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,64 +70,201 @@ class LogRequest:
 
 @dataclass
 class _Stream:
+    """One reader's stream: a queue bounded in bytes, and what was dropped from it."""
+
     cluster: str
     workload: str
-    queue: asyncio.Queue[LogData | None] = field(
-        default_factory=lambda: asyncio.Queue(maxsize=READER_BUFFER_BATCHES)
-    )
-    dropped: int = 0
+    limit_bytes: int
+    queue: deque[_Frame | None] = field(default_factory=deque)
+    queued_bytes: int = 0
+    dropped: dict[tuple[str, str], int] = field(default_factory=dict)
+    dropped_upto: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Per (pod, container): the sequence number after the last line dropped."""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def put(self, frame: _Frame | None) -> int:
+        """Queue a frame (None: the cluster is lost); returns the lines dropped for room."""
+        size = _size(frame)
+        lost = 0
+        # (A frame without lines takes no room and pushes nothing out.)
+        while size and self.queue and self.queued_bytes + size > self.limit_bytes:
+            old = self.queue.popleft()
+            self.queued_bytes -= _size(old)
+            if old is not None and old.data.lines:
+                data = old.data
+                key = (data.pod, data.container)
+                self.dropped[key] = self.dropped.get(key, 0) + len(data.lines)
+                lost += len(data.lines)
+                if data.seq:
+                    self.dropped_upto[key] = data.seq + len(data.lines)
+        self.queue.append(frame)
+        self.queued_bytes += size
+        self.ready.set()
+        return lost
+
+    async def get(self) -> _Frame | None:
+        while not self.queue:
+            self.ready.clear()
+            await self.ready.wait()
+        frame = self.queue.popleft()
+        self.queued_bytes -= _size(frame)
+        return frame
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """A frame as every follower of its stream gets it: its lines encoded once."""
+
+    data: LogData
+    encoded: bytes
+    text_bytes: int = 0
+    """The bytes of its lines' text (what the log byte counters count)."""
+
+
+def _size(frame: _Frame | None) -> int:
+    return 0 if frame is None else len(frame.encoded)
+
+
+def dropped_record(
+    cluster: str, pod: str, container: str, count: int, reason: str
+) -> dict[str, Any]:
+    """The record a reader gets in place of lines it will not see."""
+    return {
+        "cluster": cluster,
+        "pod": pod,
+        "container": container,
+        "event": "dropped",
+        "count": count,
+        "reason": reason,
+        "message": f"multiq: {count:,} lines of pod/{pod} container {container} dropped: {reason}",
+    }
 
 
 class LogHub:
     def __init__(
-        self, fleet: Fleet, *, tail_lines: int = 1000, metrics: HubMetrics = UNCOUNTED
+        self,
+        fleet: Fleet,
+        store: LogStore,
+        *,
+        binding: Binding = lambda _workload: (None, None),
+        follower_buffer_bytes: int = FOLLOWER_BUFFER_BYTES,
+        metrics: HubMetrics = UNCOUNTED,
     ) -> None:
         self.fleet = fleet
+        self.store = store
+        self.binding = binding
+        self.follower_buffer_bytes = follower_buffer_bytes
         self.metrics = metrics
-        self.tail_lines = tail_lines
         self._streams: dict[str, _Stream] = {}
         self.refused = 0
         """Log batches refused (see `on_data`)."""
-        self._tails: dict[str, collections.deque[dict[str, Any]]] = {}
+        self.stored_lines = 0
+        self._sweeper: asyncio.Task[None] | None = None
 
     # --- agent side ---------------------------------------------------------------------------
 
     def on_data(self, cluster: str, data: LogData) -> None:
         """Lines are taken only for a stream this hub opened, from the cluster it opened it
-        on (the workload's cluster), for that workload: a cluster can neither answer for
-        another nor add lines to a workload it does not run."""
+        on (the workload's cluster), for that workload — or, shipped, from the cluster bound
+        at the frame's generation: a cluster can neither answer for another nor add lines to
+        a workload it does not run."""
+        if data.shipped:
+            bound, generation = self.binding(data.workload)
+            if bound != cluster or generation is None or generation != data.generation:
+                self._refuse(cluster, data, "its cluster does not hold that generation")
+                return
+            self._keep(cluster, generation, data, _stamps(data))
+            return
         stream = self._streams.get(data.stream_id)
         if stream is None or stream.cluster != cluster or stream.workload != data.workload:
-            self.refused += 1
-            log.info(
-                "cluster %s: log lines for %s on stream %s refused: not a stream opened there",
-                cluster,
-                data.workload,
-                data.stream_id,
-            )
+            self._refuse(cluster, data, "not a stream opened there")
             return
-        self.metrics.log_in(line.text for line in data.lines)
-        if data.lines:
-            tail = self._tails.setdefault(data.workload, collections.deque(maxlen=self.tail_lines))
-            for line in data.lines:
-                tail.append(_record(cluster, data, line.text, line.timestamp))
-        if stream.queue.full():
-            dropped = stream.queue.get_nowait()
-            stream.dropped += len(dropped.lines) if dropped else 0
-            self.metrics.log_lines_dropped.inc(len(dropped.lines) if dropped else 0)
-        stream.queue.put_nowait(data)
+        text_bytes = sum(len(line.text.encode()) for line in data.lines)
+        self.metrics.log_bytes.labels("in").inc(text_bytes)
+        stamps = _stamps(data)
+        bound, generation = self.binding(data.workload)
+        if bound == cluster and generation is not None:
+            self._keep(cluster, generation, data, stamps)
+        lost = stream.put(_Frame(data, encode_lines(cluster, data, stamps), text_bytes))
+        if lost:
+            self.metrics.log_lines_dropped.inc(lost)
+
+    def _refuse(self, cluster: str, data: LogData, why: str) -> None:
+        self.refused += 1
+        log.info(
+            "cluster %s: log lines for %s on stream %s refused: %s",
+            cluster,
+            data.workload,
+            data.stream_id,
+            why,
+        )
+
+    def _keep(self, cluster: str, generation: int, data: LogData, stamps: list[str | None]) -> None:
+        """Store what a frame adds to its container's log from the start."""
+        if not data.pod:
+            if data.shipped and data.eof:
+                self.store.complete(data.workload, generation)
+            return
+        name = StreamName(data.workload, generation, cluster, data.pod, data.container)
+        if data.from_start and data.seq and data.lines:
+            lines = [
+                StoredLine(line.text, stamp) for line, stamp in zip(data.lines, stamps, strict=True)
+            ]
+            self.stored_lines += self.store.append(name, data.stream_id, data.seq, lines)
+        if data.unshipped_lines:
+            self.store.mark(
+                name,
+                f"multiq: {data.unshipped_lines:,} lines ({data.unshipped_bytes:,} bytes) of "
+                f"pod/{data.pod} container {data.container} not kept: over the agent's "
+                "log ship limit",
+            )
 
     def on_disconnect(self, cluster: str) -> None:
         for stream in self._streams.values():
             if stream.cluster == cluster:
-                with contextlib.suppress(asyncio.QueueFull):
-                    stream.queue.put_nowait(None)
+                stream.put(None)
+
+    # --- housekeeping -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin the store's retention sweeps (every SWEEP_INTERVAL_SECONDS)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.wait([self._sweeper])
+            self._sweeper = None
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.store.sweep)
+            except OSError as exc:
+                log.warning("log store retention sweep failed: %s", exc)
+            await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
 
     # --- reader side --------------------------------------------------------------------------
 
-    def tail(self, workload: str, limit: int | None = None) -> list[dict[str, Any]]:
-        lines = list(self._tails.get(workload, ()))
-        return lines[-limit:] if limit else lines
+    def stored(self, request: LogRequest) -> list[dict[str, Any]]:
+        """What the store has of the workload's latest generation."""
+        since = None
+        if request.since_seconds is not None:
+            cutoff = datetime.now(UTC) - timedelta(seconds=request.since_seconds)
+            since = cutoff.isoformat(timespec="microseconds")
+        return self.store.read(
+            request.workload,
+            tail_lines=request.tail_lines,
+            pod=request.pod,
+            container=request.container,
+            since=since,
+        )
+
+    def complete(self, workload: str) -> bool:
+        """Whether the store has all its agent shipped of the workload's bound generation."""
+        _, generation = self.binding(workload)
+        return generation is not None and self.store.is_complete(workload, generation)
 
     async def stream(
         self,
@@ -115,8 +272,9 @@ class LogHub:
         request: LogRequest,
         *,
         finished: Callable[[], bool] = lambda: False,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Records from the cluster's agent until the stream ends or the cluster is lost.
+    ) -> AsyncIterator[bytes]:
+        """Batches of records, as newline-delimited JSON, from the cluster's agent until the
+        stream ends or the cluster is lost.
 
         The stream ends on the agent's end-of-stream frame; failing that, once the workload
         has `finished` (or, without follow, at once) and every pod/container stream seen has
@@ -127,9 +285,10 @@ class LogHub:
         if state is None or state.logs is None or state.logs.closed:
             return
         stream_id = uuid.uuid4().hex
-        stream = _Stream(cluster, request.workload)
+        stream = _Stream(cluster, request.workload, self.follower_buffer_bytes)
         # (pod, container) → still open; the stream may end once all have ended.
         open_streams: dict[tuple[str, str], bool] = {}
+        expected: dict[tuple[str, str], int] = {}
         idle = 0.0
         self._streams[stream_id] = stream
         try:
@@ -148,7 +307,7 @@ class LogHub:
             while True:
                 try:
                     async with asyncio.timeout(IDLE_END_SECONDS):
-                        data = await stream.queue.get()
+                        frame = await stream.get()
                 except TimeoutError:
                     idle += IDLE_END_SECONDS
                     all_ended = bool(open_streams) and not any(open_streams.values())
@@ -158,19 +317,23 @@ class LogHub:
                         return
                     continue
                 idle = 0.0
-                if data is None:
-                    yield {
-                        "cluster": cluster,
-                        "event": "lost",
-                        "message": f"lost the connection to cluster {cluster}",
-                    }
+                if frame is None:
+                    yield encode_records(
+                        [
+                            {
+                                "cluster": cluster,
+                                "event": "lost",
+                                "message": f"lost the connection to cluster {cluster}",
+                            }
+                        ]
+                    )
                     return
-                if stream.dropped:
-                    yield {"cluster": cluster, "event": "dropped", "count": stream.dropped}
-                    stream.dropped = 0
-                self.metrics.log_out(line.text for line in data.lines)
-                for line in data.lines:
-                    yield _record(cluster, data, line.text, line.timestamp)
+                data = frame.data
+                notes = list(_notes(cluster, stream, data, expected))
+                self.metrics.log_bytes.labels("out").inc(frame.text_bytes)
+                chunk = encode_records(notes) + frame.encoded if notes else frame.encoded
+                if chunk:
+                    yield chunk
                 if data.eof and not data.pod:
                     return
                 if data.pod:
@@ -185,13 +348,61 @@ class LogHub:
                     logs.send(LogClose(stream_id=stream_id, reason="reader finished"))
 
 
-def _record(cluster: str, data: LogData, text: str, timestamp: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "cluster": cluster,
-        "pod": data.pod,
-        "container": data.container,
-        "line": text,
-    }
-    if timestamp is not None:
-        record["time"] = timestamp.isoformat()
-    return record
+def _notes(
+    cluster: str, stream: _Stream, data: LogData, expected: dict[tuple[str, str], int]
+) -> Iterator[dict[str, Any]]:
+    """What the reader must be told before this frame's lines: lines dropped from its queue
+    (it read too slowly), and lines missing between the last frame of the container and this
+    one (never read from the cluster)."""
+    for (pod, container), count in stream.dropped.items():
+        yield dropped_record(cluster, pod, container, count, "follower too slow")
+    stream.dropped.clear()
+    for key, upto in stream.dropped_upto.items():
+        expected[key] = max(expected.get(key, 0), upto)
+    stream.dropped_upto.clear()
+    if not data.pod or not data.seq:
+        return
+    key = (data.pod, data.container)
+    want = expected.get(key)
+    if want is not None and data.seq > want:
+        # Lines dropped from the queue are counted above; only a real gap is left here.
+        yield dropped_record(
+            cluster, data.pod, data.container, data.seq - want, "not read from the cluster"
+        )
+    expected[key] = data.seq + len(data.lines)
+
+
+def _stamps(data: LogData) -> list[str | None]:
+    """Each line's timestamp as the store keeps it and the reader gets it."""
+    return [
+        line.timestamp.isoformat(timespec="microseconds") if line.timestamp else None
+        for line in data.lines
+    ]
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_records(records: list[dict[str, Any]]) -> bytes:
+    encode = _ENCODER.encode
+    return "".join(encode(r) + "\n" for r in records).encode()
+
+
+def encode_lines(cluster: str, data: LogData, stamps: list[str | None] | None = None) -> bytes:
+    """The frame's lines as the log route sends them, one JSON object a line:
+    `{"cluster","pod","container","line","time","seq"}` (time and seq when known). Built by
+    hand, once per frame for all its followers: it is most of the hub's work per line."""
+    if not data.lines:
+        return b""
+    quote = _ENCODER.encode
+    head = (
+        f'{{"cluster":{quote(cluster)},"pod":{quote(data.pod)},'
+        f'"container":{quote(data.container)},"line":'
+    )
+    stamps = stamps if stamps is not None else _stamps(data)
+    out = []
+    for n, (line, stamp) in enumerate(zip(data.lines, stamps, strict=True), start=data.seq):
+        when = f',"time":"{stamp}"' if stamp else ""
+        seq = f',"seq":{n}' if data.seq else ""
+        out.append(f"{head}{quote(line.text)}{when}{seq}}}\n")
+    return "".join(out).encode()

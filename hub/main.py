@@ -117,6 +117,24 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
         metavar="RESOURCE=WEIGHT",
         help="billing weight of a resource per unit per second (repeat; default cpu=1)",
     )
+    parser.add_argument(
+        "--log-dir",
+        default=_env("log-dir"),
+        help="where workloads' logs are kept (default: STORE_PATH.logs beside a SQLite store, "
+        "./multiq-hub-logs with etcd)",
+    )
+    parser.add_argument(
+        "--log-retention",
+        type=float,
+        default=float(_env("log-retention", str(defaults.log_retention_seconds)) or 0),
+        help="seconds a workload generation's logs are kept after their last line (7 days)",
+    )
+    parser.add_argument(
+        "--log-retention-bytes",
+        type=int,
+        default=int(_env("log-retention-bytes", str(defaults.log_retention_bytes)) or 0),
+        help="the log store's size limit; the oldest generations go first (10 GiB)",
+    )
     parser.add_argument("--log-level", default=_env("log-level", "INFO"))
     parser.add_argument(
         "--log-format",
@@ -137,6 +155,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
             users_file=Path(args.users_file) if args.users_file else None,
             secrets_dir=Path(args.secrets_dir) if args.secrets_dir else None,
             offer_timeout_seconds=args.offer_timeout,
+            log_dir=Path(args.log_dir) if args.log_dir else None,
+            log_retention_seconds=args.log_retention,
+            log_retention_bytes=args.log_retention_bytes,
             tls_cert=Path(args.tls_cert) if args.tls_cert else None,
             tls_key=Path(args.tls_key) if args.tls_key else None,
             certificate_authority=(

@@ -53,8 +53,17 @@ class HubSettings(BaseModel):
     fair_share_half_life_seconds: float = Field(default=7 * 24 * 3600.0, ge=0)
     fair_share_calc_period_seconds: float = Field(default=60.0, gt=0)
     fair_share_resource_weights: dict[str, float] = Field(default_factory=lambda: {"cpu": 1.0})
-    # Lines of each workload's logs kept after its pods are gone.
-    log_tail_lines: int = Field(default=1000, ge=0)
+    # Where workloads' logs are kept (hub.logstore). None: next to a SQLite store
+    # (`PATH.logs`), or `multiq-hub-logs` in the working directory with etcd (each hub keeps
+    # what arrives over the agent sessions it leads).
+    log_dir: Path | None = None
+    # Retention of the log store: generations not written for this long go, then the oldest
+    # while the store is larger than log_retention_bytes.
+    log_retention_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
+    log_retention_bytes: int = Field(default=10 * 1024**3, ge=0)
+    # How far (in bytes of lines) a log follower may fall behind its workload's output before
+    # its oldest lines are dropped (and it is told how many).
+    log_follower_buffer_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
     # TLS for HTTP and the agents' WebSockets on the one port (PEM files; the certificate
     # file may hold the chain). Both or neither.
     tls_cert: Path | None = None
@@ -68,6 +77,16 @@ class HubSettings(BaseModel):
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together: give both or neither")
         return self
+
+    @property
+    def log_store_dir(self) -> Path:
+        """`log_dir`, or its default (see the field)."""
+        if self.log_dir is not None:
+            return self.log_dir
+        scheme, _, path = self.store.partition(":")
+        if scheme == "sqlite" and path and path != ":memory:":
+            return Path(f"{path}.logs")
+        return Path("multiq-hub-logs")
 
     @property
     def scheme(self) -> str:

@@ -134,7 +134,16 @@ def _submit(parser: argparse.ArgumentParser) -> None:
 
 
 def _logs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workload")
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD")
+    parser.add_argument(
+        "-l", "--selector", help="the workloads with these labels, e.g. team=vision"
+    )
+    parser.add_argument(
+        "--prefix",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="prefix each line with [workload/pod/container] (default: with several workloads)",
+    )
     parser.add_argument("-f", "--follow", action="store_true")
     parser.add_argument("--since", help="only lines newer than this, e.g. 5m")
     parser.add_argument("--tail", type=int, help="the last N lines of each container")
@@ -420,7 +429,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("submit", "submit jobs to the fleet", _submit, "qctl.commands.submit:run_submit"),
     Verb(
         "logs",
-        "logs of every pod of a workload, any cluster",
+        "logs of every pod of workloads (by name or -l), any cluster",
         _logs,
         "qctl.commands.streams:run_logs",
     ),

@@ -324,9 +324,25 @@ class LogData(StrictModel):
     pod: str
     container: str
     lines: list[LogLine] = Field(default_factory=list)
-    # Lines the agent's bounded buffer had to drop before this batch.
+    # Lines the agent's bounded buffer had to drop before this batch. (Agents since the log
+    # sequence numbers hold their readers back instead and never drop; kept for old ones.)
     dropped: int = 0
     eof: bool = False
+    # The sequence number of `lines[0]` in its container's log, 1-based, counted by the
+    # agent's reader; consecutive frames of one (pod, container) continue it, so a receiver
+    # can count any gap. 0: not numbered (an older agent).
+    seq: Annotated[int, Field(ge=0)] = 0
+    # The numbering counts from the container's first line (the reader started at the start
+    # of the log, no tail or since): the hub may keep these lines durably.
+    from_start: bool = False
+    # Sent unasked, before the workload's pods may go (`shipped`): the generation the agent
+    # holds it at; the hub keeps the lines only while that cluster holds that generation's
+    # binding.
+    shipped: bool = False
+    generation: Generation | None = None
+    # With the eof of a shipped (pod, container): what the ship limit left behind.
+    unshipped_lines: Annotated[int, Field(ge=0)] = 0
+    unshipped_bytes: Annotated[int, Field(ge=0)] = 0
 
 
 class OfferRejected(StrictModel):

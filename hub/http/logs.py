@@ -1,11 +1,17 @@
 """`GET /apis/multiq.dev/v1alpha1/namespaces/{ns}/workloads/{name}/log` — a workload's logs
 from whichever cluster runs it, as newline-delimited JSON records
-`{"cluster", "pod", "container", "time", "line"}`.
+`{"cluster", "pod", "container", "time", "line", "seq"}` (`seq`: the line's number in its
+container's log), and events in their place: `{"event": "dropped", "count", "reason",
+"message", …}` for lines a reader will not see (it read too slowly, or they were never read
+from the cluster), `{"event": "note", "message"}` for what the store says (lines the agent's
+ship limit left out), `{"event": "lost"}` when the cluster's connection went.
 
 Parameters as `kubectl logs`: follow, tailLines, sinceSeconds, timestamps, pod, container.
 With follow the request waits for the workload to be placed, follows it to its cluster, and
-ends when the workload's pods are done; without follow it returns what exists now (or the
-hub's kept tail when the cluster cannot be reached).
+ends when the workload's pods are done; without follow it returns what exists now. A finished
+workload whose agent shipped its logs is read from the hub's log store (hub.logstore) alone;
+otherwise from the cluster, or from the store when the cluster has nothing (its pods gone,
+the cluster unreachable).
 
 Called by: hub.app (route); qctl logs.
 """
@@ -13,7 +19,6 @@ Called by: hub.app (route); qctl logs.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,7 +33,7 @@ from hub import transitions
 from hub.auth import require_namespace
 from hub.errors import BadRequestError, NotFoundError
 from hub.http.middleware import PRINCIPAL
-from hub.loghub import LogHub, LogRequest
+from hub.loghub import LogHub, LogRequest, encode_records
 from hub.objects import check_path_names
 from hub.state import HubState
 
@@ -89,6 +94,17 @@ class LogRoutes:
         )
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
+        entry = self.state.workloads.get(key)
+        if (
+            entry is not None
+            and transitions.is_finished(entry.workload)
+            and self.logs.complete(key)
+        ):
+            # Its agent shipped everything it will: the store alone has the whole log, also
+            # the lines the cluster no longer keeps.
+            await _write(response, self.logs.stored(log_request))
+            await response.write_eof()
+            return response
         streamed_from: str | None = None
         while True:
             entry = self.state.workloads.get(key)
@@ -98,27 +114,32 @@ class LogRoutes:
             cluster = status.cluster_name if status else None
             finished = transitions.is_finished(entry.workload)
             if cluster and cluster != streamed_from:
-                streamed_from = cluster
                 got_any = False
                 done = self._finished(key)
-                async for record in self.logs.stream(cluster, log_request, finished=done):
+                async for chunk in self.logs.stream(cluster, log_request, finished=done):
                     got_any = True
-                    await _write(response, record)
+                    await response.write(chunk)
+                if not got_any and follow and not done():
+                    # Nothing yet, and more will come: the agent may not hold the workload
+                    # yet (the offer and this request crossed), or its pods not have started.
+                    await asyncio.sleep(WAIT_POLL_SECONDS)
+                    continue
+                streamed_from = cluster
                 if not got_any:
-                    for record in self.logs.tail(key, log_request.tail_lines):
-                        await _write(response, record)
+                    await _write(response, self.logs.stored(log_request))
                 if not follow:
                     break
                 continue
             if finished or not follow:
                 if streamed_from is None:
-                    for record in self.logs.tail(key, log_request.tail_lines):
-                        await _write(response, record)
+                    await _write(response, self.logs.stored(log_request))
                 break
             await asyncio.sleep(WAIT_POLL_SECONDS)
         await response.write_eof()
         return response
 
 
-async def _write(response: web.StreamResponse, record: Mapping[str, Any]) -> None:
-    await response.write((json.dumps(record, separators=(",", ":")) + "\n").encode())
+async def _write(response: web.StreamResponse, records: list[dict[str, Any]]) -> None:
+    """One write per batch (a write per line would cost more than the lines)."""
+    if records:
+        await response.write(encode_records(records))

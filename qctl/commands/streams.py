@@ -2,10 +2,14 @@
 `qctl logs`, `qctl get -w` and `qctl submit --follow`; and following workloads' logs to
 their end, which `qctl dev demo` shares.
 
-    qctl logs [-f] WORKLOAD [--since 5m] [--tail 100] [--timestamps] [--pod P] [--container C]
+    qctl logs [-f] WORKLOAD… | -l SELECTOR [--prefix] [--since 5m] [--tail 100] [--timestamps]
+              [--pod P] [--container C]
 
-`logs` prefixes each line with cluster/pod/container (coloured on a terminal, each prefix its
-own colour). Only these
+`logs` prefixes each line with cluster/pod/container — with several workloads (or -l, or
+--prefix) with [workload/pod/container], their lines interleaved as they arrive — coloured on
+a terminal, each prefix its own colour; what a reader missed (it read too slowly, lines never
+read from the cluster, lines over the agent's ship limit) is a line of its own saying how
+many and why. Only these
 commands import aiohttp; the one-shot ones use qctl.rest.
 
 Called by: qctl.main (through qctl.cli), qctl.commands.resources (get -w),
@@ -49,11 +53,20 @@ def _color_for(text: str) -> int:
 
 
 def format_log_record(
-    record: Mapping[str, Any], *, color: bool, timestamps: bool, prefix: bool = True
+    record: Mapping[str, Any],
+    *,
+    color: bool,
+    timestamps: bool,
+    prefix: bool = True,
+    workload: str | None = None,
 ) -> str | None:
-    """One printable line for a hub log record, or None for records that are not lines."""
+    """One printable line for a hub log record, or None for records that are not lines.
+    With `workload` the prefix is `[workload/pod/container]` (as `kubectl logs --prefix`),
+    else `cluster/pod/container`."""
     if "line" not in record:
         event = record.get("event")
+        if event in ("dropped", "note") and record.get("message"):
+            return str(record["message"])
         if event == "dropped":
             return (
                 f"[{record.get('cluster')}] … {record.get('count')} line(s) dropped (slow reader)"
@@ -63,7 +76,10 @@ def format_log_record(
         return None
     head = ""
     if prefix:
-        label = f"{record.get('cluster')}/{record.get('pod')}/{record.get('container')}"
+        if workload is not None:
+            label = f"[{workload}/{record.get('pod')}/{record.get('container')}]"
+        else:
+            label = f"{record.get('cluster')}/{record.get('pod')}/{record.get('container')}"
         head = f"\x1b[{_color_for(label)}m{label}\x1b[0m " if color else f"{label} "
     stamp = f"{record['time']} " if timestamps and record.get("time") else ""
     return f"{head}{stamp}{record['line']}"
@@ -159,6 +175,10 @@ async def follow_workloads(client: HubClient, keys: list[str], out: TextIO, *, c
 
 
 def run_logs(args: argparse.Namespace, out: TextIO) -> int:
+    """`qctl logs`: one workload's lines as they come, or several workloads' (named, or
+    chosen with -l) interleaved as they arrive, each line prefixed [workload/pod/container]."""
+    if not args.workloads and not args.selector:
+        raise QctlError("name a workload (or several), or choose them with -l SELECTOR")
     params: dict[str, str] = {}
     if args.follow:
         params["follow"] = "true"
@@ -173,12 +193,29 @@ def run_logs(args: argparse.Namespace, out: TextIO) -> int:
     color = use_color(args.color, out)
 
     async def work(client: HubClient, ctx: ResolvedContext) -> int:
-        name = args.workload.split("/", 1)[-1]
-        async for record in client.logs(ctx.namespace, name, params):
-            line = format_log_record(record, color=color, timestamps=args.timestamps)
-            if line is not None:
-                out.write(line + "\n")
-                out.flush()
+        names = [w.split("/", 1)[-1] for w in args.workloads]
+        if args.selector:
+            items = await client.list(WORKLOAD, ctx.namespace, label_selector=args.selector)
+            names += [
+                str(i["metadata"]["name"]) for i in items if i["metadata"]["name"] not in names
+            ]
+            if not names:
+                raise QctlError(f"no workload in namespace {ctx.namespace} matches {args.selector}")
+        several = args.prefix if args.prefix is not None else len(names) > 1 or bool(args.selector)
+
+        async def one(name: str) -> None:
+            async for record in client.logs(ctx.namespace, name, params):
+                line = format_log_record(
+                    record,
+                    color=color,
+                    timestamps=args.timestamps,
+                    workload=name if several else None,
+                )
+                if line is not None:
+                    out.write(line + "\n")
+                    out.flush()
+
+        await asyncio.gather(*(one(name) for name in names))
         return 0
 
     return run_with_client(args, work)

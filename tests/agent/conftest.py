@@ -411,8 +411,8 @@ class AgentRunner:
         self.state_dir = state_dir
         self.tasks: list[asyncio.Task[None]] = []
         self.timings = fast_timings()
-        self.settings_changes: dict[str, Any] = {}
-        """AgentSettings fields to set otherwise than the defaults here."""
+        self.overrides: dict[str, Any] = {}
+        """Settings the next started agent takes instead of these tests' defaults."""
 
     def settings(self) -> AgentSettings:
         return AgentSettings(
@@ -423,8 +423,7 @@ class AgentRunner:
             timings=self.timings,
             log_buffer_lines=200,
             log_batch_lines=50,
-            **self.settings_changes,
-        )
+        ).model_copy(update=self.overrides)
 
     async def start(self) -> Agent:
         # Every call the agent makes must be one its ClusterRole allows (tests/agent/rbac.py).

@@ -31,7 +31,7 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     await hub.send_log(LogOpen(stream_id="s1", workload=key, follow=True))
 
     def frames() -> list[LogData]:
-        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+        return [p for p in hub.log_payloads() if isinstance(p, LogData) and p.stream_id == "s1"]
 
     # Each pod's container ends with eof; once the workload finished, the stream ends with
     # an eof frame that names no pod.
@@ -53,19 +53,28 @@ async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_ea
     assert sorted(f.pod for f in eofs) == sorted(by_pod)
 
 
-async def test_control_messages_flow_while_a_log_stream_is_saturated(
+async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_never_delays_control(
     agents: AgentRunner, hub: FakeHub
 ) -> None:
     agent = await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    script = "i=0; while [ $i -lt 40000 ]; do echo line-$i-padding-padding-padding; i=$((i+1)); done; sleep 5"
+    # 20,000 lines: kubesim keeps that many per container, so all wait there (and in the
+    # agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
+    script = (
+        "sleep 2; i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; "
+        "i=$((i+1)); done; sleep 5"
+    )
     noisy = offer_for(job_source("noisy", script=script, cpu="100m"))
     await hub.offer(noisy)
     await hub.wait_for(status(WorkloadPhase.RUNNING, "noisy"))
     hub.logs_paused.clear()  # the hub stops reading the log lane
     key = f"team-a/{noisy.workload.metadata.name}"
     await hub.send_log(LogOpen(stream_id="flood", workload=key, follow=True))
-    await eventually(lambda: any(s.dropped for s in agent.logs.streams.values()), within=20)
+    # The stream's buffer fills and its reader waits for room instead of dropping.
+    await eventually(
+        lambda: any(len(s.buffer) >= agent.logs.buffer_lines for s in agent.logs.streams.values()),
+        within=20,
+    )
 
     quiet = offer_for(job_source("quiet", script="true", cpu="100m"))
     started = asyncio.get_running_loop().time()
@@ -74,9 +83,20 @@ async def test_control_messages_flow_while_a_log_stream_is_saturated(
     assert asyncio.get_running_loop().time() - started < 3
 
     hub.logs_paused.set()
-    await eventually(
-        lambda: any(isinstance(p, LogData) and p.dropped for p in hub.log_payloads()), within=20
-    )
+
+    def lines() -> list[tuple[int, str]]:
+        return [
+            (frame.seq + n, line.text)
+            for frame in hub.log_payloads()
+            if isinstance(frame, LogData) and frame.stream_id == "flood"
+            for n, line in enumerate(frame.lines)
+        ]
+
+    await eventually(lambda: len(lines()) >= 20_000, within=60)
+    assert lines() == [(n, f"line-{n}-padding-padding-padding") for n in range(1, 20_001)]
+    frames = [p for p in hub.log_payloads() if isinstance(p, LogData)]
+    assert not any(f.dropped for f in frames)
+    assert all(f.from_start for f in frames if f.stream_id == "flood")
     await hub.send_log(LogClose(stream_id="flood"))
 
 
@@ -95,7 +115,14 @@ async def test_losing_only_the_log_lane_redials_it_without_touching_the_control_
     key = f"team-a/{offer.workload.metadata.name}"
     await hub.send_log(LogOpen(stream_id="s2", workload=key, follow=False))
     frame = await eventually(
-        lambda: next((p for p in hub.log_payloads() if isinstance(p, LogData) and p.lines), None)
+        lambda: next(
+            (
+                p
+                for p in hub.log_payloads()
+                if isinstance(p, LogData) and p.lines and p.stream_id == "s2"
+            ),
+            None,
+        )
     )
     assert [line.text for line in frame.lines] == ["still-here"]
 
@@ -112,7 +139,7 @@ async def test_a_log_request_without_follow_honours_tail_lines_and_ends(
     await hub.send_log(LogOpen(stream_id="t", workload=key, tail_lines=2))
 
     def frames() -> list[LogData]:
-        return [p for p in hub.log_payloads() if isinstance(p, LogData)]
+        return [p for p in hub.log_payloads() if isinstance(p, LogData) and p.stream_id == "t"]
 
     await eventually(lambda: any(f.eof and not f.pod for f in frames()))
     assert [line.text for f in frames() for line in f.lines] == ["two", "three"]
@@ -168,3 +195,56 @@ async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating
     assert stream.ended == [("pod", "main")]
     assert kube.calls[0]["tail_lines"] == 10
     assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
+
+
+def shipped_frames(hub: FakeHub, key: str) -> list[LogData]:
+    return [
+        p for p in hub.log_payloads() if isinstance(p, LogData) and p.shipped and p.workload == key
+    ]
+
+
+def shipped_lines(hub: FakeHub, key: str) -> list[tuple[int, str]]:
+    return [
+        (frame.seq + n, line.text)
+        for frame in shipped_frames(hub, key)
+        for n, line in enumerate(frame.lines)
+    ]
+
+
+async def test_a_finished_workloads_logs_are_shipped_unasked_with_their_generation(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    script = "i=1; while [ $i -le 300 ]; do echo out-$i; i=$((i+1)); done"
+    offer = offer_for(job_source("done", script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "done"), within=20)
+    end = await eventually(
+        lambda: next((f for f in shipped_frames(hub, key) if f.eof and not f.pod), None),
+        within=20,
+    )
+    assert shipped_lines(hub, key) == [(n, f"out-{n}") for n in range(1, 301)]
+    frames = shipped_frames(hub, key)
+    assert frames[-1] is end
+    assert all(f.generation == 1 and f.from_start for f in frames)
+    assert all(f.unshipped_lines == 0 for f in frames)
+
+
+async def test_shipping_stops_at_the_limit_and_says_how_much_it_left_behind(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    agents.overrides = {"log_ship_limit_bytes": 1000}
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    # 300 lines of 9 bytes and a newline each: 100 fit in 1000 bytes.
+    script = "i=1; while [ $i -le 300 ]; do printf 'line-%04d\\n' $i; i=$((i+1)); done"
+    offer = offer_for(job_source("big-log", script=script))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "big-log"), within=20)
+    await eventually(lambda: any(f.eof and not f.pod for f in shipped_frames(hub, key)), within=20)
+    assert shipped_lines(hub, key) == [(n, f"line-{n:04d}") for n in range(1, 101)]
+    eof = next(f for f in shipped_frames(hub, key) if f.eof and f.pod)
+    assert (eof.unshipped_lines, eof.unshipped_bytes) == (200, 200 * 10)

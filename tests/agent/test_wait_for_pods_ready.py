@@ -49,7 +49,7 @@ async def test_a_workload_whose_pods_cannot_start_is_evicted_after_the_hubs_time
 async def test_ready_pods_are_not_evicted_and_the_agents_own_setting_applies(
     agents: AgentRunner, hub: FakeHub
 ) -> None:
-    agents.settings_changes = {"wait_for_pods_ready": WaitForPodsReady(timeout_seconds=2)}
+    agents.overrides = {"wait_for_pods_ready": WaitForPodsReady(timeout_seconds=2)}
     agent = await agents.start_with()
     offer = offer_for(job_source("fine", script="sleep 4"))
     await hub.offer(offer)

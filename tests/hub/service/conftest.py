@@ -110,7 +110,7 @@ def _write_users(tmp: Path) -> Path:
     path.write_text(yaml.safe_dump(users))
     for cluster, token in AGENT_TOKENS.items():
         secret = tmp / "secrets" / f"agent-token-{cluster}"
-        secret.mkdir(parents=True)
+        secret.mkdir(parents=True, exist_ok=True)  # (a hub started again on tmp)
         (secret / "token").write_text(token)
     return path
 

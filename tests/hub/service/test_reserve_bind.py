@@ -23,6 +23,7 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
 )
 from api.v1alpha1.workload import Admission
+from hub.loghub import LogRequest
 from tests.hub.service.conftest import (
     HubUnderTest,
     ScriptedAgent,
@@ -131,9 +132,14 @@ async def test_log_lines_from_a_cluster_that_does_not_run_the_workload_are_refus
         stream_id="made-up", workload=key, cluster="east", pod="p", container="c", lines=[line]
     )
     await logs.send(forged)
+    # Nor may it ship lines unasked for the generation another cluster holds.
+    shipped = forged.model_copy(
+        update={"stream_id": "ship/1", "shipped": True, "generation": 1, "seq": 1}
+    )
+    await logs.send(shipped.model_copy(update={"from_start": True}))
     loghub = hub.hub.logs
-    await eventually(_true_when(lambda: loghub.refused >= 1))
-    assert loghub.tail(key) == []
+    await eventually(_true_when(lambda: loghub.refused >= 2))
+    assert loghub.stored(LogRequest(key)) == []
     namespace, name = key.split("/")
     status, body = await hub.call("GET", f"{API}/namespaces/{namespace}/workloads/{name}/log")
     assert status == 200 and "I finished your job" not in str(body)

@@ -1,0 +1,307 @@
+"""Benchmark: logs fanned in from two clusters and out to several followers, end to end with
+real processes — `qctl dev`'s federation (the hub on SQLite, 2 kubesim clusters in the
+process runtime, 2 agents), one Job per cluster whose pod prints numbered, timestamped lines
+of 100 bytes, and followers reading `GET …/log?follow=true` through the hub.
+
+Phases:
+1. `max`: each pod prints `--lines` lines as fast as it can; `--followers` followers per
+   workload. MB/s delivered to each follower (its first line to its last), and in total;
+   lines lost (not delivered and not announced: must be 0) and lines announced dropped.
+2. `paced`: each pod prints at `--rate` bytes/s (1 MB/s); p50/p99 latency from the line's
+   write (the time in it) to its arrival at a follower (one machine, one clock).
+3. `stored`: after the Jobs finished, one plain `GET …/log` of each workload: lines served
+   from the hub's store (all of them: the agent shipped what kubesim's 20,000-line bound
+   had already dropped from the cluster).
+4. `kubectl`: the ceiling below the hub — one pod printing as fast as it can, followed with
+   `kubectl logs -f` straight from its kubesim: MB/s.
+
+    .venv/bin/python -m bench.logs_fanin [--lines 100000] [--followers 3] [--rate 1000000]
+
+Prints one JSON object. Targets (issue 19): ≥ 20 MB/s aggregate, p99 < 200 ms at 1 MB/s per
+pod, nothing lost silently. Everything shares the machine's cores (2 on the reference VM):
+kubesim runs the producers and serves their logs, the agents read and forward them, the hub
+stores and fans them out, and the followers parse JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.federation_dispatch import CpuMeter
+from qctl.client import HubClient
+from qctl.commands.dev import DevFederation
+
+API = "/apis/multiq.dev/v1alpha1"
+LINE_BYTES = 100
+
+PRODUCER = """
+import os, sys, time
+n, rate, size = int(os.environ["LINES"]), float(os.environ["RATE"]), int(os.environ["SIZE"])
+out = sys.stdout
+pad = "x" * size
+start = time.time()
+for i in range(1, n + 1):
+    head = f"{i} {time.time_ns()} "
+    out.write(head + pad[: size - 1 - len(head)] + "\\n")
+    if rate and i % 50 == 0:
+        out.flush()
+        ahead = start + i * size / rate - time.time()
+        if ahead > 0:
+            time.sleep(ahead)
+out.flush()
+"""
+
+
+def producer_job(name: str, lines: int, rate: float) -> dict[str, Any]:
+    env = {"LINES": str(lines), "RATE": str(rate), "SIZE": str(LINE_BYTES)}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"multiq.dev/queue-name": "default"}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "python",
+                            "command": [sys.executable, "-c", PRODUCER],
+                            "env": [{"name": k, "value": v} for k, v in env.items()],
+                            "resources": {"requests": {"cpu": "5", "memory": "64Mi"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+@dataclass
+class Follower:
+    workload: str
+    lines: int = 0
+    bytes: int = 0
+    announced: int = 0
+    out_of_order: int = 0
+    first: float = 0.0
+    last: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    last_seq: dict[str, int] = field(default_factory=dict)
+    clusters: set[str] = field(default_factory=set)
+
+    def take(self, record: dict[str, Any]) -> None:
+        now = time.time_ns()
+        if "line" not in record:
+            if record.get("event") == "dropped":
+                self.announced += int(record["count"])
+            return
+        text = str(record["line"])
+        seq_text, stamp, _ = text.split(" ", 2)
+        seq = int(seq_text)
+        pod = str(record["pod"])
+        if seq != self.last_seq.get(pod, 0) + 1 and seq <= self.last_seq.get(pod, 0):
+            self.out_of_order += 1
+        self.last_seq[pod] = max(seq, self.last_seq.get(pod, 0))
+        self.clusters.add(str(record["cluster"]))
+        self.lines += 1
+        self.bytes += len(text) + 1
+        self.latencies.append((now - int(stamp)) / 1e6)
+        self.last = now / 1e9
+        if not self.first:
+            self.first = self.last
+
+
+async def follow(
+    session: aiohttp.ClientSession, url: str, token: str, follower: Follower, *, live: bool
+) -> None:
+    namespace, name = follower.workload.split("/")
+    params = {"follow": "true"} if live else {}
+    async with session.get(
+        f"{url}{API}/namespaces/{namespace}/workloads/{name}/log",
+        params=params,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+    ) as response:
+        response.raise_for_status()
+        async for raw in response.content:
+            if raw.strip():
+                follower.take(json.loads(raw))
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(followers: list[Follower], expected_per_workload: int) -> dict[str, Any]:
+    per = []
+    for f in followers:
+        span = max(f.last - f.first, 1e-9)
+        per.append(
+            {
+                "workload": f.workload,
+                "clusters": sorted(f.clusters),
+                "lines": f.lines,
+                "mb_per_s": round(f.bytes / span / 1e6, 2),
+                "announced_dropped": f.announced,
+                "lost_silently": expected_per_workload - f.lines - f.announced,
+                "out_of_order": f.out_of_order,
+                "latency_p50_ms": round(_quantile(f.latencies, 0.5), 1),
+                "latency_p99_ms": round(_quantile(f.latencies, 0.99), 1),
+            }
+        )
+    start = min((f.first for f in followers if f.first), default=0.0)
+    end = max((f.last for f in followers), default=0.0)
+    total_bytes = sum(f.bytes for f in followers)
+    latencies = [x for f in followers for x in f.latencies]
+    return {
+        "followers": per,
+        "aggregate_mb_per_s": round(total_bytes / max(end - start, 1e-9) / 1e6, 2),
+        "lines_lost_silently": sum(p["lost_silently"] for p in per),
+        "lines_announced_dropped": sum(p["announced_dropped"] for p in per),
+        "latency_p50_ms": round(_quantile(latencies, 0.5), 1),
+        "latency_p99_ms": round(_quantile(latencies, 0.99), 1),
+        "seconds": round(end - start, 2),
+    }
+
+
+async def run_phase(
+    fed: DevFederation, prefix: str, *, lines: int, rate: float, followers: int
+) -> tuple[dict[str, Any], list[str]]:
+    """Two producer Jobs (one lands on each cluster: the second finds the first's cluster
+    full), `followers` followers each, until the Jobs end."""
+    async with HubClient(fed.context, timeout=60) as client, aiohttp.ClientSession() as session:
+        keys = []
+        for n in range(2):
+            wl = await client.submit(
+                producer_job(f"{prefix}-{n}", lines, rate), namespace="default"
+            )
+            keys.append(f"default/{wl['metadata']['name']}")
+        readers = [Follower(key) for key in keys for _ in range(followers)]
+        await asyncio.gather(
+            *(follow(session, fed.url, fed.admin_token, r, live=True) for r in readers)
+        )
+        return report(readers, lines), keys
+
+
+async def stored(fed: DevFederation, keys: list[str], lines: int) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session:
+        readers = [Follower(key) for key in keys]
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(follow(session, fed.url, fed.admin_token, r, live=False) for r in readers)
+        )
+        took = time.perf_counter() - started
+    return {
+        "lines_per_workload": [r.lines for r in readers],
+        "expected_per_workload": lines,
+        "notes": [r.announced for r in readers],
+        "seconds": round(took, 2),
+    }
+
+
+async def kubectl_ceiling(fed: DevFederation, lines: int) -> dict[str, Any]:
+    """One producer pod followed by `kubectl logs -f` straight from its cluster."""
+    async with HubClient(fed.context, timeout=60) as client:
+        wl = await client.submit(producer_job("kubectl-ceiling", lines, 0), namespace="default")
+        key = wl["metadata"]["name"]
+        cluster = None
+        while cluster is None:
+            got = await client.request("GET", f"{API}/namespaces/default/workloads/{key}")
+            cluster = (got.get("status") or {}).get("clusterName")
+            await asyncio.sleep(0.05)
+    kubeconfig = fed.state_dir / "kubeconfigs" / f"{cluster}.kubeconfig"
+    base = ["kubectl", "--kubeconfig", str(kubeconfig), "-n", "default"]
+    pod = ""
+    while not pod:
+        listing = await asyncio.create_subprocess_exec(
+            *base, "get", "pods", "-o", "name", stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await listing.communicate()
+        pod = next((p for p in out.decode().split() if "kubectl-ceiling" in p), "")
+        await asyncio.sleep(0.05)
+    process = await asyncio.create_subprocess_exec(
+        *base, "logs", "-f", pod, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    count = size = 0
+    first = last = 0.0
+    while line := await process.stdout.readline():
+        last = time.perf_counter()
+        first = first or last
+        count += 1
+        size += len(line)
+    await process.wait()
+    return {
+        "lines": count,
+        "expected": lines,
+        "mb_per_s": round(size / max(last - first, 1e-9) / 1e6, 2),
+    }
+
+
+def cpu_seconds(meter: CpuMeter, before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each part spent since `before` (kubesim: the API servers and kubelets of
+    both clusters; the producers are its children, not counted)."""
+    after = meter.sample()
+    return {role: round(after[role] - before.get(role, 0.0), 1) for role in sorted(after)}
+
+
+async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
+    meter = CpuMeter(fed)
+    before = meter.sample()
+    fast, keys = await run_phase(fed, "max", lines=args.lines, rate=0, followers=args.followers)
+    fast["cpu_seconds"] = cpu_seconds(meter, before)
+    paced_lines = int(args.rate * args.paced_seconds / LINE_BYTES)
+    paced, _ = await run_phase(
+        fed, "paced", lines=paced_lines, rate=args.rate, followers=args.followers
+    )
+    await asyncio.sleep(2)  # the agents ship what the followers did not bring
+    kept = await stored(fed, keys, args.lines)
+    ceiling = await kubectl_ceiling(fed, args.lines)
+    return {"max": fast, "paced": paced, "stored": kept, "kubectl": ceiling}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=100_000, help="per pod, in phase max")
+    parser.add_argument("--followers", type=int, default=3, help="per workload")
+    parser.add_argument("--rate", type=float, default=1_000_000.0, help="bytes/s per pod (paced)")
+    parser.add_argument("--paced-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as scratch:
+        fed = DevFederation(Path(scratch), clusters=2, nodes=1, runtime="process", port=0)
+        try:
+            fed.start(detach=False)
+            result = asyncio.run(measure(fed, args))
+        finally:
+            fed.stop()
+    result = {
+        "benchmark": "logs_fanin",
+        "clusters": 2,
+        "line_bytes": LINE_BYTES,
+        "lines_per_pod": args.lines,
+        "followers_per_workload": args.followers,
+        "rate_bytes_per_s_per_pod": args.rate,
+        **result,
+    }
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
