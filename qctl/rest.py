@@ -7,7 +7,7 @@ when a shell loop submits hundreds of jobs). Streams (watch, logs) use qctl.clie
 the rules for several hubs are the same as qctl.client's (qctl.errors, qctl.hubs), so a command
 behaves the same whichever client it uses.
 
-Called by: qctl.commands.resources, qctl.commands.apply and qctl.commands.submit.
+Called by: qctl.commands.resources, .apply, .submit, .queues and .completion.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from qctl.hubs import PLAIN_HTTP_HINT, READS, HubRotation, tls_context, untruste
 from qctl.kinds import API_PREFIX, KindLike, collection_path, resource_path
 
 __all__ = ["HubSession", "command_traceparent"]
+
+_DRY_RUN = {"dryRun": "All"}
+"""Kubernetes' query parameter: validate and answer as if done, change nothing."""
 
 
 def command_traceparent(inherited: str | None) -> str:
@@ -188,14 +191,22 @@ class HubSession:
         items: list[dict[str, Any]] = self.request("GET", path, params=params).get("items", [])
         return items
 
-    def create(self, kind: KindLike, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create(
+        self, kind: KindLike, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """POST the object; with `dry_run`, the hub checks it and stores nothing."""
         namespace = (body.get("metadata") or {}).get("namespace")
-        return self.request("POST", resource_path(kind, namespace), body=body)
+        params = _DRY_RUN if dry_run else None
+        return self.request("POST", resource_path(kind, namespace), body=body, params=params)
 
-    def replace(self, kind: KindLike, body: Mapping[str, Any]) -> dict[str, Any]:
+    def replace(
+        self, kind: KindLike, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """PUT the object (a compare-and-swap when it carries its resourceVersion: a 409
+        if another writer got there first); with `dry_run`, nothing is stored."""
         meta = body.get("metadata") or {}
         path = resource_path(kind, meta.get("namespace"), meta.get("name"))
-        return self.request("PUT", path, body=body)
+        return self.request("PUT", path, body=body, params=_DRY_RUN if dry_run else None)
 
     def delete(self, kind: KindLike, name: str, namespace: str | None) -> dict[str, Any]:
         return self.request("DELETE", resource_path(kind, namespace, name))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qctl.cli import VERBS
+from qctl.cli import CREATE_KINDS, LIST_KINDS, RESUME_KINDS, STOP_KINDS, VERBS
 from qctl.commands.dev import DevFederation
 
 # Run qctl's main in this interpreter, then write every module it imported to a file.
@@ -75,7 +75,17 @@ def run_qctl(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> R
 HELP_COMMANDS = [
     pytest.param(["--help"], id="qctl --help"),
     pytest.param([], id="qctl"),
-    *(pytest.param([v.name, "--help"], id=f"qctl {v.name} --help") for v in VERBS),
+    *(pytest.param([v.name, "--help"], id=f"qctl {v.name} --help") for v in VERBS if not v.hidden),
+    *(
+        pytest.param([verb, kind, "--help"], id=f"qctl {verb} {kind} --help")
+        for verb, kinds in (
+            ("stop", STOP_KINDS),
+            ("resume", RESUME_KINDS),
+            ("create", CREATE_KINDS),
+            ("list", LIST_KINDS),
+        )
+        for kind in (row.kind for row in kinds)
+    ),
     *(
         pytest.param(["dev", verb, "--help"], id=f"qctl dev {verb} --help")
         for verb in ("up", "down", "demo")
@@ -96,7 +106,27 @@ class TestHelp:
     def test_every_verb_is_listed_in_the_help(self, tmp_path: Path) -> None:
         run = run_qctl(tmp_path, "--help")
         for verb in VERBS:
-            assert f"    {verb.name} " in run.stdout
+            if verb.hidden:
+                assert verb.name not in run.stdout
+            else:
+                assert f"    {verb.name}" in run.stdout
+
+    @pytest.mark.parametrize(
+        ("argv", "printed"),
+        [
+            (["completion", "bash"], "complete -o default -F _qctl_complete qctl"),
+            (["completion", "zsh"], "compdef _qctl_complete qctl"),
+            (["__complete", "stop", "cq", "--k"], "--keep-already-running\n"),
+        ],
+        ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+    )
+    def test_completion_without_names_imports_no_model_http_client_or_yaml(
+        self, tmp_path: Path, argv: list[str], printed: str
+    ) -> None:
+        run = run_qctl(tmp_path, *argv)
+        assert run.code == 0, run.stderr
+        assert printed in run.stdout
+        assert run.imported(*HELP_NEVER) == []
 
     def test_a_wrong_flag_is_a_usage_error_without_loading_its_command(
         self, tmp_path: Path
