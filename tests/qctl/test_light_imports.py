@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from qctl import config as qconfig
 from qctl.cli import CREATE_KINDS, LIST_KINDS, RESUME_KINDS, STOP_KINDS, VERBS
 from qctl.commands.dev import DevFederation
 
@@ -224,9 +225,19 @@ class TestAgainstAHub:
         assert "job-listed" in [row.split()[0] for row in rows]
         assert run.imported(*HEAVY, "yaml") == []
 
-    def test_get_with_a_config_file_reads_it_without_a_model(
+    def test_get_with_a_config_file_reads_it_without_a_model_or_yaml(
         self, hub: DevFederation, tmp_path: Path
     ) -> None:
+        path = tmp_path / "config.yaml"
+        written = qconfig.ConfigFile()
+        written.upsert(qconfig.Context(name="dev", server=hub.url, token=hub.admin_token))
+        qconfig.save(written, path)
+        run = run_qctl(tmp_path, "get", "clusters", "-o", "json", env={"MULTIQ_CONFIG": str(path)})
+        assert run.code == 0, run.stderr
+        assert '"kind": "List"' in run.stdout
+        assert run.imported(*HEAVY, "yaml") == []
+
+    def test_a_config_file_in_yaml_still_works(self, hub: DevFederation, tmp_path: Path) -> None:
         config = tmp_path / "config.yaml"
         config.write_text(
             yaml.safe_dump(
