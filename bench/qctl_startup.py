@@ -8,11 +8,13 @@ machine hits them all alike):
 - `python -c pass` with the interpreter qctl runs on (the ratios' denominator; `python3` on
   PATH may be another interpreter, or a pyenv shell-script shim, so it is not used);
 - `qctl --help`, `qctl get workloads`, `qctl submit -f one-job.yaml` (a new file each run),
-  all with the context file; and `get_env`: `qctl get workloads` given the hub by
-  MULTIQ_SERVER and MULTIQ_TOKEN instead, as scripts do, which needs no YAML parser;
+  all with the context file (JSON, as qctl writes it); `get_env`: `qctl get workloads` given
+  the hub by MULTIQ_SERVER and MULTIQ_TOKEN instead, as scripts do; `submit_json`: the same
+  job as a JSON manifest, which needs no YAML parser;
 - the floor: the interpreter importing what a one-shot command cannot do without — argparse,
-  json and http.client (which imports ssl and the email parser), and yaml for the context
-  file and the manifest.
+  json and socket (`floor`), and yaml for a YAML manifest (`floor_yaml`); and, for
+  comparison, the same with http.client (which imports ssl and the email parser), what qctl
+  used before it wrote its requests on a socket.
 
     .venv/bin/python -m bench.qctl_startup [--runs 30]
 
@@ -42,7 +44,7 @@ import yaml
 from qctl import config as qconfig
 from qctl.commands.dev import DevFederation
 
-TARGETS = {"help": 2.0, "get": 3.0, "get_env": 3.0, "submit": 3.0}
+TARGETS = {"help": 2.0, "get": 3.0, "get_env": 3.0, "submit": 3.0, "submit_json": 3.0}
 WARMUP_ROUNDS = 3  # the first writes the bytecode cache
 
 
@@ -70,17 +72,20 @@ def one_job(name: str) -> dict[str, Any]:
 
 
 def commands(qctl: str) -> dict[str, list[str]]:
-    """What to time, by name; `{job}` stands for this round's job file, `env:` prefixes
-    a command run with the hub in MULTIQ_SERVER/MULTIQ_TOKEN instead of the context file."""
-    floor = "import argparse, json, http.client"
+    """What to time, by name; `{job}` stands for this round's job file (`{job_json}`: the
+    same as JSON), `env:` prefixes a command run with the hub in MULTIQ_SERVER/MULTIQ_TOKEN
+    instead of the context file."""
+    floor = "import argparse, json, socket"
     return {
         "bare": [sys.executable, "-c", "pass"],
-        "floor_http": [sys.executable, "-c", floor],
-        "floor_http_yaml": [sys.executable, "-c", f"{floor}, yaml"],
+        "floor": [sys.executable, "-c", floor],
+        "floor_yaml": [sys.executable, "-c", f"{floor}, yaml"],
+        "floor_http_client": [sys.executable, "-c", "import argparse, json, http.client"],
         "help": [qctl, "--help"],
         "get": [qctl, "get", "workloads"],
         "get_env": ["env:", qctl, "get", "workloads"],
         "submit": [qctl, "submit", "-f", "{job}"],
+        "submit_json": [qctl, "submit", "-f", "{job_json}"],
     }
 
 
@@ -89,7 +94,8 @@ def run_once(argv: list[str], env: dict[str, str], job: Path, fed: DevFederation
         argv = argv[1:]
         env = {**env, "MULTIQ_CONFIG": str(job.parent / "none.yaml"), "MULTIQ_SERVER": fed.url}
         env["MULTIQ_TOKEN"] = fed.admin_token
-    argv = [str(job) if a == "{job}" else a for a in argv]
+    files = {"{job}": str(job), "{job_json}": str(job.with_suffix(".json"))}
+    argv = [files.get(a, a) for a in argv]
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - started
@@ -116,6 +122,7 @@ def measure(workdir: Path, fed: DevFederation, runs: int) -> dict[str, Any]:
     for round_ in range(WARMUP_ROUNDS + runs):
         job = workdir / f"job-{round_}.yaml"
         job.write_text(yaml.safe_dump(one_job(f"sweep-{round_}")))
+        job.with_suffix(".json").write_text(json.dumps(one_job(f"sweep-json-{round_}")))
         # Each round starts with the next command: whatever the hub still does after a
         # submit must not always land on the same one.
         names = list(measured)

@@ -43,6 +43,12 @@ __all__ = [
     "load_runner",
 ]
 
+# qctl speaks English. argparse asks gettext for a translation of each of its messages (some
+# seventy while parsers are built and help is printed), and gettext looks for a catalogue on
+# disk every time: a file lookup per message and per language of $LANG, a tenth of what
+# `qctl --help` costs. Its messages are taken as they are written.
+argparse._ = str  # type: ignore[attr-defined]
+
 Runner = Callable[[argparse.Namespace, TextIO], int]
 """What runs a verb: the parsed arguments and where to print; returns the exit code."""
 

@@ -4,6 +4,7 @@ or the api models. Each test runs qctl in a fresh interpreter and reads what it 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -214,6 +215,17 @@ class TestAgainstAHub:
         assert run.stdout == "workload/job-light submitted to queue default in namespace default\n"
         assert run.imported(*HEAVY) == []
 
+    def test_submit_of_a_json_manifest_imports_no_yaml_either(
+        self, hub: DevFederation, tmp_path: Path
+    ) -> None:
+        job = one_job(tmp_path, "as-json")
+        manifest = job.with_suffix(".json")
+        manifest.write_text(json.dumps(yaml.safe_load(job.read_text())))
+        run = run_qctl(tmp_path, "submit", "-f", str(manifest), env=connection(hub))
+        assert run.code == 0, run.stderr
+        assert run.stdout.startswith("workload/job-as-json submitted")
+        assert run.imported(*HEAVY, "yaml", "dataclasses", "http.client", "ssl") == []
+
     def test_get_workloads_imports_no_model_async_client_or_yaml(
         self, hub: DevFederation, tmp_path: Path
     ) -> None:
@@ -223,7 +235,7 @@ class TestAgainstAHub:
         header, *rows = run.stdout.splitlines()
         assert header.split() == ["NAME", "QUEUE", "STATE", "CLUSTER", "AGE"]
         assert "job-listed" in [row.split()[0] for row in rows]
-        assert run.imported(*HEAVY, "yaml") == []
+        assert run.imported(*HEAVY, "yaml", "http.client", "ssl") == []
 
     def test_get_with_a_config_file_reads_it_without_a_model_or_yaml(
         self, hub: DevFederation, tmp_path: Path
