@@ -261,6 +261,8 @@ def _complete(received: bytes) -> bool:
 
 def _parse_reply(server: str, raw: bytes) -> tuple[int, str, bytes]:
     """(status, reason phrase, body) of a whole HTTP/1.1 reply read to the connection's end."""
+    if raw and not raw.startswith(b"HTTP/"):
+        raise _BrokenError(_broken(server, "the hub answered something that is not HTTP"))
     head, found, body = raw.partition(b"\r\n\r\n")
     if not found:
         what = "closed the connection without a reply" if not raw else "sent a truncated reply"
