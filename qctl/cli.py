@@ -16,8 +16,6 @@ Add a verb: declare it here and write its `run(args, out) -> int` in a module of
 qctl.commands. Called by: qctl.main, qctl.commands.completion (the words it completes).
 """
 
-from __future__ import annotations
-
 import argparse
 import importlib
 import os

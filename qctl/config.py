@@ -30,8 +30,6 @@ costs more than such a command's request.
 Called by: qctl.main (resolve) and `qctl dev up` (writes a context for the local federation).
 """
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path
@@ -69,7 +67,7 @@ class Context(NamedTuple):
     """A PEM file of the CA(s) to trust for an https hub (None: the system's)."""
 
     @classmethod
-    def from_file(cls, where: str, raw: object) -> Context:
+    def from_file(cls, where: str, raw: object) -> "Context":
         fields = _mapping(
             where,
             raw,
@@ -116,7 +114,7 @@ class ConfigFile:
         return f"ConfigFile({self.current_context!r}, {self.contexts!r})"
 
     @classmethod
-    def from_file(cls, raw: object) -> ConfigFile:
+    def from_file(cls, raw: object) -> "ConfigFile":
         fields = _mapping("config", raw, required=(), optional=("currentContext", "contexts"))
         current = fields.get("currentContext")
         contexts = fields.get("contexts")

@@ -4,8 +4,6 @@ JSON and YAML. Works on wire dicts so it prints whatever the hub returns.
 Called by: qctl get / describe / submit.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
