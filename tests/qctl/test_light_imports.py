@@ -213,7 +213,7 @@ class TestAgainstAHub:
         )
         assert run.code == 0, run.stderr
         assert run.stdout == "workload/job-light submitted to queue default in namespace default\n"
-        assert run.imported(*HEAVY) == []
+        assert run.imported(*HEAVY, "dataclasses", "http.client", "ssl") == []
 
     def test_submit_of_a_json_manifest_imports_no_yaml_either(
         self, hub: DevFederation, tmp_path: Path
