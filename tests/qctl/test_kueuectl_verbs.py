@@ -111,6 +111,7 @@ class TestStopAndResumeAWorkload:
         assert spec_of(hub, tmp_path, "workload", "job-paused")["active"] is False
 
         listed = run_qctl(tmp_path, "list", "workload", "--status", "stopped", env=env)
+        assert listed.imported(*HEAVY, "yaml", "http.client") == []
         header, *rows = listed.stdout.splitlines()
         assert header.split()[:5] == ["NAME", "JOB", "TYPE", "JOB", "NAME"]
         assert [r.split()[:3] for r in rows] == [["job-paused", "Job", "paused"]]
@@ -151,6 +152,7 @@ class TestCreateQueues:
             env=connection(hub),
         )
         assert (run.code, run.stdout) == (0, "clusterqueue/research created\n"), run.stderr
+        assert run.imported(*HEAVY, "yaml", "http.client") == []
         spec = spec_of(hub, tmp_path, "cq", "research")
         assert spec["cohortName"] == "lab"
         assert spec["queueingStrategy"] == "StrictFIFO"
