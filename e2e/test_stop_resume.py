@@ -73,8 +73,11 @@ def test_a_cluster_queue_stopped_drains_its_work_and_resumed_admits_it_again(
 
     held = qctl(federation, "stop", "clusterqueue", "default", "--keep-already-running")
     assert held.stdout == "clusterqueue/default stopped\n"
+    # The stop reaches the agents with the hub's next configuration push: a job submitted
+    # before it lands could still be admitted (seen on a loaded machine).
+    time.sleep(5)
     qctl(federation, "submit", "-f", str(sleeper_job(tmp_path, "waits", 600)))
-    time.sleep(5)  # config reaches the agents; Hold keeps the running one and admits nothing
+    time.sleep(5)  # Hold keeps the running one and admits nothing new
     assert workload(federation, "job-drained")["status"]["pods"]["running"] == 1
     waiting = workload(federation, "job-waits").get("status") or {}
     assert not (waiting.get("pods") or {}).get("running")
