@@ -10,42 +10,98 @@ Called by: api.codec, qctl submit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from functools import cache
 from typing import Any
-
-import yaml
-
-from api.errors import DecodeError
 
 __all__ = ["Document", "load_documents"]
 
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, as the Kubernetes API server does."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate field {key!r}", key_node.start_mark
-            )
-        mapping[key] = loader.construct_object(value_node, deep=True)
-    return mapping
+# Neither yaml nor api.errors (which imports dataclasses) is imported until needed: a JSON
+# manifest needs no YAML parser, and only a failure needs an error class. For `qctl submit`
+# each is a noticeable part of a command's life.
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+@cache
+def _strict_loader() -> Any:
+    """yaml's SafeLoader (its C parser when libyaml is there) refusing duplicate keys, as the
+    Kubernetes API server does."""
+    import yaml  # noqa: PLC0415 - see above
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in mapping:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate field {key!r}", key_node.start_mark
+                )
+            mapping[key] = loader.construct_object(value_node, deep=True)
+        return mapping
+
+    loader: Any = type("StrictLoader", (base,), {})
+    loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return loader
 
 
-@dataclass(frozen=True, slots=True)
 class Document:
     """One document of a file: its 0-based index and the parsed mapping."""
 
-    index: int
-    body: dict[str, Any]
+    __slots__ = ("body", "index")
+
+    def __init__(self, index: int, body: dict[str, Any]) -> None:
+        self.index = index
+        self.body = body
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Document) and (self.index, self.body) == (other.index, other.body)
+
+    __hash__ = None  # type: ignore[assignment]  # the body is a dict
+
+    def __repr__(self) -> str:
+        return f"Document(index={self.index!r}, body={self.body!r})"
+
+
+def _decode_error(message: str) -> Exception:
+    from api.errors import DecodeError  # noqa: PLC0415 - see above
+
+    return DecodeError(message)
+
+
+class _DuplicateFieldError(ValueError):
+    pass
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in mapping:
+            raise _DuplicateFieldError(f"duplicate field {key!r}")
+        mapping[key] = value
+    return mapping
+
+
+def _parse(text: str) -> list[Any]:
+    if text.lstrip().startswith("{"):
+        # JSON (a YAML document too): parsed without the YAML parser. Text that is not JSON
+        # after all is YAML's to read, and to name the error of.
+        try:
+            return [json.loads(text, object_pairs_hook=_refuse_duplicates)]
+        except _DuplicateFieldError as exc:
+            raise _decode_error(f"invalid JSON: {exc}") from exc
+        except ValueError:
+            pass
+    import yaml  # noqa: PLC0415 - see above
+
+    try:
+        return list(yaml.load_all(text, Loader=_strict_loader()))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise _decode_error(f"invalid YAML{where}: {problem}") from exc
 
 
 def load_documents(text: str) -> list[Document]:
@@ -54,18 +110,11 @@ def load_documents(text: str) -> list[Document]:
     Raises DecodeError naming the line and column of a syntax error, or the index of a
     document that is not a mapping.
     """
-    try:
-        raw = list(yaml.load_all(text, Loader=_StrictLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise DecodeError(f"invalid YAML{where}: {problem}") from exc
     docs: list[Document] = []
-    for index, body in enumerate(raw):
+    for index, body in enumerate(_parse(text)):
         if body is None:
             continue
         if not isinstance(body, dict):
-            raise DecodeError(f"document {index} is a {type(body).__name__}, not an object")
+            raise _decode_error(f"document {index} is a {type(body).__name__}, not an object")
         docs.append(Document(index, body))
     return docs

@@ -31,7 +31,7 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
 from hub.metrics import OfferOutcome
-from hub.placement.reconcile import reconcile
+from hub.placement.reconcile import DEACTIVATED, deactivation_withdrawals, reconcile
 from hub.tracing import ReportSpan
 
 __all__ = ["AgentAnswers"]
@@ -166,6 +166,13 @@ class AgentAnswers:
             )
             self.dispatcher.send(cluster, cancel)
 
+    def on_workload_changed(self, key: str, old: Workload | None, new: Workload) -> None:
+        """A user stopped a workload (`spec.active: false`): every cluster holding it or
+        offered it must give it back (its Withdrawn report unbinds it; resumed, it is
+        dispatched again as a new generation)."""
+        for cluster, generation in deactivation_withdrawals(old, new):
+            self.dispatcher.send(cluster, _deactivation(key, generation))
+
     async def reconcile_hello(self, cluster: str, hello: Hello) -> None:
         """After (re)connect: stop what the hub no longer wants there, re-send what it does."""
         self.book.room_grew()
@@ -189,6 +196,8 @@ class AgentAnswers:
                 message="the hub dispatched it elsewhere",
             )
             send(cluster, withdraw)
+        for item in plan.deactivated:
+            send(cluster, _deactivation(item.workload, item.generation))
         for item in plan.bind:
             send(cluster, Bind(workload=item.workload, generation=item.generation))
         for item in plan.catch_up:
@@ -209,4 +218,13 @@ class AgentAnswers:
 def _as_report(held: HeldWorkload) -> WorkloadStatusReport:
     return WorkloadStatusReport(
         workload=held.workload, generation=held.generation, phase=held.phase
+    )
+
+
+def _deactivation(key: str, generation: int) -> Withdraw:
+    return Withdraw(
+        workload=key,
+        generation=generation,
+        reason=DEACTIVATED,
+        message="the workload was stopped (spec.active=false)",
     )

@@ -139,6 +139,8 @@ def _wire_listeners(hub: Hub) -> None:
         if new is None and old is not None and hub.leader.leading:
             hub.answers.on_workload_deleted(key, old)
             asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
+        elif new is not None and not new.spec.active and hub.leader.leading:
+            hub.answers.on_workload_changed(key, old, new)
 
     state.on_config.append(config_changed)
     state.on_workload.append(workload_changed)

@@ -7,11 +7,14 @@ this table and imports only the chosen verb's module, so `qctl --help` and `qctl
 never import the hub's models or an HTTP client, and `qctl get` imports only what a table
 of workloads needs. tests/qctl/test_light_imports.py keeps it that way.
 
-Add a verb: declare it here and write its `run(args, out) -> int` in a module of
-qctl.commands. Called by: qctl.main.
-"""
+Verbs that act on a kind (`stop clusterqueue NAME`, `create localqueue NAME`, `list workload`)
+dispatch on the kind word through a table of `KindVerb` rows per verb (STOP_KINDS,
+CREATE_KINDS, …): each row names its kind, aliases, flags and runner. Several commands share
+`create` this way; each adds its rows only.
 
-from __future__ import annotations
+Add a verb: declare it here and write its `run(args, out) -> int` in a module of
+qctl.commands. Called by: qctl.main, qctl.commands.completion (the words it completes).
+"""
 
 import argparse
 import importlib
@@ -22,16 +25,27 @@ from pathlib import Path
 from typing import NamedTuple, TextIO, cast
 
 __all__ = [
+    "COMPLETE",
     "CREATE_KINDS",
+    "LIST_KINDS",
+    "RESUME_KINDS",
     "SBATCH_DESCRIPTION",
     "SBATCH_USAGE",
+    "STOP_KINDS",
     "VERBS",
+    "KindVerb",
     "Runner",
     "Verb",
     "build_parser",
     "chosen_verb",
     "load_runner",
 ]
+
+# qctl speaks English. argparse asks gettext for a translation of each of its messages (some
+# seventy while parsers are built and help is printed), and gettext looks for a catalogue on
+# disk every time: a file lookup per message and per language of $LANG, a tenth of what
+# `qctl --help` costs. Its messages are taken as they are written.
+argparse._ = str  # type: ignore[attr-defined]
 
 Runner = Callable[[argparse.Namespace, TextIO], int]
 """What runs a verb: the parsed arguments and where to print; returns the exit code."""
@@ -49,6 +63,39 @@ class Verb(NamedTuple):
     run: str
     """`module:function` of the Runner, imported only when this verb is chosen."""
     description: str | None = None
+    hidden: bool = False
+    """Left out of `qctl --help` (the shell completion's `__complete`)."""
+
+
+class KindVerb(NamedTuple):
+    """One kind a verb acts on: `qctl VERB KIND …` (kubectl's and kueuectl's shape)."""
+
+    kind: str
+    aliases: tuple[str, ...]
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: str
+    """`module:function` of the Runner, imported only when this kind is chosen."""
+
+
+def _by_kind(
+    rows: Sequence[KindVerb], dest: str = "kind"
+) -> Callable[[argparse.ArgumentParser], None]:
+    """A verb's arguments: a sub-command per row of its kind table."""
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        kinds = parser.add_subparsers(dest=dest, metavar="KIND", required=True)
+        for row in rows:
+            sub = kinds.add_parser(
+                row.kind,
+                aliases=list(row.aliases),
+                help=row.help,
+                formatter_class=parser.formatter_class,
+            )
+            row.arguments(sub)
+            sub.set_defaults(run=row.run)
+
+    return arguments
 
 
 def load_runner(dotted: str) -> Runner:
@@ -289,43 +336,6 @@ def _create_slurm(parser: argparse.ArgumentParser) -> None:
     connection_flags(parser)
 
 
-# `qctl create KIND …`: one row per kind word, each imported only when chosen. Workloads from an
-# ApplicationProfile (qctl.commands.create); queues are kueuectl's (another module's rows).
-CREATE_KINDS: tuple[Verb, ...] = (
-    Verb(
-        "job",
-        "a Job from an ApplicationProfile's Job mode",
-        _create_job,
-        "qctl.commands.create:run_create",
-    ),
-    Verb(
-        "jobset",
-        "a JobSet from an ApplicationProfile's JobSet mode",
-        _create_jobset,
-        "qctl.commands.create:run_create",
-    ),
-    Verb(
-        "slurm",
-        "a batch script run in an ApplicationProfile's Slurm mode",
-        _create_slurm,
-        "qctl.commands.create:run_create_slurm",
-    ),
-)
-
-
-def _create(parser: argparse.ArgumentParser) -> None:
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
-    for row in CREATE_KINDS:
-        sub = kinds.add_parser(
-            row.name,
-            help=row.help,
-            description=row.description,
-            formatter_class=parser.formatter_class,
-        )
-        row.arguments(sub)
-        sub.set_defaults(run=row.run)
-
-
 def default_dev_state_dir() -> Path:
     """Where `qctl dev up` keeps its processes' state and logs."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -423,6 +433,277 @@ def _cluster(parser: argparse.ArgumentParser) -> None:
     leave.set_defaults(run="qctl.commands.cluster:run_leave")
 
 
+# --- kueuectl's verbs: stop, resume, create, list -------------------------------------------
+
+DRY_RUN = ("none", "client", "server")
+
+
+def _dry_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run",
+        default="none",
+        choices=DRY_RUN,
+        help="client: print what would be sent; server: have the hub check it, change nothing",
+    )
+
+
+def _named(parser: argparse.ArgumentParser, *, namespaced: bool = False) -> None:
+    parser.add_argument("name", metavar="NAME")
+    connection_flags(parser, namespaced=namespaced)
+
+
+def _stop_queue(namespaced: bool) -> Callable[[argparse.ArgumentParser], None]:
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--keep-already-running",
+            action="store_true",
+            help="stop admitting only (stopPolicy Hold); without it admitted work is evicted "
+            "too (HoldAndDrain)",
+        )
+        _dry_run(parser)
+        _named(parser, namespaced=namespaced)
+
+    return arguments
+
+
+def _toggle(namespaced: bool) -> Callable[[argparse.ArgumentParser], None]:
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        _dry_run(parser)
+        _named(parser, namespaced=namespaced)
+
+    return arguments
+
+
+STOP_KINDS: tuple[KindVerb, ...] = (
+    KindVerb(
+        "clusterqueue",
+        ("cq",),
+        "stop admitting to a cluster queue, and evict what it admitted",
+        _stop_queue(namespaced=False),
+        "qctl.commands.queues:run_stop",
+    ),
+    KindVerb(
+        "localqueue",
+        ("lq",),
+        "stop admitting from a local queue, and evict what it admitted",
+        _stop_queue(namespaced=True),
+        "qctl.commands.queues:run_stop",
+    ),
+    KindVerb(
+        "workload",
+        ("wl",),
+        "take a workload off its cluster (spec.active=false) until resumed",
+        _toggle(namespaced=True),
+        "qctl.commands.queues:run_stop",
+    ),
+)
+
+RESUME_KINDS: tuple[KindVerb, ...] = (
+    KindVerb(
+        "clusterqueue",
+        ("cq",),
+        "admit to a stopped cluster queue again",
+        _toggle(namespaced=False),
+        "qctl.commands.queues:run_resume",
+    ),
+    KindVerb(
+        "localqueue",
+        ("lq",),
+        "admit from a stopped local queue again",
+        _toggle(namespaced=True),
+        "qctl.commands.queues:run_resume",
+    ),
+    KindVerb(
+        "workload",
+        ("wl",),
+        "queue a stopped workload again (a new dispatch)",
+        _toggle(namespaced=True),
+        "qctl.commands.queues:run_resume",
+    ),
+)
+
+QUOTA_HELP = 'FLAVOR:RESOURCE=VALUE;RESOURCE=VALUE[,FLAVOR:…], e.g. "default:cpu=9;memory=36Gi"'
+
+
+def _create_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--output", choices=("json", "yaml", "name"), help="print the object so"
+    )
+    _dry_run(parser)
+
+
+def _create_cluster_queue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME")
+    parser.add_argument("--cohort", help="the cohort this cluster queue belongs to")
+    parser.add_argument(
+        "--queuing-strategy", choices=("StrictFIFO", "BestEffortFIFO"), default=None
+    )
+    parser.add_argument(
+        "--namespace-selector",
+        metavar="KEY=VALUE,…",
+        help="the namespaces whose local queues may use it (default: every namespace)",
+    )
+    parser.add_argument(
+        "--reclaim-within-cohort", choices=("Never", "LowerPriority", "Any"), default=None
+    )
+    parser.add_argument(
+        "--preemption-within-cluster-queue",
+        choices=("Never", "LowerPriority", "LowerOrNewerEqualPriority"),
+        default=None,
+    )
+    for flag in ("--nominal-quota", "--borrowing-limit", "--lending-limit"):
+        parser.add_argument(flag, action="append", metavar="QUOTA", help=QUOTA_HELP)
+    _create_output(parser)
+    connection_flags(parser, namespaced=False)
+
+
+def _create_local_queue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME")
+    parser.add_argument(
+        "-c", "--clusterqueue", required=True, help="the cluster queue it submits to"
+    )
+    parser.add_argument(
+        "-i",
+        "--ignore-unknown-cq",
+        action="store_true",
+        help="create it even if the cluster queue does not exist (yet)",
+    )
+    _create_output(parser)
+    connection_flags(parser)
+
+
+# `qctl create KIND`: each command that creates something adds its rows here.
+# `qctl create KIND …`: workloads from an ApplicationProfile (qctl.commands.create), and
+# queues from kueuectl's flags (qctl.commands.queues).
+CREATE_KINDS: tuple[KindVerb, ...] = (
+    KindVerb(
+        "job",
+        (),
+        "a Job from an ApplicationProfile's Job mode",
+        _create_job,
+        "qctl.commands.create:run_create",
+    ),
+    KindVerb(
+        "jobset",
+        (),
+        "a JobSet from an ApplicationProfile's JobSet mode",
+        _create_jobset,
+        "qctl.commands.create:run_create",
+    ),
+    KindVerb(
+        "slurm",
+        (),
+        "a batch script run in an ApplicationProfile's Slurm mode",
+        _create_slurm,
+        "qctl.commands.create:run_create_slurm",
+    ),
+    KindVerb(
+        "clusterqueue",
+        ("cq",),
+        "create a cluster queue (kueuectl's flags)",
+        _create_cluster_queue,
+        "qctl.commands.queues:run_create_cluster_queue",
+    ),
+    KindVerb(
+        "localqueue",
+        ("lq",),
+        "create a local queue on a cluster queue",
+        _create_local_queue,
+        "qctl.commands.queues:run_create_local_queue",
+    ),
+)
+
+
+def _list_flags(
+    *, namespaced: bool, clusterqueue: bool = False, localqueue: bool = False, status: bool = False
+) -> Callable[[argparse.ArgumentParser], None]:
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-l", "--selector", help="label selector, e.g. team=vision")
+        if namespaced:
+            parser.add_argument("-A", "--all-namespaces", action="store_true")
+        if clusterqueue:
+            parser.add_argument("-c", "--clusterqueue", help="only those of this cluster queue")
+        if localqueue:
+            parser.add_argument("-q", "--localqueue", help="only those of this local queue")
+        if status:
+            parser.add_argument(
+                "--status",
+                choices=("all", "pending", "admitted", "finished", "stopped"),
+                default="all",
+                help="only workloads in this state",
+            )
+        parser.add_argument("-o", "--output", choices=OUTPUTS, default="table")
+        connection_flags(parser, namespaced=namespaced)
+
+    return arguments
+
+
+LIST_RUN = "qctl.commands.resources:run_list"
+
+
+def _list_pods(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--for",
+        dest="for_object",
+        required=True,
+        metavar="workload/NAME",
+        help="the workload whose pods to count (the hub knows counts, not pod names)",
+    )
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table")
+    connection_flags(parser)
+
+
+LIST_KINDS: tuple[KindVerb, ...] = (
+    KindVerb(
+        "clusterqueue",
+        ("cq", "clusterqueues"),
+        "cluster queues: cohort, pending, admitted, active",
+        _list_flags(namespaced=False),
+        LIST_RUN,
+    ),
+    KindVerb(
+        "localqueue",
+        ("lq", "localqueues"),
+        "local queues and their cluster queues",
+        _list_flags(namespaced=True, clusterqueue=True),
+        LIST_RUN,
+    ),
+    KindVerb(
+        "workload",
+        ("wl", "kwl", "workloads"),
+        "workloads with their queues and state",
+        _list_flags(namespaced=True, clusterqueue=True, localqueue=True, status=True),
+        LIST_RUN,
+    ),
+    KindVerb(
+        "resourceflavor",
+        ("rf", "resourceflavors"),
+        "resource flavors",
+        _list_flags(namespaced=False),
+        LIST_RUN,
+    ),
+    KindVerb(
+        "pods",
+        ("po", "pod"),
+        "the pods of a workload, on whichever cluster runs them",
+        _list_pods,
+        LIST_RUN,
+    ),
+)
+
+
+def _completion(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", choices=("bash", "zsh"))
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("words", nargs="*", help=argparse.SUPPRESS)
+    parser.prefix_chars = "\0"  # every word is the command line being completed
+
+
+COMPLETE = Verb("__complete", "", _complete, "qctl.commands.completion:run_complete", hidden=True)
+"""What the completion scripts run: qctl.main hands its words over as they are."""
+
 # The verbs in the order `qctl --help` lists them. A verb whose `run` is empty takes it from
 # its sub-verbs (`dev up|down|demo`).
 VERBS: tuple[Verb, ...] = (
@@ -447,7 +728,6 @@ VERBS: tuple[Verb, ...] = (
         "qctl.commands.resources:run_delete",
     ),
     Verb("apply", "create or update objects from files", _apply, "qctl.commands.apply:run_apply"),
-    Verb("create", "create a workload from a profile (job, jobset, slurm)", _create, ""),
     Verb(
         "validate",
         "check manifests offline and print every error",
@@ -485,6 +765,24 @@ VERBS: tuple[Verb, ...] = (
         _output,
         "qctl.commands.slurm:run_output",
     ),
+    Verb("stop", "stop a cluster queue, local queue or workload", _by_kind(STOP_KINDS), ""),
+    Verb("resume", "resume a stopped queue or workload", _by_kind(RESUME_KINDS), ""),
+    Verb(
+        "create",
+        "create a workload from a profile, or a queue from flags",
+        _by_kind(CREATE_KINDS),
+        "",
+    ),
+    Verb("list", "kueuectl's listings, with its filters", _by_kind(LIST_KINDS), ""),
+    Verb(
+        "completion",
+        "print a bash or zsh completion script",
+        _completion,
+        "qctl.commands.completion:run_completion",
+        description="Load it with `source <(qctl completion bash)` (or zsh), or save it where "
+        "your shell loads completions from.",
+    ),
+    COMPLETE,
     Verb("dev", "a local federation on kubesim", _dev, ""),
 )
 
@@ -530,8 +828,9 @@ def chosen_verb(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser; with `only`, the flags of that verb alone are declared
-    (argparse spends more time declaring all of them than qctl spends on a request)."""
+    """The command line's parser. With `only`, that verb alone is declared, with its flags;
+    without (the top-level help, no verb, an unknown one), every verb is declared by name and
+    help only: argparse spends more time declaring flags than qctl spends on a request."""
     parser = argparse.ArgumentParser(
         prog="qctl",
         description="MultiQ: submit, watch and manage batch work across a fleet of clusters.",
@@ -540,12 +839,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"qctl {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for verb in VERBS:
+        if only is None and verb.hidden:
+            continue
         if only is not None and verb.name != only:
             continue
-        sub = subparsers.add_parser(
-            verb.name, help=verb.help, description=verb.description, formatter_class=_Formatter
-        )
-        verb.arguments(sub)
+        if verb.hidden:
+            sub = subparsers.add_parser(verb.name, formatter_class=_Formatter)
+        else:
+            sub = subparsers.add_parser(
+                verb.name, help=verb.help, description=verb.description, formatter_class=_Formatter
+            )
+        if only is not None:
+            verb.arguments(sub)
         if verb.run:
             sub.set_defaults(run=verb.run)
     return parser

@@ -22,11 +22,15 @@ An https hub's certificate is checked against `certificateAuthority` (as kubecon
 certificate-authority; `--certificate-authority`, MULTIQ_CERTIFICATE_AUTHORITY), else against
 the system's CAs. Flags beat environment variables (MULTIQ_SERVER, MULTIQ_TOKEN,
 MULTIQ_CONTEXT, MULTIQ_NAMESPACE, MULTIQ_CERTIFICATE_AUTHORITY), which beat the file.
+qctl writes the file as JSON (indented), which YAML reads as it is: a file written by hand, or
+by an older qctl, in YAML still loads. Reading tries JSON first and loads the YAML parser only
+when that fails: every command that talks to the hub reads the file, and the parser's import
+costs more than such a command's request.
+
 Called by: qctl.main (resolve) and `qctl dev up` (writes a context for the local federation).
 """
 
-from __future__ import annotations
-
+import json
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -63,7 +67,7 @@ class Context(NamedTuple):
     """A PEM file of the CA(s) to trust for an https hub (None: the system's)."""
 
     @classmethod
-    def from_file(cls, where: str, raw: object) -> Context:
+    def from_file(cls, where: str, raw: object) -> "Context":
         fields = _mapping(
             where,
             raw,
@@ -110,7 +114,7 @@ class ConfigFile:
         return f"ConfigFile({self.current_context!r}, {self.contexts!r})"
 
     @classmethod
-    def from_file(cls, raw: object) -> ConfigFile:
+    def from_file(cls, raw: object) -> "ConfigFile":
         fields = _mapping("config", raw, required=(), optional=("currentContext", "contexts"))
         current = fields.get("currentContext")
         contexts = fields.get("contexts")
@@ -187,24 +191,37 @@ def config_path() -> Path:
 
 def load(path: Path | None = None) -> ConfigFile:
     path = path or config_path()
-    if not path.exists():
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
         return ConfigFile()
-    # yaml costs a noticeable part of qctl's start-up; only a config file that exists needs it.
-    import yaml  # noqa: PLC0415
+    except OSError as exc:
+        raise InputError(f"{path}: not a valid qctl config: {exc}") from exc
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = _load_yaml(path, text)
+    try:
+        return ConfigFile.from_file(raw or {})
+    except ConfigInvalidError as exc:
+        raise InputError(f"{path}: not a valid qctl config: {exc}") from exc
+
+
+def _load_yaml(path: Path, text: str) -> object:
+    import yaml  # noqa: PLC0415 - only a file that is not JSON needs it
 
     try:
-        return ConfigFile.from_file(yaml.safe_load(path.read_text()) or {})
-    except (yaml.YAMLError, ConfigInvalidError, OSError) as exc:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise InputError(f"{path}: not a valid qctl config: {exc}") from exc
 
 
 def save(config: ConfigFile, path: Path | None = None) -> Path:
-    import yaml  # noqa: PLC0415 - see load
-
+    """Write the file as JSON (which is YAML too), readable by its owner only."""
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(config.to_file(), sort_keys=False))
+    tmp.write_text(json.dumps(config.to_file(), indent=2) + "\n")
     tmp.chmod(0o600)  # it holds tokens
     tmp.replace(path)
     return path

@@ -8,8 +8,6 @@ of every kind, so the two cannot drift apart.
 Called by: qctl get / describe / delete / apply, qctl.client and qctl.rest (paths), qctl dev.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple, Protocol
 
 from qctl.errors import UsageError

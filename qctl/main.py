@@ -8,10 +8,11 @@ Called by: the `qctl` and `kubectl-qctl` scripts.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
-from qctl.cli import build_parser, chosen_verb, load_runner
+from qctl.cli import COMPLETE, build_parser, chosen_verb, load_runner
 from qctl.errors import QctlError, exit_code
 
 __all__ = ["build_parser", "main"]
@@ -19,6 +20,9 @@ __all__ = ["build_parser", "main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == [COMPLETE.name]:
+        # The shell's words go to the completion as they are: argparse would eat a `--`.
+        return load_runner(COMPLETE.run)(argparse.Namespace(words=words[1:]), sys.stdout)
     # Only the chosen verb's flags are declared; help, no verb or an unknown one: all of them.
     parser = build_parser(chosen_verb(words))
     args = parser.parse_args(words)

@@ -4,8 +4,6 @@ JSON and YAML. Works on wire dicts so it prints whatever the hub returns.
 Called by: qctl get / describe / submit.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -73,11 +71,16 @@ def _condition(obj: Wire, kind: str) -> Wire | None:
 
 
 def workload_state(obj: Wire) -> str:
-    """One word for where a workload is: Pending, Dispatched, Admitted, Running, Finished…"""
-    for kind, word in (("Finished", ""), ("Evicted", "Evicted")):
-        cond = _condition(obj, kind)
-        if cond and cond.get("status") == "True":
-            return str(cond.get("reason") or kind) if kind == "Finished" else word
+    """One word for where a workload is: Pending, Dispatched, Admitted, Running, Finished…,
+    Stopped (a user stopped it: spec.active=false)."""
+    finished = _condition(obj, "Finished")
+    if finished and finished.get("status") == "True":
+        return str(finished.get("reason") or "Finished")
+    if _get(obj, "spec", "active") is False:
+        return "Stopped"
+    evicted = _condition(obj, "Evicted")
+    if evicted and evicted.get("status") == "True":
+        return "Evicted"
     if _get(obj, "status", "pods", "running", default=0):
         return "Running"
     admitted = _condition(obj, "Admitted")

@@ -8,6 +8,10 @@
     PUT    …/{plural}/{name}/status                                replace the status only
     DELETE …/{plural}/{name}                                       delete (?resourceVersion=)
 
+`?dryRun=All` on a create or a replace (Kubernetes' parameter; `qctl create … --dry-run=server`)
+does every check the write would do — access, validation, the name taken or the object there,
+its resourceVersion current — and answers with what would be stored, storing nothing.
+
 `[/namespaces/{ns}]` is there for namespaced kinds and absent for cluster-scoped ones, as in
 Kubernetes; only a list may leave a namespaced kind's namespace out. A namespace or name in
 the URL that no object can have is a 400 naming it, a resourceVersion that is not one this
@@ -39,7 +43,13 @@ from aiohttp import web
 from api.meta import API_VERSION, Object
 from api.v1alpha1.federation import Tenant
 from hub.auth import Principal, namespaces_of, require_admin, require_namespace
-from hub.errors import BadRequestError, ForbiddenError, NotFoundError
+from hub.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+)
 from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import (
     ObjectRepository,
@@ -248,6 +258,13 @@ class ResourceRoutes:
             )
         self._check_write(request[PRINCIPAL], kind, "create")
         obj = self._decode_for(request, kind, await read_body(request))
+        if _dry_run(request):
+            name, ns = obj.metadata.name, obj.metadata.namespace
+            try:
+                await self.repo.get_wire(kind, name, ns)
+            except NotFoundError:
+                return web.json_response(without_status(obj).to_wire(), status=201)
+            raise AlreadyExistsError(f'{kind.plural()} "{name}" already exists')
         return web.json_response(await self.repo.create(without_status(obj)), status=201)
 
     async def _replacement(self, request: web.Request, kind: type[Object]) -> Object:
@@ -263,6 +280,18 @@ class ResourceRoutes:
         kind = self._kind(request)
         self._check_write(request[PRINCIPAL], kind, "update")
         obj = await self._replacement(request, kind)
+        if _dry_run(request):
+            ns = request.match_info.get("ns")
+            stored = await self.repo.get_wire(kind, obj.metadata.name, ns)
+            expected = obj.metadata.resource_version
+            if expected is not None and expected != stored["metadata"].get("resourceVersion"):
+                raise ConflictError(
+                    f'{kind.plural()} "{obj.metadata.name}": the object has been modified'
+                )
+            answer = obj.to_wire()
+            if "status" in stored:
+                answer["status"] = stored["status"]
+            return web.json_response(answer)
         return web.json_response(await self.repo.replace(obj, keep_status=True))
 
     async def replace_status(self, request: web.Request) -> web.Response:
@@ -286,6 +315,13 @@ class ResourceRoutes:
             kind, request.match_info["name"], ns, expected=request.query.get("resourceVersion")
         )
         return web.json_response(deleted)
+
+
+def _dry_run(request: web.Request) -> bool:
+    value = request.query.get("dryRun")
+    if value not in (None, "All"):
+        raise BadRequestError(f"dryRun: must be All, not {value!r}")
+    return value == "All"
 
 
 async def _send(response: web.StreamResponse, event_type: str, obj: Mapping[str, Any]) -> None:

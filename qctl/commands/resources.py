@@ -4,6 +4,13 @@
              [-w] [-A] [-l SELECTOR] [--kueue [v1beta2|v1beta1]]
     qctl describe workload NAME      state, cluster, pending reasons per cluster, timeline
     qctl delete workload NAME        (cancels it on its cluster)
+    qctl list clusterqueue|localqueue|workload|resourceflavor [-A] [-l SELECTOR]
+             [-c CLUSTERQUEUE] [-q LOCALQUEUE] [--status pending|admitted|finished|stopped]
+    qctl list pods --for workload/NAME
+
+`list` is kueuectl's: `get` with its filters (applied here, on what the hub lists) and its
+columns (a workload's job type and name, local and cluster queue, status, execution time).
+The hub knows a workload's pods by count, not by name: `list pods` prints the counts.
 
 One request each, over qctl.rest; `get -w` goes on to stream changes (qctl.commands.streams,
 loaded only then). Called by: qctl.main (through qctl.cli), qctl.commands.streams.
@@ -12,17 +19,26 @@ loaded only then). Called by: qctl.main (through qctl.cli), qctl.commands.stream
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from qctl import render
 from qctl.cli import load_runner
 from qctl.commands.common import connect
 from qctl.errors import HubRequestError, QctlError, UsageError
-from qctl.kinds import ServedKind, resolve_kind
+from qctl.kinds import WORKLOAD, ServedKind, resolve_kind
 from qctl.rest import HubSession
 
-__all__ = ["describe_workload", "print_listing", "run_delete", "run_describe", "run_get"]
+__all__ = [
+    "describe_workload",
+    "list_columns",
+    "print_listing",
+    "run_delete",
+    "run_describe",
+    "run_get",
+    "run_list",
+    "workload_status",
+]
 
 
 def run_get(args: argparse.Namespace, out: TextIO) -> int:
@@ -81,6 +97,188 @@ def print_listing(
         where = "" if not kind.NAMESPACED or args.all_namespaces else f" in namespace {namespace}"
         out.write(f"No {kind.plural()} found{where}.\n")
     out.flush()
+
+
+# --- list (kueuectl's) ---------------------------------------------------------------------------
+
+Wire = Mapping[str, Any]
+
+
+def _condition_true(obj: Wire, kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _condition_time(obj: Wire, kind: str) -> str | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return str(c.get("lastTransitionTime") or "") or None
+    return None
+
+
+def workload_status(wl: Wire) -> str:
+    """kueuectl's STATUS of a workload — PENDING, ADMITTED, FINISHED — and STOPPED for one a
+    user stopped (spec.active=false) that has not finished."""
+    if _condition_true(wl, "Finished"):
+        return "FINISHED"
+    if (wl.get("spec") or {}).get("active") is False:
+        return "STOPPED"
+    if _condition_true(wl, "Admitted"):
+        return "ADMITTED"
+    return "PENDING"
+
+
+def _cluster_queue_of(wl: Wire) -> str:
+    return str(((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+
+
+def _exec_time(wl: Wire) -> str:
+    """How long it has run: from admission to its end (or now)."""
+    admitted = _condition_time(wl, "Admitted")
+    if not admitted:
+        return ""
+    finished = _condition_time(wl, "Finished")
+    if finished is None:
+        return render.age(admitted)
+    from datetime import datetime  # noqa: PLC0415 - only finished workloads need it
+
+    return render.age(admitted, datetime.fromisoformat(finished.replace("Z", "+00:00")))
+
+
+def _annotation(obj: Wire, key: str) -> str:
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key) or "")
+
+
+def _spec(obj: Wire, *path: str) -> str:
+    value: Any = obj.get("spec") or {}
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _status_count(obj: Wire, key: str) -> str:
+    return str((obj.get("status") or {}).get(key, 0))
+
+
+def _cluster_queue_active(cq: Wire) -> str:
+    stopped = _spec(cq, "stopPolicy") not in ("", "None")
+    conditions = (cq.get("status") or {}).get("conditions") or []
+    inactive = any(c.get("type") == "Active" and c.get("status") == "False" for c in conditions)
+    return "false" if stopped or inactive else "true"
+
+
+def _node_labels(rf: Wire) -> str:
+    labels = (rf.get("spec") or {}).get("nodeLabels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
+
+
+def _age(obj: Wire) -> str:
+    return render.age((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _name(obj: Wire) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+_LIST_COLUMNS: dict[str, tuple[render.Column, ...]] = {
+    "ClusterQueue": (
+        render.Column("NAME", _name),
+        render.Column("COHORT", lambda o: _spec(o, "cohortName")),
+        render.Column("PENDING WORKLOADS", lambda o: _status_count(o, "pendingWorkloads")),
+        render.Column("ADMITTED WORKLOADS", lambda o: _status_count(o, "admittedWorkloads")),
+        render.Column("ACTIVE", _cluster_queue_active),
+        render.Column("AGE", _age),
+    ),
+    "LocalQueue": (
+        render.Column("NAME", _name),
+        render.Column("CLUSTERQUEUE", lambda o: _spec(o, "clusterQueue")),
+        render.Column("PENDING WORKLOADS", lambda o: _status_count(o, "pendingWorkloads")),
+        render.Column("ADMITTED WORKLOADS", lambda o: _status_count(o, "admittedWorkloads")),
+        render.Column("AGE", _age),
+    ),
+    "Workload": (
+        render.Column("NAME", _name),
+        render.Column("JOB TYPE", lambda o: _annotation(o, "multiq.dev/source-kind")),
+        render.Column("JOB NAME", lambda o: _annotation(o, "multiq.dev/source-name")),
+        render.Column("LOCALQUEUE", lambda o: _spec(o, "queueName")),
+        render.Column("CLUSTERQUEUE", _cluster_queue_of),
+        render.Column("STATUS", workload_status),
+        render.Column("CLUSTER", lambda o: str((o.get("status") or {}).get("clusterName") or "")),
+        render.Column("EXEC TIME", _exec_time),
+        render.Column("AGE", _age),
+    ),
+    "ResourceFlavor": (
+        render.Column("NAME", _name),
+        render.Column("NODE LABELS", _node_labels),
+        render.Column("AGE", _age),
+    ),
+}
+
+_POD_STATES = ("pending", "running", "ready", "succeeded", "failed")
+
+
+def list_columns(kind: ServedKind, *, all_namespaces: bool) -> list[render.Column]:
+    """kueuectl's columns of `list KIND` (NAMESPACE first with -A)."""
+    columns = list(_LIST_COLUMNS[kind.KIND])
+    if kind.NAMESPACED and all_namespaces:
+        namespace = render.Column("NAMESPACE", lambda o: str(o["metadata"].get("namespace", "")))
+        columns.insert(0, namespace)
+    return columns
+
+
+def _selected(args: argparse.Namespace, kind: ServedKind, item: Wire) -> bool:
+    if kind.KIND == "LocalQueue" and args.clusterqueue:
+        return _spec(item, "clusterQueue") == str(args.clusterqueue)
+    if kind.KIND != "Workload":
+        return True
+    if args.clusterqueue and _cluster_queue_of(item) != args.clusterqueue:
+        return False
+    if args.localqueue and _spec(item, "queueName") != args.localqueue:
+        return False
+    status: str = args.status
+    return status == "all" or workload_status(item) == status.upper()
+
+
+def run_list(args: argparse.Namespace, out: TextIO) -> int:
+    if args.kind in ("pods", "po", "pod"):
+        return _list_pods(args, out)
+    kind = resolve_kind({"lq": "localqueue"}.get(args.kind, args.kind))
+    context = connect(args)
+    all_namespaces = bool(getattr(args, "all_namespaces", False))
+    items = HubSession(context).list(
+        kind, context.namespace, all_namespaces=all_namespaces, label_selector=args.selector
+    )
+    items = [item for item in items if _selected(args, kind, item)]
+    if args.output in ("json", "yaml"):
+        out.write(render.render(items, kind=kind.KIND, output=args.output))
+    elif items:
+        out.write(render.render_table(items, list_columns(kind, all_namespaces=all_namespaces)))
+    else:
+        where = "" if not kind.NAMESPACED or all_namespaces else f" in {context.namespace}"
+        out.write(f"No {kind.plural()} found{where}.\n")
+    return 0
+
+
+def _list_pods(args: argparse.Namespace, out: TextIO) -> int:
+    what, _, name = args.for_object.partition("/")
+    if not name or resolve_kind(what) != WORKLOAD:
+        raise UsageError(f"--for: {args.for_object!r} is not workload/NAME")
+    context = connect(args)
+    wl = HubSession(context).get(WORKLOAD, name, context.namespace)
+    status = wl.get("status") or {}
+    pods = status.get("pods") or {}
+    if args.output in ("json", "yaml"):
+        out.write(render.render([pods], kind="Pods", output=args.output, single=True))
+        return 0
+    row = {"cluster": status.get("clusterName") or "<none>", **pods}
+    columns = [render.Column("CLUSTER", lambda o: str(o["cluster"]))]
+    columns += [render.Column(state.upper(), _count_of(state)) for state in _POD_STATES]
+    out.write(render.render_table([row], columns))
+    return 0
+
+
+def _count_of(state: str) -> Callable[[Wire], str]:
+    return lambda row: str(row.get(state, 0))
 
 
 def run_delete(args: argparse.Namespace, out: TextIO) -> int:

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from api.documents import load_documents
-from api.errors import ApiError
 from qctl import render
 from qctl.cli import load_runner
 from qctl.commands.common import connect
@@ -38,7 +37,13 @@ def read_documents(filenames: list[str]) -> list[dict[str, Any]]:
     for source, text in read_manifests(filenames):
         try:
             docs += [d.body for d in load_documents(text)]
-        except ApiError as exc:
+        except Exception as exc:
+            # api.errors is imported only now: it brings dataclasses, which costs a submit
+            # more start-up time than reading its manifest.
+            from api.errors import ApiError  # noqa: PLC0415
+
+            if not isinstance(exc, ApiError):
+                raise
             raise InputError(f"{source}: {exc}") from exc
     if not docs:
         raise InputError("nothing to submit: the files hold no documents")

@@ -28,13 +28,25 @@ def test_json_text_is_read_like_yaml() -> None:
 
 
 def test_invalid_yaml_names_the_line_and_column() -> None:
-    with pytest.raises(DecodeError, match=r"invalid YAML at line 3, column 1: expected .,. or .]."):
+    with pytest.raises(
+        DecodeError, match=r"invalid YAML at line 3, column 1: (did not find )?expected .,. or .]."
+    ):
         load_documents("a: 1\nb: [1, 2\n")
 
 
 def test_duplicate_keys_are_rejected_as_the_api_server_does() -> None:
     with pytest.raises(DecodeError, match="duplicate field 'name'"):
         load_documents("metadata:\n  name: a\n  name: b\n")
+
+
+def test_duplicate_keys_in_json_are_rejected_too() -> None:
+    with pytest.raises(DecodeError, match="invalid JSON: duplicate field 'name'"):
+        load_documents('{"metadata": {"name": "a", "name": "b"}}')
+
+
+def test_text_that_opens_like_json_but_is_yaml_is_read_as_yaml() -> None:
+    (doc,) = load_documents("{a: 1, b: [x, y]}\n")
+    assert doc.body == {"a": 1, "b": ["x", "y"]}
 
 
 def test_a_document_that_is_not_an_object_is_rejected() -> None:

@@ -3,9 +3,11 @@ it writes, refusing what it does not know, without a model library."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from api.kinds import ALL_KINDS
 from api.meta import API_VERSION
@@ -63,6 +65,19 @@ class TestConfigFile:
         config.save(saved, path)
         assert config.load(path) == saved
         assert path.stat().st_mode & 0o777 == 0o600
+
+    def test_it_is_written_as_json_and_a_yaml_file_still_loads(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        saved = config.ConfigFile()
+        saved.upsert(config.Context(name="dev", server="http://a:1", token="t", namespace="ml"))
+        config.save(saved, path)
+        assert json.loads(path.read_text()) == saved.to_file()
+        assert yaml.safe_load(path.read_text()) == saved.to_file()
+        path.write_text(yaml.safe_dump(saved.to_file()))
+        assert config.load(path) == saved
+
+    def test_a_missing_file_is_no_contexts(self, tmp_path: Path) -> None:
+        assert config.load(tmp_path / "nowhere.yaml") == config.ConfigFile()
 
     def test_a_list_of_servers_is_joined(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"

@@ -4,6 +4,7 @@ or the api models. Each test runs qctl in a fresh interpreter and reads what it 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qctl.cli import VERBS
+from qctl import config as qconfig
+from qctl.cli import CREATE_KINDS, LIST_KINDS, RESUME_KINDS, STOP_KINDS, VERBS
 from qctl.commands.dev import DevFederation
 
 # Run qctl's main in this interpreter, then write every module it imported to a file.
@@ -75,7 +77,17 @@ def run_qctl(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> R
 HELP_COMMANDS = [
     pytest.param(["--help"], id="qctl --help"),
     pytest.param([], id="qctl"),
-    *(pytest.param([v.name, "--help"], id=f"qctl {v.name} --help") for v in VERBS),
+    *(pytest.param([v.name, "--help"], id=f"qctl {v.name} --help") for v in VERBS if not v.hidden),
+    *(
+        pytest.param([verb, kind, "--help"], id=f"qctl {verb} {kind} --help")
+        for verb, kinds in (
+            ("stop", STOP_KINDS),
+            ("resume", RESUME_KINDS),
+            ("create", CREATE_KINDS),
+            ("list", LIST_KINDS),
+        )
+        for kind in (row.kind for row in kinds)
+    ),
     *(
         pytest.param(["dev", verb, "--help"], id=f"qctl dev {verb} --help")
         for verb in ("up", "down", "demo")
@@ -96,7 +108,27 @@ class TestHelp:
     def test_every_verb_is_listed_in_the_help(self, tmp_path: Path) -> None:
         run = run_qctl(tmp_path, "--help")
         for verb in VERBS:
-            assert f"    {verb.name} " in run.stdout
+            if verb.hidden:
+                assert verb.name not in run.stdout
+            else:
+                assert f"    {verb.name}" in run.stdout
+
+    @pytest.mark.parametrize(
+        ("argv", "printed"),
+        [
+            (["completion", "bash"], "complete -o default -F _qctl_complete qctl"),
+            (["completion", "zsh"], "compdef _qctl_complete qctl"),
+            (["__complete", "stop", "cq", "--k"], "--keep-already-running\n"),
+        ],
+        ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+    )
+    def test_completion_without_names_imports_no_model_http_client_or_yaml(
+        self, tmp_path: Path, argv: list[str], printed: str
+    ) -> None:
+        run = run_qctl(tmp_path, *argv)
+        assert run.code == 0, run.stderr
+        assert printed in run.stdout
+        assert run.imported(*HELP_NEVER) == []
 
     def test_a_wrong_flag_is_a_usage_error_without_loading_its_command(
         self, tmp_path: Path
@@ -181,7 +213,18 @@ class TestAgainstAHub:
         )
         assert run.code == 0, run.stderr
         assert run.stdout == "workload/job-light submitted to queue default in namespace default\n"
-        assert run.imported(*HEAVY) == []
+        assert run.imported(*HEAVY, "dataclasses", "http.client", "ssl") == []
+
+    def test_submit_of_a_json_manifest_imports_no_yaml_either(
+        self, hub: DevFederation, tmp_path: Path
+    ) -> None:
+        job = one_job(tmp_path, "as-json")
+        manifest = job.with_suffix(".json")
+        manifest.write_text(json.dumps(yaml.safe_load(job.read_text())))
+        run = run_qctl(tmp_path, "submit", "-f", str(manifest), env=connection(hub))
+        assert run.code == 0, run.stderr
+        assert run.stdout.startswith("workload/job-as-json submitted")
+        assert run.imported(*HEAVY, "yaml", "dataclasses", "http.client", "ssl") == []
 
     def test_get_workloads_imports_no_model_async_client_or_yaml(
         self, hub: DevFederation, tmp_path: Path
@@ -192,11 +235,21 @@ class TestAgainstAHub:
         header, *rows = run.stdout.splitlines()
         assert header.split() == ["NAME", "QUEUE", "STATE", "CLUSTER", "AGE"]
         assert "job-listed" in [row.split()[0] for row in rows]
-        assert run.imported(*HEAVY, "yaml") == []
+        assert run.imported(*HEAVY, "yaml", "http.client", "ssl") == []
 
-    def test_get_with_a_config_file_reads_it_without_a_model(
+    def test_get_with_a_config_file_reads_it_without_a_model_or_yaml(
         self, hub: DevFederation, tmp_path: Path
     ) -> None:
+        path = tmp_path / "config.yaml"
+        written = qconfig.ConfigFile()
+        written.upsert(qconfig.Context(name="dev", server=hub.url, token=hub.admin_token))
+        qconfig.save(written, path)
+        run = run_qctl(tmp_path, "get", "clusters", "-o", "json", env={"MULTIQ_CONFIG": str(path)})
+        assert run.code == 0, run.stderr
+        assert '"kind": "List"' in run.stdout
+        assert run.imported(*HEAVY, "yaml") == []
+
+    def test_a_config_file_in_yaml_still_works(self, hub: DevFederation, tmp_path: Path) -> None:
         config = tmp_path / "config.yaml"
         config.write_text(
             yaml.safe_dump(

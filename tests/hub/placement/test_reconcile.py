@@ -12,7 +12,7 @@ import pytest
 from api.v1alpha1.messages import HeldWorkload, WorkloadPhase
 from api.v1alpha1.workload import Workload
 from hub import transitions
-from hub.placement.reconcile import reconcile
+from hub.placement.reconcile import deactivation_withdrawals, reconcile
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 P = WorkloadPhase
@@ -73,6 +73,7 @@ def test_what_a_held_workload_is_told(
         "withdraw": plan.withdraw,
         "bind": plan.bind,
         "catch_up": plan.catch_up,
+        "deactivated": plan.deactivated,
     }
     assert {k for k, items in kinds.items() if items} == ({told} if told else set())
     assert plan.resend == []
@@ -96,3 +97,74 @@ def test_a_workload_bound_here_again_and_held_at_an_older_generation_is_offered_
     assert plan.resend == [(item.workload, True)]
     assert plan.withdraw == ([item] if phase is P.RUNNING else [])
     assert plan.cancel == plan.bind == plan.catch_up == []
+
+
+# --- a workload a user stopped (spec.active: false) ------------------------------------------
+
+
+def stopped(wl: Workload) -> Workload:
+    wl = wl.model_copy(deep=True)
+    wl.spec.active = False
+    return wl
+
+
+@pytest.mark.parametrize(
+    ("item", "told"),
+    [
+        (held("stopped-running", P.RUNNING), "deactivated"),
+        (held("stopped-admitted", P.ADMITTED), "deactivated"),
+        (held("stopped-reserved", P.RESERVED), "deactivated"),
+        # Given back already and the hub missed the report: heard now, which unbinds it.
+        (held("stopped-given-back", P.WITHDRAWN), "catch_up"),
+    ],
+    ids=lambda v: v.workload if isinstance(v, HeldWorkload) else None,
+)
+def test_a_stopped_workload_held_where_it_is_bound_is_withdrawn_not_kept(
+    item: HeldWorkload, told: str
+) -> None:
+    name = item.workload.split("/")[1]
+    plan = reconcile("east", [item], {item.workload: stopped(bound(name))}, [item.workload])
+    kinds = {"withdraw": plan.withdraw, "deactivated": plan.deactivated, "bind": plan.bind}
+    kinds["catch_up"] = plan.catch_up
+    assert {k for k, items in kinds.items() if items} == {told}
+    assert plan.resend == []
+
+
+def test_a_stopped_workload_bound_here_and_not_held_is_not_offered_again() -> None:
+    key = "team/stopped"
+    plan = reconcile("east", [], {key: stopped(bound("stopped"))}, [key])
+    assert plan.resend == []
+
+
+class TestDeactivationWithdrawals:
+    def test_stopping_a_bound_workload_withdraws_it_from_its_cluster(self) -> None:
+        running = bound("job", "east", generation=3)
+        assert deactivation_withdrawals(running, stopped(running)) == [("east", 3)]
+
+    def test_stopping_an_offered_workload_withdraws_every_nominee(self) -> None:
+        offered = transitions.mark_offered(_workload("job"), ["east", "west"], 2, NOW)
+        assert deactivation_withdrawals(offered, stopped(offered)) == [("east", 2), ("west", 2)]
+
+    def test_a_pending_workload_stopped_has_nothing_to_withdraw(self) -> None:
+        pending = _workload("job")
+        assert deactivation_withdrawals(pending, stopped(pending)) == []
+
+    def test_later_changes_of_a_stopped_workload_do_not_repeat_the_withdraw(self) -> None:
+        first = stopped(bound("job", "east"))
+        again = first.model_copy(deep=True)
+        transitions.set_condition(again, "PodsReady", True, "PodsReady", "", NOW)
+        assert deactivation_withdrawals(first, again) == []
+
+    def test_a_nominee_bound_after_the_stop_is_told_too(self) -> None:
+        offered = stopped(transitions.mark_offered(_workload("job"), ["east", "west"], 2, NOW))
+        nominee_bound = offered.model_copy(deep=True)
+        assert nominee_bound.status is not None
+        nominee_bound.status.cluster_name = "north"
+        assert deactivation_withdrawals(offered, nominee_bound) == [("north", 2)]
+
+    def test_an_active_or_finished_workload_is_never_withdrawn_for_it(self) -> None:
+        running = bound("job")
+        assert deactivation_withdrawals(None, running) == []
+        finished = stopped(running)
+        transitions.set_condition(finished, transitions.FINISHED, True, "Succeeded", "", NOW)
+        assert deactivation_withdrawals(running, finished) == []
