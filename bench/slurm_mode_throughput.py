@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,11 +36,15 @@ SLURM = "/apis/slurm.multiq.dev/v1alpha1"
 
 
 def _env(fed: DevFederation) -> dict[str, str]:
-    return {
-        **os.environ,
+    # qctl runs as an installed qctl does, with its bytecode cached (the first run writes it
+    # under a scratch prefix): with PYTHONDONTWRITEBYTECODE set, as on the shared machine,
+    # every run would compile qctl's modules again (bench.qctl_startup does the same).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return env | {
         "MULTIQ_SERVER": fed.url,
         "MULTIQ_TOKEN": fed.admin_token,
         "MULTIQ_CONFIG": str(fed.state_dir / "qctl-config.yaml"),
+        "PYTHONPYCACHEPREFIX": str(fed.state_dir / "pycache"),
     }
 
 
@@ -78,9 +83,53 @@ def _wait(hub: HubSession, jobs: list[str], tasks: int, timeout: float) -> float
     raise RuntimeError(f"not every task completed within {timeout:.0f}s")
 
 
+# What any one-shot client written in Python pays per call on this machine: the interpreter,
+# the modules a request cannot do without, and one round trip to the hub (a listing of one
+# job). A loop of CLI calls cannot go faster than one such process after another.
+_FLOOR_PROGRAM = """
+import argparse, json, os, http.client
+server = os.environ["MULTIQ_SERVER"].removeprefix("http://")
+connection = http.client.HTTPConnection(server)
+token = os.environ["MULTIQ_TOKEN"]
+path = "/apis/slurm.multiq.dev/v1alpha1/namespaces/default/jobs?jobs=1"
+connection.request("GET", path, headers={"Authorization": "Bearer " + token})
+reply = connection.getresponse()
+reply.read()
+assert reply.status == 200, reply.status
+"""
+FLOOR_RUNS = 15
+
+
+def _floor(fed: DevFederation) -> dict[str, Any]:
+    """Median wall milliseconds of the bare interpreter, of the floor program and of one
+    `qctl sbatch` (held, then cancelled), interleaved so a busy moment hits them alike."""
+    env = _env(fed)
+    commands = {
+        "python_pass": [sys.executable, "-c", "pass"],
+        "one_request": [sys.executable, "-c", _FLOOR_PROGRAM],
+        "qctl_sbatch": [QCTL, "sbatch", "--parsable", "--hold", "--wrap", "true"],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    held: list[str] = []
+    for round_ in range(FLOOR_RUNS + 1):  # the first round writes the bytecode cache
+        for name, argv in commands.items():
+            started = time.perf_counter()
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+            if round_:
+                samples[name].append(time.perf_counter() - started)
+            if name == "qctl_sbatch":
+                held.append(done.stdout.strip())
+    subprocess.run([QCTL, "scancel", *held], env=env, capture_output=True, check=True, timeout=60)
+    medians = {name: statistics.median(times) * 1000 for name, times in samples.items()}
+    out: dict[str, Any] = {f"{name}_ms": round(ms, 1) for name, ms in medians.items()}
+    out["loop_bound_jobs_per_second"] = round(1000 / medians["one_request"], 1)
+    out["qctl_sbatch_vs_one_request"] = round(medians["qctl_sbatch"] / medians["one_request"], 2)
+    return out
+
+
 def measure(fed: DevFederation, *, array: int, loop: int) -> dict[str, Any]:
     hub = HubSession(fed.context)
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"floor": _floor(fed)}
     start = time.monotonic()
     array_id = _sbatch(fed, f"--array=0-{array - 1}", "--wrap", "true")
     submitted = time.monotonic()
@@ -112,6 +161,7 @@ def main() -> None:
     parser.add_argument("--array", type=int, default=1000)
     parser.add_argument("--loop", type=int, default=300)
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="multiq-slurm-bench-") as tmp:
         fed = DevFederation(Path(tmp) / "fed", clusters=2, nodes=1, runtime="process", port=0)
         try:
@@ -121,6 +171,10 @@ def main() -> None:
             fed.stop()
     results["real_slurm_jobs_per_second"] = REAL_SLURM_JOBS_PER_SECOND
     results["targets"] = {"array_vs_real_slurm": 5.0, "loop_vs_real_slurm": 1.0}
+    results["load_average"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+    }
     results["cpu_slots"] = 16
     print(json.dumps(results, indent=2))
 
