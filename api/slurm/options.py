@@ -14,6 +14,7 @@ options into work, so every client gets the same result), tests.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -222,7 +223,11 @@ class _Parser(argparse.ArgumentParser):
         raise SlurmOptionsError([FieldError.invalid("options", "", message)])
 
 
+@functools.cache
 def _parser() -> _Parser:
+    """Built once per process: building it (27 options, each through argparse's help
+    formatter) cost more than half of the hub's handling of one `sbatch --wrap`, and parsing
+    does not change it."""
     parser = _Parser(prog="sbatch", add_help=False, allow_abbrev=False)
     for flags, dest, kind in _OPTIONS:
         if kind == "flag":
