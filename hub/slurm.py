@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -136,6 +136,17 @@ class PartitionMap:
 class Submitted:
     job_id: int
     workloads: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """Where every task of one submission goes, worked out once for all of them."""
+
+    namespace: str
+    queue: str
+    begin: datetime | None
+    cluster_set: str | None
+    priorities: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,9 +348,19 @@ class SlurmService:
             else {n: v for n, v in request.environment.items() if n in options.export.names},
         )
         ids = task_ids(first, options.array)
+        priorities = {
+            p.name: p.value
+            for p in self.state.objects(WorkloadPriorityClass)
+            if isinstance(p, WorkloadPriorityClass)
+        }
         workloads = [
             self._workload(
-                options, script, script_args, task, context, namespace, queue, begin, cluster_set
+                options,
+                script,
+                script_args,
+                task,
+                context,
+                _Placement(namespace, queue, begin, cluster_set, priorities),
             )
             for task in ids
         ]
@@ -410,10 +431,7 @@ class SlurmService:
         script_args: Sequence[str],
         task: TaskIds,
         context: BatchContext,
-        namespace: str,
-        queue: str,
-        begin: datetime | None,
-        cluster_set: str | None,
+        where: _Placement,
     ) -> tuple[Workload, dict[str, Any]]:
         wire = build_job(
             options,
@@ -421,26 +439,24 @@ class SlurmService:
             list(script_args),
             task,
             context,
-            namespace=namespace,
-            queue=queue,
-            begin=begin,
+            namespace=where.namespace,
+            queue=where.queue,
+            begin=where.begin,
         )
         job = Job.model_validate(wire)
-        priorities = {
-            p.name: p.value
-            for p in self.state.objects(WorkloadPriorityClass)
-            if isinstance(p, WorkloadPriorityClass)
-        }
         try:
             workload = to_workload(
-                job, priority_classes=priorities, default_queue_name=queue, take_ownership=True
+                job,
+                priority_classes=where.priorities,
+                default_queue_name=where.queue,
+                take_ownership=True,
             )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
-        workload.metadata.namespace = namespace
+        workload.metadata.namespace = where.namespace
         workload.metadata.annotations.update(wire["metadata"]["annotations"])
-        if cluster_set is not None:
-            workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = cluster_set
+        if where.cluster_set is not None:
+            workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = where.cluster_set
         if workload.spec.priority is None:
             workload.spec.priority = 0
         return workload, job.to_wire()
@@ -467,8 +483,11 @@ class SlurmService:
         now = self.clock()
         rows = []
         workloads = self.state.workloads
-        for key, facts in self.index.facts.items():
+        for key in self._keys_of(selection):
+            facts = self.index.facts.get(key)
             entry = workloads.get(key)
+            if facts is None:
+                continue
             if entry is None:
                 continue
             if (
@@ -481,6 +500,19 @@ class SlurmService:
                 rows.append(row)
         rows.sort(key=_order)
         return rows
+
+    def _keys_of(self, selection: JobFilter) -> Iterable[str]:
+        """The keys a selection can match: with job ids, only theirs (from the index: a poll
+        of one job among thousands costs one row, not thousands); else every Slurm job."""
+        if not selection.jobs:
+            return list(self.index.facts)
+        keys: set[str] = set()
+        for ref in selection.jobs:
+            keys |= self.index.tasks_of_array(ref.job_id)
+            key = self.index.key_of_job(ref.job_id)
+            if key is not None:
+                keys.add(key)
+        return keys
 
     # --- scancel, scontrol ----------------------------------------------------------------
 
