@@ -19,19 +19,19 @@ submitter's machine or session rather than the job, or must not leave it (`expor
 PATH, HOME, PWD, OLDPWD, SHLVL, `_`, HOSTNAME, TERM*, DISPLAY, SHELL, MAIL, TMPDIR, LS_COLORS,
 the SSH_/XDG_/DBUS_/TMUX/KUBERNETES_/KUBECONFIG variables, MultiQ's and qctl's own (they carry
 hub tokens), SLURM_* and SBATCH_* (Slurm sets those itself), and any name that looks like a
-secret (TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, or ending in _KEY). NONE: only what the job
-sets, plus SLURM_EXPORT_ENV=NONE and SLURM_GET_USER_ENV=1 as Slurm sets them. Named variables
-take the submitter's value; NAME=value sets one.
+secret (TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, or ending in _KEY) — api.slurm.export.
+NONE: only what the job sets, plus SLURM_EXPORT_ENV=NONE and SLURM_GET_USER_ENV=1 as Slurm
+sets them. Named variables take the submitter's value; NAME=value sets one.
 
 Pure. Called by: api.slurm.work (the Job's container), tests (which run PROLOGUE in a shell).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from api.slurm.export import exportable
 from api.slurm.ids import TaskIds
 from api.slurm.options import SbatchOptions
 
@@ -53,19 +53,6 @@ SLURM_CONF = "/etc/slurm/slurm.conf"
 """There is no slurm.conf in a MultiQ pod; the variable is set where Slurm's would be."""
 RPC_VERSION_AND_SELECT_PLUGIN = "9728:109"
 """The last two fields of SLURM_WORKING_CLUSTER as Slurm 22.05 writes them."""
-
-_NOT_EXPORTED = frozenset(
-    {
-        "PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "_", "HOSTNAME", "DISPLAY", "SHELL", "MAIL",
-        "TMPDIR", "LS_COLORS", "KUBECONFIG", "COLUMNS", "LINES",
-    }
-)  # fmt: skip
-_NOT_EXPORTED_PREFIXES = (
-    "SSH_", "XDG_", "DBUS_", "TMUX", "TERM", "KUBERNETES_", "MULTIQ_", "QCTL_", "SLURM_",
-    "SBATCH_",
-)  # fmt: skip
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$", re.IGNORECASE)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 PROLOGUE = r"""
 i=${JOB_COMPLETION_INDEX:-0}
@@ -113,18 +100,6 @@ class BatchContext:
     submitter_environment: Mapping[str, str]
     nodelist: str | None = None
     """SLURM_JOB_NODELIST of a multi-node job (its pods' hostnames); None: the pod's node."""
-
-
-def exportable(environment: Mapping[str, str]) -> dict[str, str]:
-    """The submitter's variables that `--export=ALL` carries (see the module docstring)."""
-    return {
-        name: value
-        for name, value in environment.items()
-        if _ENV_NAME.match(name)
-        and name not in _NOT_EXPORTED
-        and not name.startswith(_NOT_EXPORTED_PREFIXES)
-        and not _SECRET.search(name)
-    }
 
 
 def repeated_count(value: int, nodes: int) -> str:

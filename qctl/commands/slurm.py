@@ -7,12 +7,15 @@
     qctl scontrol hold|release ID …
     qctl output JOBID                                   write its tasks' output files here
 
-`sbatch` reads the options here first (api.slurm, the same code the hub runs) so a mistake
-fails at once in one line, then sends the script, the command line, the environment `--export`
-may carry (never what api.slurm.environment keeps back: tokens, secrets, this machine's
-session) and who and where the submitter is; the hub builds the work and answers with the job
-id. MultiQ's connection flags are long-only here (`--namespace`, `--server`, `--token`,
-`--context`): `-n`, `-p`, `-M` are sbatch's.
+`sbatch` reads the words here first (api.slurm.directives: which options, where the script
+starts), so an option MultiQ does not support fails at once in one line, then sends the script,
+the command line, the environment `--export` may carry (never what api.slurm.export keeps back:
+tokens, secrets, this machine's session) and who and where the submitter is; the hub checks the
+values (api.slurm.options: a bad value is its one-line 422), builds the work and answers with
+the job id. Only that much is imported before the request: a loop of sbatch calls pays for
+little more than the interpreter and one round trip (bench.slurm_mode_throughput). MultiQ's
+connection flags are long-only here (`--namespace`, `--server`, `--token`, `--context`): `-n`,
+`-p`, `-M` are sbatch's.
 
 Output files: with no shared volume the hub keeps each task's log, and `--wait` or
 `qctl output` write them under the expanded `--output` name (api.slurm.patterns) relative to
@@ -32,12 +35,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
-from api.slurm.environment import exportable
-from api.slurm.options import SlurmOptionsError, parse_sbatch, split_argv
-from api.slurm.patterns import PatternValues, default_output, expand
+from api.slurm.directives import DirectiveError, exported_names, raw_options, split_argv
+from api.slurm.export import exportable
 from qctl import slurmview
 from qctl.commands.common import connect, write
 from qctl.errors import QctlError, UsageError
@@ -114,23 +115,26 @@ def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
     if rest:
         script_path = rest[0]
         try:
-            script = Path(script_path).read_text()
+            with open(script_path, encoding="utf-8") as script_file:
+                script = script_file.read()
         except OSError as exc:
             raise SbatchError(f"sbatch: unable to open file {script_path}: {exc.strerror}") from exc
     elif "--wrap" not in " ".join(options_words) and not sys.stdin.isatty():
         script = sys.stdin.read()  # sbatch reads the script from stdin when none is named
     try:
-        options, _ = parse_sbatch(argv, script, environment)
-    except SlurmOptionsError as exc:
+        options, _ = raw_options(argv, script, environment)
+    except DirectiveError as exc:
         raise SbatchError(f"sbatch: {exc}") from exc
-    if options.wrap is None and script is not None and not script.startswith("#!"):
+    if options.get("wrap") is None and script is None:
+        raise SbatchError("sbatch: give a batch script, or a command with --wrap")
+    if options.get("wrap") is None and script is not None and not script.startswith("#!"):
         raise SbatchError(
             "sbatch: this does not look like a batch script: its first line must start with #! "
             "followed by the path to an interpreter"
         )
     sent = exportable(environment)
     sent |= {k: v for k, v in environment.items() if k.startswith("SBATCH_")}
-    sent |= {n: environment[n] for n in options.export.names if n in environment}
+    sent |= {n: environment[n] for n in exported_names(options.get("export")) if n in environment}
     context = connect(connection)
     hub = HubSession(context)
     body = {
@@ -142,8 +146,8 @@ def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
     }
     reply = hub.request("POST", f"{SLURM_API}/namespaces/{context.namespace}/jobs", body=body)
     job_id = reply["jobId"]
-    write(out, f"{job_id}\n" if options.parsable else f"Submitted batch job {job_id}\n")
-    if not options.wait:
+    write(out, f"{job_id}\n" if "parsable" in options else f"Submitted batch job {job_id}\n")
+    if "wait" not in options:
         return 0
     rows = _wait_ended(hub, context.namespace, str(job_id), sleep=time.sleep)
     _write_outputs(connection, rows)
@@ -177,6 +181,9 @@ def _wait_ended(
 
 
 def _output_names(row: dict[str, Any]) -> tuple[str, str]:
+    # sbatch without --wait does not need it
+    from api.slurm.patterns import PatternValues, default_output, expand  # noqa: PLC0415
+
     is_array = row.get("arrayJobId") is not None
     values = PatternValues(
         job_id=int(row["id"]),
@@ -216,6 +223,8 @@ def _task_logs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> li
 
 def _write_outputs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
     """Write each task's log under its expanded output name; the names written."""
+    from pathlib import Path  # noqa: PLC0415 - only --wait and output write files
+
     written = []
     for row, lines in zip(rows, _task_logs(connection, rows), strict=True):
         output, error = _output_names(row)
