@@ -106,6 +106,26 @@ class TestHolds:
         assert third.workload.metadata.name == "job-wrap-1-2"  # tasks go in index order
         assert west.inbox.empty()
 
+    async def test_a_listing_by_job_and_state_shows_just_those_tasks(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--array=0-2", "--wrap", "true")
+        await sbatch(hub, "--wrap", "true")
+        first = await west.expect(DispatchOffer)
+        await run_to_end(west, first, WorkloadPhase.SUCCEEDED)
+
+        async def listed(**params: str) -> list[str]:
+            return [r["jobId"] for r in await rows(hub, history="true", **params)]
+
+        async def first_ended() -> bool:
+            return await listed(jobs="1", states="PENDING,RUNNING") == ["1_1", "1_2"]
+
+        await eventually(first_ended)
+        assert await listed(jobs="1") == ["1_0", "1_1", "1_2"]
+        assert await listed(jobs="1,4", states="CD") == ["1_0"]
+        assert await listed(jobs="1_2,4") == ["1_2", "4"]
+
     async def test_a_dependency_holds_a_job_until_it_is_satisfied(self, hub: HubUnderTest) -> None:
         _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
         await sbatch(hub, "-J", "first", "--wrap", "true")
