@@ -28,22 +28,26 @@ Pure. Called by: api.slurm.work (the Job's container), tests (which run PROLOGUE
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from api.slurm.export import exportable
 from api.slurm.ids import TaskIds
 from api.slurm.options import SbatchOptions
+from api.slurm.patterns import default_output
 
 __all__ = [
     "CLUSTER_ANNOTATION",
     "PROLOGUE",
     "SCRIPT_VARIABLE",
     "SLURM_CONF",
+    "STDERR_MARK",
     "BatchContext",
     "batch_environment",
     "exportable",
     "repeated_count",
+    "separate_error_file",
+    "split_streams",
 ]
 
 CLUSTER_ANNOTATION = "multiq.dev/cluster"
@@ -53,6 +57,11 @@ SLURM_CONF = "/etc/slurm/slurm.conf"
 """There is no slurm.conf in a MultiQ pod; the variable is set where Slurm's would be."""
 RPC_VERSION_AND_SELECT_PLUGIN = "9728:109"
 """The last two fields of SLURM_WORKING_CLUSTER as Slurm 22.05 writes them."""
+
+STDERR_MARK = "--- multiq: the script's stderr follows (sbatch --error) 5c0f6e2a ---"
+"""With `--error` naming a file of its own, the pod log is the script's stdout, then a line
+holding this mark (readable in `qctl logs`; the token makes a script printing it by chance
+unlikely), then its stderr (`split_streams`)."""
 
 PROLOGUE = r"""
 i=${JOB_COMPLETION_INDEX:-0}
@@ -74,11 +83,24 @@ if [ -n "${MULTIQ_SLURM_CHDIR:-}" ]; then
 fi
 script=$(mktemp "$TMPDIR/slurm_script.XXXXXX") || exit 1
 printf '%s\n' "$MULTIQ_SLURM_SCRIPT" > "$script" && chmod 700 "$script" || exit 1
+separate="${MULTIQ_SLURM_STDERR:-}"
 unset MULTIQ_SLURM_SCRIPT MULTIQ_SLURM_TASKS_PER_NODE MULTIQ_SLURM_NODELIST \
-  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR i tpn first gtids t
-export SLURM_TASK_PID=$$
-exec "$script" "$@"
-""".strip()
+  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR MULTIQ_SLURM_STDERR i tpn first gtids t
+if [ -z "$separate" ]; then
+  export SLURM_TASK_PID=$$
+  exec "$script" "$@"
+fi
+err=$(mktemp "$TMPDIR/slurm_stderr.XXXXXX") || exit 1
+sh -c 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$@"' slurm_script "$script" "$@" 2>"$err" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+rc=0
+wait "$child" || rc=$?
+while kill -0 "$child" 2>/dev/null; do rc=0; wait "$child" || rc=$?; done
+printf '\n%s\n' "$STDERR_MARK"
+cat "$err"
+exit "$rc"
+""".strip().replace("$STDERR_MARK", STDERR_MARK)
 """The container's command (`sh -c PROLOGUE slurm_script ARGS…`); see the module docstring."""
 
 
@@ -171,4 +193,29 @@ def batch_environment(
         env["MULTIQ_SLURM_NODELIST"] = context.nodelist
     if options.chdir is not None:
         env["MULTIQ_SLURM_CHDIR"] = options.chdir
+    if separate_error_file(options):
+        env["MULTIQ_SLURM_STDERR"] = "1"
     return env
+
+
+def separate_error_file(options: SbatchOptions) -> bool:
+    """Whether stderr goes to a file of its own: `--error` names one other than `--output`'s
+    (Slurm's default for both is the same file)."""
+    if options.error is None:
+        return False
+    return options.error != (options.output or default_output(options.array is not None))
+
+
+def split_streams(lines: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A task's log lines as its stdout and its stderr: with `--error` naming a file of its
+    own, what follows the PROLOGUE's last mark line is stderr (the line before the mark is
+    the empty one the prologue adds, in case stdout did not end with a newline: a partial
+    last line of stdout is kept, the added empty line dropped). Without a mark, all of it is
+    stdout (`--error` unset: both go to the `--output` file, as in Slurm)."""
+    for at in range(len(lines) - 1, -1, -1):
+        if lines[at] == STDERR_MARK:
+            stdout = list(lines[:at])
+            if stdout and stdout[-1] == "":
+                stdout.pop()
+            return stdout, list(lines[at + 1 :])
+    return list(lines), []

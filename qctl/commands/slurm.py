@@ -19,8 +19,9 @@ connection flags are long-only here (`--namespace`, `--server`, `--token`, `--co
 
 Output files: with no shared volume the hub keeps each task's log, and `--wait` or
 `qctl output` write them under the expanded `--output` name (api.slurm.patterns) relative to
-the current directory. stdout and stderr arrive merged (as the pod log has them): with an
-`--error` name of its own, that file is created empty and a note says so.
+the current directory; with an `--error` name of its own, the task's stderr (kept apart in
+the pod log by the job's prologue, api.slurm.environment) goes to that file, otherwise both
+streams go to the output file, as in Slurm.
 
 One-shot requests use qctl.rest (http.client); only `--wait` and `output` load the streaming
 client, to read logs. Called by: qctl.main (through qctl.cli).
@@ -41,7 +42,7 @@ from api.slurm.directives import DirectiveError, exported_names, raw_options, sp
 from api.slurm.export import exportable
 from qctl import slurmview
 from qctl.commands.common import connect, write
-from qctl.errors import QctlError, UsageError
+from qctl.errors import HubRequestError, QctlError, UsageError
 from qctl.rest import HubSession
 
 __all__ = [
@@ -144,12 +145,20 @@ def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
         "environment": sent,
         "submitter": _submitter(),
     }
-    reply = hub.request("POST", f"{SLURM_API}/namespaces/{context.namespace}/jobs", body=body)
+    try:
+        reply = hub.request("POST", f"{SLURM_API}/namespaces/{context.namespace}/jobs", body=body)
+    except HubRequestError as exc:
+        if exc.status != 422:
+            raise
+        # The hub's message already says every problem in one line ("sbatch: --mem: …");
+        # the field errors under it would say them again.
+        raise SbatchError(str(exc).splitlines()[0]) from exc
     job_id = reply["jobId"]
     write(out, f"{job_id}\n" if "parsable" in options else f"Submitted batch job {job_id}\n")
     if "wait" not in options:
         return 0
-    rows = _wait_ended(hub, context.namespace, str(job_id), sleep=time.sleep)
+    tasks = len(reply.get("workloads") or [job_id])
+    rows = _wait_ended(hub, context.namespace, str(job_id), tasks, sleep=time.sleep)
     _write_outputs(connection, rows)
     return max((_exit_status(row) for row in rows), default=0)
 
@@ -168,12 +177,16 @@ def _rows(hub: HubSession, namespace: str | None, params: dict[str, str]) -> lis
 
 
 def _wait_ended(
-    hub: HubSession, namespace: str, job: str, *, sleep: Callable[[float], None]
+    hub: HubSession, namespace: str, job: str, tasks: int, *, sleep: Callable[[float], None]
 ) -> list[dict[str, Any]]:
+    """Every task's row once all `tasks` have ended. Polls ask only for the tasks that have
+    not ended (the hub builds just those rows), then the whole job is read once."""
+    unfinished = {"jobs": job, "history": "true", "states": "PENDING,RUNNING"}
     while True:
-        rows = _rows(hub, namespace, {"jobs": job, "history": "true"})
-        if rows and all(r["state"] not in ("PENDING", "RUNNING") for r in rows):
-            return rows
+        if not _rows(hub, namespace, unfinished):
+            rows = _rows(hub, namespace, {"jobs": job, "history": "true"})
+            if len(rows) >= tasks and all(r["state"] not in ("PENDING", "RUNNING") for r in rows):
+                return rows
         sleep(POLL_SECONDS)
 
 
@@ -222,20 +235,25 @@ def _task_logs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> li
 
 
 def _write_outputs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
-    """Write each task's log under its expanded output name; the names written."""
+    """Write each task's stdout under its expanded output name and, when `--error` names a
+    file of its own, its stderr under that one; the names written."""
     from pathlib import Path  # noqa: PLC0415 - only --wait and output write files
+
+    from api.slurm.environment import split_streams  # noqa: PLC0415 - likewise
 
     written = []
     for row, lines in zip(rows, _task_logs(connection, rows), strict=True):
         output, error = _output_names(row)
-        path = Path(output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{line}\n" for line in lines))
-        written.append(output)
-        if error != output:
-            Path(error).parent.mkdir(parents=True, exist_ok=True)
-            Path(error).touch()
-            sys.stderr.write(f"qctl: {error}: stderr is in {output} (the pod log merges them)\n")
+        stdout, stderr = split_streams(lines)
+        if error == output:
+            files = {output: stdout + stderr}
+        else:
+            files = {output: stdout, error: stderr}
+        for name, text in files.items():
+            path = Path(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{line}\n" for line in text))
+            written.append(name)
     return written
 
 
