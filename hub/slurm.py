@@ -284,6 +284,7 @@ def job_row(
         "beginTime": facts.begin.isoformat() if facts.begin else None,
         "output": facts.output,
         "error": facts.error,
+        "comment": facts.comment,
     }
 
 
@@ -321,6 +322,7 @@ class SlurmService:
             options, script_args = parse_sbatch(request.argv, request.script, request.environment)
         except SlurmOptionsError as exc:
             raise InvalidObjectError(f"sbatch: {exc}", causes=exc.errors) from exc
+        self._refuse_profile(options)
         script = self._script(options, request.script)
         queue = self.partitions.queue_for(namespace, options.partition)
         cluster_set = self._cluster_set(options.clusters)
@@ -369,6 +371,23 @@ class SlurmService:
             chunk = workloads[start : start + WRITES_AT_ONCE]
             keys += await asyncio.gather(*(self._store(ns_source) for ns_source in chunk))
         return Submitted(ids[-1].array_job_id or ids[-1].job_id, tuple(keys))
+
+    @staticmethod
+    def _refuse_profile(options: SbatchOptions) -> None:
+        """`--profile` is read but job templates (issue #19 item 3) do not reach the Slurm
+        mode yet: a named profile is refused, never silently ignored. The templates' expansion
+        replaces this."""
+        if options.profile is not None:
+            raise InvalidObjectError(
+                "sbatch: --profile is not supported yet",
+                causes=[
+                    FieldError.invalid(
+                        "--profile",
+                        options.profile,
+                        "job templates are not available to qctl sbatch yet",
+                    )
+                ],
+            )
 
     @staticmethod
     def _script(options: SbatchOptions, script: str | None) -> str:

@@ -107,9 +107,7 @@ def run_container(
         else:
             env[item["name"]] = "peer"  # the agent's multiq.dev/cluster annotation
     command = [kubernetes_value(c) for c in container["command"]]
-    return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=10, check=False
-    )
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=10, check=False)
 
 
 def job_for(argv: list[str], ids: TaskIds, context: BatchContext = CONTEXT) -> dict[str, Any]:
@@ -211,9 +209,13 @@ class TestTheEnvironmentMatchesSlurms:
         assert kubernetes_value(carried) == script
 
     def test_the_facts_read_back_from_the_annotations_are_those_submitted(self) -> None:
-        job = job_for(["--array=0-9%3", "-d", "afterok:4", "-H", "-t", "5"], TaskIds(12, 10, 1))
+        job = job_for(
+            ["--array=0-9%3", "-d", "afterok:4", "-H", "-t", "5", "--comment", "lr sweep"],
+            TaskIds(12, 10, 1),
+        )
         facts = SlurmFacts.from_annotations(job["metadata"]["annotations"])
         assert facts is not None
+        assert facts.comment == "lr sweep"
         assert (facts.ids, facts.throttle, facts.held, facts.time_limit_seconds) == (
             TaskIds(12, 10, 1),
             3,

@@ -241,3 +241,8 @@ class TestSubmission:
             "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
         )
         assert status == 422 and "dependency" in reply["message"]
+        body = {"argv": ["--profile", "gpu", "--wrap", "true"], "submitter": {}}
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "--profile" in reply["message"]
