@@ -120,10 +120,24 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             return list(argv[:i]), list(argv[i + 1 :])
         if not word.startswith("-") or word == "-":
             break
-        if _BY_FLAG.get(word, ("", "flag"))[1] == "value":
+        if _takes_next_word(word):
             i += 1  # its value is the next word
         i += 1
     return list(argv[:i]), list(argv[i:])
+
+
+def _takes_next_word(word: str) -> bool:
+    """Whether an option word's value is the word after it (`-J`, `-WJ`, `--job-name`), as
+    `read_words` reads it."""
+    if word.startswith("--"):
+        return "=" not in word and _BY_FLAG.get(word, ("", "flag"))[1] == "value"
+    for j in range(1, len(word)):
+        dest, kind = _BY_FLAG.get("-" + word[j], ("", "flag"))
+        if not dest:
+            return False  # read_words will name it
+        if kind == "value":
+            return j == len(word) - 1
+    return False
 
 
 def read_words(words: Sequence[str], origin: str) -> dict[str, str]:

@@ -18,6 +18,12 @@ class TestReadingWords:
         assert read_words(["-WHJname"], "cli") == {"wait": "1", "hold": "1", "job_name": "name"}
         assert read_words(["-WHJ", "name"], "cli") == {"wait": "1", "hold": "1", "job_name": "name"}
 
+    def test_the_script_starts_after_a_grouped_option_and_its_value(self) -> None:
+        merged, rest = raw_options(["-WJ", "name", "job.sh", "-x"], "#!/bin/sh\n", {})
+        assert merged == {"wait": "1", "job_name": "name"} and rest == ["job.sh", "-x"]
+        merged, rest = raw_options(["-WJname", "job.sh"], "#!/bin/sh\n", {})
+        assert merged == {"wait": "1", "job_name": "name"} and rest == ["job.sh"]
+
     def test_the_last_spelling_of_an_option_wins(self) -> None:
         assert read_words(["-J", "a", "--job-name=b"], "cli") == {"job_name": "b"}
 
