@@ -13,6 +13,9 @@ Three sources, so every value means what it means in Slurm:
   (SLURM_TASK_PID), set by `PROLOGUE`, the small POSIX shell program that is the container's
   command: it exports them, writes the script (carried in MULTIQ_SLURM_SCRIPT) to a file and
   `exec`s it, so the script's pid is the shell's and its stdout/stderr are the pod's log.
+  Its files are named by the shell's pid and created with noclobber (`set -C`: a file already
+  there is an error, not overwritten), not by mktemp: a pod of a 1,000-task array runs the
+  prologue once, and every program it starts costs (chmod is the one left).
 
 `--export`: ALL (the default) copies the submitter's environment except what describes the
 submitter's machine or session rather than the job, or must not leave it (`exportable`):
@@ -81,7 +84,8 @@ export TMPDIR="${TMPDIR:-/tmp}"
 if [ -n "${MULTIQ_SLURM_CHDIR:-}" ]; then
   mkdir -p "$MULTIQ_SLURM_CHDIR" && cd "$MULTIQ_SLURM_CHDIR" || exit 1
 fi
-script=$(mktemp "$TMPDIR/slurm_script.XXXXXX") || exit 1
+set -C
+script="$TMPDIR/slurm_script.$$"
 printf '%s\n' "$MULTIQ_SLURM_SCRIPT" > "$script" && chmod 700 "$script" || exit 1
 separate="${MULTIQ_SLURM_STDERR:-}"
 unset MULTIQ_SLURM_SCRIPT MULTIQ_SLURM_TASKS_PER_NODE MULTIQ_SLURM_NODELIST \
@@ -90,7 +94,7 @@ if [ -z "$separate" ]; then
   export SLURM_TASK_PID=$$
   exec "$script" "$@"
 fi
-err=$(mktemp "$TMPDIR/slurm_stderr.XXXXXX") || exit 1
+err="$TMPDIR/slurm_stderr.$$"
 sh -c 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$@"' slurm_script "$script" "$@" 2>"$err" &
 child=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
