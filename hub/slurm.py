@@ -235,6 +235,7 @@ def job_row(
     state = holds.job_state(wl)
     st = wl.status
     cluster = st.cluster_name if st is not None else None
+    node_names = list(st.pods.nodes) if st is not None and st.pods is not None else []
     submitted = wl.metadata.creation_timestamp
     started = _time(wl, transitions.ADMITTED)
     ended = _time(wl, transitions.FINISHED)
@@ -274,7 +275,10 @@ def job_row(
         "reason": reason,
         "nodes": facts.nodes,
         "cluster": cluster,
-        "nodeList": cluster or "",
+        # The nodes the cluster reported its pods on; before any, the cluster (where else
+        # can a user look).
+        "nodeList": ",".join(node_names) or cluster or "",
+        "nodeNames": node_names,
         "submitTime": submitted.isoformat() if submitted else None,
         "startTime": started.isoformat() if started else None,
         "endTime": ended.isoformat() if ended else None,

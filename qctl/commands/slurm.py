@@ -202,7 +202,7 @@ def _output_names(row: dict[str, Any]) -> tuple[str, str]:
         job_id=int(row["id"]),
         name=str(row["name"]),
         user=str(row["user"]),
-        node=str(row.get("nodeList") or ""),
+        node=str((row.get("nodeNames") or [row.get("nodeList") or ""])[0]),
         array_job_id=row.get("arrayJobId"),
         array_task_id=row.get("arrayTaskId"),
     )
