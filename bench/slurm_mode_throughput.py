@@ -8,7 +8,7 @@ first submission until every task is COMPLETED at the hub (polled through the Sl
 route every 0.2 s). jobs/s = tasks / that time. Real Slurm 22.05 on this machine finished 300
 such jobs at 18.2 jobs/s at best (shared/reference/slurm.md); the targets are the array at ≥ 5×
 that and the loop no slower than it. Both lie beyond this 2-core machine: the array's tasks
-cost the federation's processes about 30 ms of CPU each (`cpu_ms_per_task`, so at most
+cost the federation's processes about 50 ms of CPU each (`cpu_ms_per_task`, so at most
 `cpu_bound_jobs_per_second`), and a loop of CLI calls cannot beat one Python process making
 one request per call (`floor`); `restated_targets` holds MultiQ to fractions of those bounds.
 

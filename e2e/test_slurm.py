@@ -109,7 +109,11 @@ def test_the_example_scripts_run_and_show_in_squeue_and_sacct(
     run(fed, here, "output", plain)
     assert slurm_names(here / f"envdump-plain-{plain}.out") == sorted(PLAIN)
     extra = (here / f"envdump-plain-{plain}.out").read_text().splitlines()[-1]
-    assert re.fullmatch(r"SLURMD_NODENAME=\S+ ENVIRONMENT=BATCH", extra), extra
+    seen = re.fullmatch(r"SLURMD_NODENAME=(\S+) ENVIRONMENT=BATCH", extra)
+    assert seen is not None, extra
+    # sacct's NodeList names the node the job's pod ran on, as the job saw it.
+    node_list = run(fed, here, "sacct", "-j", plain, "--noheader", "-o", "NodeList%60")
+    assert node_list.split() == [seen[1]]
     # --error: stderr in a file of its own, stdout without it.
     run(fed, here, "output", failing)
     user = pwd.getpwuid(os.getuid()).pw_name
@@ -126,6 +130,9 @@ def test_the_example_scripts_run_and_show_in_squeue_and_sacct(
         "node 0 of 2 (rank 0)",
         "node 1 of 2 (rank 1)",
     ]
+    pods_nodes = {line.split(" on ")[1].split(";")[0] for line in lines}
+    node_list = run(fed, here, "sacct", "-j", nodes, "--noheader", "-o", "NodeList%60")
+    assert set(node_list.split()[0].split(",")) == pods_nodes
 
 
 def test_sbatch_wait_exits_with_the_highest_exit_code_of_an_array(
