@@ -13,9 +13,12 @@ Three sources, so every value means what it means in Slurm:
   (SLURM_TASK_PID), set by `PROLOGUE`, the small POSIX shell program that is the container's
   command: it exports them, writes the script (carried in MULTIQ_SLURM_SCRIPT) to a file and
   `exec`s it, so the script's pid is the shell's and its stdout/stderr are the pod's log.
-  Its files are named by the shell's pid and created with noclobber (`set -C`: a file already
-  there is an error, not overwritten), not by mktemp: a pod of a 1,000-task array runs the
-  prologue once, and every program it starts costs (chmod is the one left).
+  Its files are named by the shell's pid, not by mktemp (a pod of a 1,000-task array runs the
+  prologue once, and every program it starts costs; chmod is the one left): where pods share
+  a /tmp and pids (kubesim's process runtime), a file of that name is a dead process's and
+  is removed first (a test, not a program, when there is none); then created with
+  noclobber (`set -C`), so a file someone slips in meanwhile is an error, never written
+  through.
 
 `--export`: ALL (the default) copies the submitter's environment except what describes the
 submitter's machine or session rather than the job, or must not leave it (`exportable`):
@@ -84,17 +87,18 @@ export TMPDIR="${TMPDIR:-/tmp}"
 if [ -n "${MULTIQ_SLURM_CHDIR:-}" ]; then
   mkdir -p "$MULTIQ_SLURM_CHDIR" && cd "$MULTIQ_SLURM_CHDIR" || exit 1
 fi
-set -C
 script="$TMPDIR/slurm_script.$$"
+err="$TMPDIR/slurm_stderr.$$"
+for f in "$script" "$err"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f"; fi; done
+set -C
 printf '%s\n' "$MULTIQ_SLURM_SCRIPT" > "$script" && chmod 700 "$script" || exit 1
 separate="${MULTIQ_SLURM_STDERR:-}"
 unset MULTIQ_SLURM_SCRIPT MULTIQ_SLURM_TASKS_PER_NODE MULTIQ_SLURM_NODELIST \
-  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR MULTIQ_SLURM_STDERR i tpn first gtids t
+  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR MULTIQ_SLURM_STDERR i tpn first gtids t f
 if [ -z "$separate" ]; then
   export SLURM_TASK_PID=$$
   exec "$script" "$@"
 fi
-err="$TMPDIR/slurm_stderr.$$"
 sh -c 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$@"' slurm_script "$script" "$@" 2>"$err" &
 child=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT

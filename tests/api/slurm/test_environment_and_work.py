@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,6 +200,24 @@ class TestTheEnvironmentMatchesSlurms:
         }
         assert "LANG" not in env
         assert (env["SLURM_EXPORT_ENV"], env["SLURM_GET_USER_ENV"]) == ("NONE", "1")
+
+    def test_a_file_a_dead_process_of_the_same_pid_left_in_a_shared_tmp_is_replaced(
+        self, tmp_path: Path
+    ) -> None:
+        # Where pods share /tmp and pids (kubesim's process runtime), the prologue's pid may
+        # be one an earlier pod had: leave its files for the next pids the kernel hands out.
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+        for pid in range(last + 1, last + 400):
+            (tmp_path / f"slurm_script.{pid}").write_text("stale")
+            (tmp_path / f"slurm_stderr.{pid}").write_text("stale")
+        job = job_for([*REFERENCE_OPTIONS, "-e", "x.err"], TaskIds(2))
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        env.append({"name": "TMPDIR", "value": str(tmp_path)})
+        done = run_container(job)
+        assert done.returncode == 0, done.stderr
+        stdout, stderr = split_streams(done.stdout.splitlines())
+        names = sorted(line.split("=", 1)[0] for line in stdout)
+        assert names == sorted([*PLAIN, "SLURMD_NODENAME", "ENVIRONMENT"]) and stderr == []
 
     def test_a_dollar_in_the_script_reaches_the_shell_as_written(self) -> None:
         script = '#!/bin/sh\necho "$(echo sub) $$ $(HOME) cost=$5"\n'
