@@ -3,8 +3,9 @@
 `observe` is pure over the mirrored objects: Failed when any of the workload's Jobs has a
 Failed condition (`fenced` when the agent's own fencing deadline failed it, see
 agent.deadlines), Succeeded when every Job it made is Complete, Running once a pod runs,
-otherwise Admitted. `report_changed` decides whether a new report is worth sending (phase,
-pod counts or exits changed). The cadence (applied by agent.admission): a phase change is
+otherwise Admitted; the pod counts name the nodes the pods were scheduled to (Slurm's
+NodeList). `report_changed` decides whether a new report is worth sending (phase, pod counts
+or exits changed). The cadence (applied by agent.admission): a phase change is
 reported at once; a change of pod counts alone at most once per `status_interval` (1 s).
 
 Called by: agent.admission (after every inventory change); agent.records decides with it.
@@ -20,11 +21,13 @@ from agent.deadlines import stopped_by_fencing
 from agent.labels import Labels
 from api.v1alpha1.messages import ContainerExit, PodCounts, WorkloadPhase, WorkloadStatusReport
 
-__all__ = ["MAX_EXITS", "Observation", "observe", "report_changed"]
+__all__ = ["MAX_EXITS", "MAX_NODES", "Observation", "observe", "report_changed"]
 
 JsonObject = dict[str, Any]
 
 MAX_EXITS = 50
+MAX_NODES = 64
+"""A report names at most this many of the nodes the pods ran on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,11 @@ def observe(
     jobs = [j for j in jobs if _ours(j, uid, generation)]
     pods = [p for p in pods if _ours(p, uid, generation)]
     counts = PodCounts()
+    nodes: set[str] = set()
     for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            nodes.add(str(node))
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             counts.running += 1
@@ -99,6 +106,7 @@ def observe(
             counts.failed += 1
         else:
             counts.pending += 1
+    counts.nodes = sorted(nodes)[:MAX_NODES]
     exits = _exits(pods)
     for job in jobs:
         failed = _condition(job, "Failed")

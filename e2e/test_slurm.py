@@ -1,11 +1,14 @@
 """The Slurm mode end to end on a two-cluster dev federation (kubesim, process runtime): the
 examples/slurm scripts go through `qctl sbatch`; `qctl squeue`, `sacct`, `scancel`, `output`
 and `sbatch --wait` show and act on them; the variables the jobs saw match Slurm 22.05's lists
-and the output files appear under their expanded names."""
+and the output files appear under their expanded names (stderr in its own file with
+`--error`)."""
 
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -105,6 +108,17 @@ def test_the_example_scripts_run_and_show_in_squeue_and_sacct(
     # Output files under their expanded names; the variables are Slurm's, name by name.
     run(fed, here, "output", plain)
     assert slurm_names(here / f"envdump-plain-{plain}.out") == sorted(PLAIN)
+    extra = (here / f"envdump-plain-{plain}.out").read_text().splitlines()[-1]
+    seen = re.fullmatch(r"SLURMD_NODENAME=(\S+) ENVIRONMENT=BATCH", extra)
+    assert seen is not None, extra
+    # sacct's NodeList names the node the job's pod ran on, as the job saw it.
+    node_list = run(fed, here, "sacct", "-j", plain, "--noheader", "-o", "NodeList%60")
+    assert node_list.split() == [seen[1]]
+    # --error: stderr in a file of its own, stdout without it.
+    run(fed, here, "output", failing)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assert (here / f"fails-{failing}-{user}.out").read_text() == "about to fail\n"
+    assert (here / f"fails-{failing}.err").read_text() == "failing with exit code 3\n"
     run(fed, here, "output", array)
     for task in range(6):
         out = here / f"sweep-{array}_{task}.out"
@@ -116,6 +130,9 @@ def test_the_example_scripts_run_and_show_in_squeue_and_sacct(
         "node 0 of 2 (rank 0)",
         "node 1 of 2 (rank 1)",
     ]
+    pods_nodes = {line.split(" on ")[1].split(";")[0] for line in lines}
+    node_list = run(fed, here, "sacct", "-j", nodes, "--noheader", "-o", "NodeList%60")
+    assert set(node_list.split()[0].split(",")) == pods_nodes
 
 
 def test_sbatch_wait_exits_with_the_highest_exit_code_of_an_array(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -150,6 +150,17 @@ class Submitted:
 
 
 @dataclass(frozen=True, slots=True)
+class _Placement:
+    """Where every task of one submission goes, worked out once for all of them."""
+
+    namespace: str
+    queue: str
+    begin: datetime | None
+    cluster_set: str | None
+    priorities: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs a listing, scancel or scontrol is about (every field narrows)."""
 
@@ -235,6 +246,7 @@ def job_row(
     state = holds.job_state(wl)
     st = wl.status
     cluster = st.cluster_name if st is not None else None
+    node_names = list(st.pods.nodes) if st is not None and st.pods is not None else []
     submitted = wl.metadata.creation_timestamp
     started = _time(wl, transitions.ADMITTED)
     ended = _time(wl, transitions.FINISHED)
@@ -274,7 +286,10 @@ def job_row(
         "reason": reason,
         "nodes": facts.nodes,
         "cluster": cluster,
-        "nodeList": cluster or "",
+        # The nodes the cluster reported its pods on; before any, the cluster (where else
+        # can a user look).
+        "nodeList": ",".join(node_names) or cluster or "",
+        "nodeNames": node_names,
         "submitTime": submitted.isoformat() if submitted else None,
         "startTime": started.isoformat() if started else None,
         "endTime": ended.isoformat() if ended else None,
@@ -284,6 +299,7 @@ def job_row(
         "beginTime": facts.begin.isoformat() if facts.begin else None,
         "output": facts.output,
         "error": facts.error,
+        "comment": facts.comment,
     }
 
 
@@ -352,6 +368,11 @@ class SlurmService:
             else {n: v for n, v in request.environment.items() if n in options.export.names},
         )
         ids = task_ids(first, options.array)
+        priorities = {
+            p.name: p.value
+            for p in self.state.objects(WorkloadPriorityClass)
+            if isinstance(p, WorkloadPriorityClass)
+        }
         workloads = [
             self._workload(
                 options,
@@ -359,10 +380,7 @@ class SlurmService:
                 script_args,
                 task,
                 context,
-                namespace,
-                queue,
-                begin,
-                cluster_set,
+                _Placement(namespace, queue, begin, cluster_set, priorities),
                 profile,
             )
             for task in ids
@@ -443,10 +461,7 @@ class SlurmService:
         script_args: Sequence[str],
         task: TaskIds,
         context: BatchContext,
-        namespace: str,
-        queue: str,
-        begin: datetime | None,
-        cluster_set: str | None,
+        where: _Placement,
         profile: Resolved | None,
     ) -> tuple[Workload, dict[str, Any]]:
         wire = build_job(
@@ -455,9 +470,9 @@ class SlurmService:
             list(script_args),
             task,
             context,
-            namespace=namespace,
-            queue=queue,
-            begin=begin,
+            namespace=where.namespace,
+            queue=where.queue,
+            begin=where.begin,
         )
         if profile is not None:
             wire = expand(
@@ -468,21 +483,19 @@ class SlurmService:
                 SlurmTask(wire, context.user, options.given),
             )
         job = Job.model_validate(wire)
-        priorities = {
-            p.name: p.value
-            for p in self.state.objects(WorkloadPriorityClass)
-            if isinstance(p, WorkloadPriorityClass)
-        }
         try:
             workload = to_workload(
-                job, priority_classes=priorities, default_queue_name=queue, take_ownership=True
+                job,
+                priority_classes=where.priorities,
+                default_queue_name=where.queue,
+                take_ownership=True,
             )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
-        workload.metadata.namespace = namespace
+        workload.metadata.namespace = where.namespace
         workload.metadata.annotations.update(wire["metadata"]["annotations"])
-        if cluster_set is not None:
-            workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = cluster_set
+        if where.cluster_set is not None:
+            workload.metadata.annotations[CLUSTER_SET_ANNOTATION] = where.cluster_set
         if workload.spec.priority is None:
             workload.spec.priority = 0
         return workload, job.to_wire()
@@ -509,20 +522,42 @@ class SlurmService:
         now = self.clock()
         rows = []
         workloads = self.state.workloads
-        for key, facts in self.index.facts.items():
+        states = set(selection.states)
+        for key in self._keys_of(selection):
+            facts = self.index.facts.get(key)
             entry = workloads.get(key)
-            if entry is None:
+            if facts is None or entry is None:
                 continue
             if (
                 selection.namespaces is not None
                 and key.split("/", 1)[0] not in selection.namespaces
             ):
                 continue
+            if states:
+                # The state costs a look at two conditions, a row a hundred times that: a
+                # poll for what has not ended yet (qctl sbatch --wait, the benchmark) builds
+                # only those rows.
+                state = holds.job_state(entry.workload)
+                if not {state.value, state.code} & states:
+                    continue
             row = job_row(key, entry.workload, facts, self.index, workloads, now)
             if selection.matches(key, facts, row, now):
                 rows.append(row)
         rows.sort(key=_order)
         return rows
+
+    def _keys_of(self, selection: JobFilter) -> Iterable[str]:
+        """The keys a selection can match: with job ids, only theirs (from the index: a poll
+        of one job among thousands costs one row, not thousands); else every Slurm job."""
+        if not selection.jobs:
+            return list(self.index.facts)
+        keys: set[str] = set()
+        for ref in selection.jobs:
+            keys |= self.index.tasks_of_array(ref.job_id)
+            key = self.index.key_of_job(ref.job_id)
+            if key is not None:
+                keys.add(key)
+        return keys
 
     # --- scancel, scontrol ----------------------------------------------------------------
 

@@ -433,6 +433,8 @@ def _from_bound(
         ready=report.pods.ready,
         succeeded=report.pods.succeeded,
         failed=report.pods.failed,
+        # A report after the pods are gone names no node: the nodes they ran on stay known.
+        nodes=list(report.pods.nodes) or (list(st.pods.nodes) if st.pods is not None else []),
     )
     if phase is WorkloadPhase.RUNNING:
         # As Kueue counts them: pods that already succeeded stay "ready".

@@ -1,5 +1,5 @@
 """How qctl's Slurm verbs print jobs, as Slurm's own tools do: squeue's `-o/--format` fields
-(`%i %j %u %t %T %M %D %R %P %l %S %V %r %N`, `%.18i` right-justified, `%18i` left-justified,
+(`%i %j %u %t %T %M %D %R %P %l %S %V %r %N %k`, `%.18i` right-justified, `%18i` left-justified,
 values cut to the width), its default columns and `--start` view, pending array tasks
 collapsed into one line (`1234_[1-5]`), and sacct's `--format` fields (`JobID,JobName%20,…`,
 right-justified, a value too long for its column ending in `+`).
@@ -45,6 +45,7 @@ _HEADERS = {
     "V": "SUBMIT_TIME",
     "r": "REASON",
     "N": "NODELIST",
+    "k": "COMMENT",
 }
 _CODES = {
     "PENDING": "PD",
@@ -108,6 +109,8 @@ def _squeue_value(letter: str, row: Row) -> str:
             return str(row["reason"])
         case "N":
             return str(row.get("nodeList") or "")
+        case "k":
+            return str(row.get("comment") or "(null)")
         case "%":
             return "%"
     return f"%{letter}"
@@ -202,6 +205,7 @@ _SACCT_FIELDS: dict[str, tuple[int, Any]] = {
     "start": (19, lambda r: _time(r.get("startTime")) if r.get("startTime") else "Unknown"),
     "end": (19, lambda r: _time(r.get("endTime")) if r.get("endTime") else "Unknown"),
     "reason": (10, lambda r: r["reason"]),
+    "comment": (15, lambda r: r.get("comment") or ""),
 }
 SACCT_FIELDS = tuple(_SACCT_FIELDS)
 

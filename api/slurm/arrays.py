@@ -12,8 +12,9 @@ turns the array into work. Called by: api.slurm.options, hub (throttle), tests.
 
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["MAX_ARRAY_SIZE", "ArraySpec", "ArraySpecError", "parse_array"]
 
@@ -34,6 +35,22 @@ class ArraySpec:
 
     indices: tuple[int, ...]
     throttle: int | None = None
+    # Worked out once: every task of a large array reads them (its environment, its
+    # annotations), and each costs a walk over the indices.
+    _step: int = field(init=False, repr=False, compare=False)
+    _text: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        indices = self.indices
+        steps = {b - a for a, b in itertools.pairwise(indices)}
+        step = steps.pop() if len(steps) == 1 else 1
+        text = ",".join(str(i) for i in indices)
+        if len(indices) > 2 and indices == tuple(range(indices[0], indices[-1] + 1, step)):
+            text = f"{indices[0]}-{indices[-1]}" + (f":{step}" if step != 1 else "")
+        if self.throttle is not None:
+            text += f"%{self.throttle}"
+        object.__setattr__(self, "_step", step)
+        object.__setattr__(self, "_text", text)
 
     @property
     def count(self) -> int:
@@ -51,20 +68,10 @@ class ArraySpec:
     def step(self) -> int:
         """SLURM_ARRAY_TASK_STEP: the common step when the indices are evenly spaced, else 1
         (what sbatch reports for a list of single indices as well)."""
-        if len(self.indices) < 2:
-            return 1
-        steps = {b - a for a, b in zip(self.indices, self.indices[1:], strict=False)}
-        return steps.pop() if len(steps) == 1 else 1
+        return self._step
 
     def __str__(self) -> str:
-        text = ",".join(str(i) for i in self.indices)
-        if (
-            len(self.indices) > 2
-            and self.step
-            and self.indices == tuple(range(self.min, self.max + 1, self.step))
-        ):
-            text = f"{self.min}-{self.max}" + (f":{self.step}" if self.step != 1 else "")
-        return text + (f"%{self.throttle}" if self.throttle is not None else "")
+        return self._text
 
 
 def parse_array(text: str, *, max_size: int = MAX_ARRAY_SIZE) -> ArraySpec:

@@ -13,37 +13,47 @@ Three sources, so every value means what it means in Slurm:
   (SLURM_TASK_PID), set by `PROLOGUE`, the small POSIX shell program that is the container's
   command: it exports them, writes the script (carried in MULTIQ_SLURM_SCRIPT) to a file and
   `exec`s it, so the script's pid is the shell's and its stdout/stderr are the pod's log.
+  Its files are named by the shell's pid, not by mktemp (a pod of a 1,000-task array runs the
+  prologue once, and every program it starts costs; chmod is the one left): where pods share
+  a /tmp and pids (kubesim's process runtime), a file of that name is a dead process's and
+  is removed first (a test, not a program, when there is none); then created with
+  noclobber (`set -C`), so a file someone slips in meanwhile is an error, never written
+  through.
 
 `--export`: ALL (the default) copies the submitter's environment except what describes the
 submitter's machine or session rather than the job, or must not leave it (`exportable`):
 PATH, HOME, PWD, OLDPWD, SHLVL, `_`, HOSTNAME, TERM*, DISPLAY, SHELL, MAIL, TMPDIR, LS_COLORS,
 the SSH_/XDG_/DBUS_/TMUX/KUBERNETES_/KUBECONFIG variables, MultiQ's and qctl's own (they carry
 hub tokens), SLURM_* and SBATCH_* (Slurm sets those itself), and any name that looks like a
-secret (TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, or ending in _KEY). NONE: only what the job
-sets, plus SLURM_EXPORT_ENV=NONE and SLURM_GET_USER_ENV=1 as Slurm sets them. Named variables
-take the submitter's value; NAME=value sets one.
+secret (TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, or ending in _KEY) — api.slurm.export.
+NONE: only what the job sets, plus SLURM_EXPORT_ENV=NONE and SLURM_GET_USER_ENV=1 as Slurm
+sets them. Named variables take the submitter's value; NAME=value sets one.
 
 Pure. Called by: api.slurm.work (the Job's container), tests (which run PROLOGUE in a shell).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from api.slurm.export import exportable
 from api.slurm.ids import TaskIds
 from api.slurm.options import SbatchOptions
+from api.slurm.patterns import default_output
 
 __all__ = [
     "CLUSTER_ANNOTATION",
     "PROLOGUE",
     "SCRIPT_VARIABLE",
     "SLURM_CONF",
+    "STDERR_MARK",
     "BatchContext",
     "batch_environment",
     "exportable",
     "repeated_count",
+    "separate_error_file",
+    "split_streams",
 ]
 
 CLUSTER_ANNOTATION = "multiq.dev/cluster"
@@ -54,18 +64,10 @@ SLURM_CONF = "/etc/slurm/slurm.conf"
 RPC_VERSION_AND_SELECT_PLUGIN = "9728:109"
 """The last two fields of SLURM_WORKING_CLUSTER as Slurm 22.05 writes them."""
 
-_NOT_EXPORTED = frozenset(
-    {
-        "PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "_", "HOSTNAME", "DISPLAY", "SHELL", "MAIL",
-        "TMPDIR", "LS_COLORS", "KUBECONFIG", "COLUMNS", "LINES",
-    }
-)  # fmt: skip
-_NOT_EXPORTED_PREFIXES = (
-    "SSH_", "XDG_", "DBUS_", "TMUX", "TERM", "KUBERNETES_", "MULTIQ_", "QCTL_", "SLURM_",
-    "SBATCH_",
-)  # fmt: skip
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$", re.IGNORECASE)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+STDERR_MARK = "--- multiq: the script's stderr follows (sbatch --error) 5c0f6e2a ---"
+"""With `--error` naming a file of its own, the pod log is the script's stdout, then a line
+holding this mark (readable in `qctl logs`; the token makes a script printing it by chance
+unlikely), then its stderr (`split_streams`)."""
 
 PROLOGUE = r"""
 i=${JOB_COMPLETION_INDEX:-0}
@@ -85,13 +87,28 @@ export TMPDIR="${TMPDIR:-/tmp}"
 if [ -n "${MULTIQ_SLURM_CHDIR:-}" ]; then
   mkdir -p "$MULTIQ_SLURM_CHDIR" && cd "$MULTIQ_SLURM_CHDIR" || exit 1
 fi
-script=$(mktemp "$TMPDIR/slurm_script.XXXXXX") || exit 1
+script="$TMPDIR/slurm_script.$$"
+err="$TMPDIR/slurm_stderr.$$"
+for f in "$script" "$err"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f"; fi; done
+set -C
 printf '%s\n' "$MULTIQ_SLURM_SCRIPT" > "$script" && chmod 700 "$script" || exit 1
+separate="${MULTIQ_SLURM_STDERR:-}"
 unset MULTIQ_SLURM_SCRIPT MULTIQ_SLURM_TASKS_PER_NODE MULTIQ_SLURM_NODELIST \
-  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR i tpn first gtids t
-export SLURM_TASK_PID=$$
-exec "$script" "$@"
-""".strip()
+  MULTIQ_SLURM_CONTROLLER MULTIQ_SLURM_CHDIR MULTIQ_SLURM_STDERR i tpn first gtids t f
+if [ -z "$separate" ]; then
+  export SLURM_TASK_PID=$$
+  exec "$script" "$@"
+fi
+sh -c 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$@"' slurm_script "$script" "$@" 2>"$err" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+rc=0
+wait "$child" || rc=$?
+while kill -0 "$child" 2>/dev/null; do rc=0; wait "$child" || rc=$?; done
+printf '\n%s\n' "$STDERR_MARK"
+cat "$err"
+exit "$rc"
+""".strip().replace("$STDERR_MARK", STDERR_MARK)
 """The container's command (`sh -c PROLOGUE slurm_script ARGS…`); see the module docstring."""
 
 
@@ -113,18 +130,6 @@ class BatchContext:
     submitter_environment: Mapping[str, str]
     nodelist: str | None = None
     """SLURM_JOB_NODELIST of a multi-node job (its pods' hostnames); None: the pod's node."""
-
-
-def exportable(environment: Mapping[str, str]) -> dict[str, str]:
-    """The submitter's variables that `--export=ALL` carries (see the module docstring)."""
-    return {
-        name: value
-        for name, value in environment.items()
-        if _ENV_NAME.match(name)
-        and name not in _NOT_EXPORTED
-        and not name.startswith(_NOT_EXPORTED_PREFIXES)
-        and not _SECRET.search(name)
-    }
 
 
 def repeated_count(value: int, nodes: int) -> str:
@@ -196,4 +201,29 @@ def batch_environment(
         env["MULTIQ_SLURM_NODELIST"] = context.nodelist
     if options.chdir is not None:
         env["MULTIQ_SLURM_CHDIR"] = options.chdir
+    if separate_error_file(options):
+        env["MULTIQ_SLURM_STDERR"] = "1"
     return env
+
+
+def separate_error_file(options: SbatchOptions) -> bool:
+    """Whether stderr goes to a file of its own: `--error` names one other than `--output`'s
+    (Slurm's default for both is the same file)."""
+    if options.error is None:
+        return False
+    return options.error != (options.output or default_output(options.array is not None))
+
+
+def split_streams(lines: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A task's log lines as its stdout and its stderr: with `--error` naming a file of its
+    own, what follows the PROLOGUE's last mark line is stderr (the line before the mark is
+    the empty one the prologue adds, in case stdout did not end with a newline: a partial
+    last line of stdout is kept, the added empty line dropped). Without a mark, all of it is
+    stdout (`--error` unset: both go to the `--output` file, as in Slurm)."""
+    for at in range(len(lines) - 1, -1, -1):
+        if lines[at] == STDERR_MARK:
+            stdout = list(lines[:at])
+            if stdout and stdout[-1] == "":
+                stdout.pop()
+            return stdout, list(lines[at + 1 :])
+    return list(lines), []

@@ -2,26 +2,27 @@
 and from the command line — the command line wins over the environment, which wins over the
 script, as in sbatch(1) — into one checked `SbatchOptions`.
 
-Every option MultiQ's Slurm mode supports is in `_OPTIONS` below; an option it does not
-support is an error naming it (never silently ignored), and so is a value sbatch would refuse.
-Errors carry a `FieldError` per problem, addressed by the option's long name (`--array`).
+The words are read by api.slurm.directives, which holds the table of every option MultiQ's
+Slurm mode supports; an option it does not support is an error naming it (never silently
+ignored), and so is a value sbatch would refuse (checked here). Errors carry a `FieldError`
+per problem, addressed by the option's long name (`--array`).
 
 Pure: no clock (`--begin` stays text until the hub reads it against its clock), no files.
-Called by: qctl sbatch (to fail fast, before anything is sent), the hub (which turns the same
-options into work, so every client gets the same result), tests.
+Called by: the hub (which turns the options into work, so every client gets the same result
+and the same errors), tests. qctl sbatch reads only the words (api.slurm.directives).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any
 
 from api.errors import ApiError, FieldError, Path
 from api.slurm.arrays import ArraySpec, ArraySpecError, parse_array
+from api.slurm.directives import LONG as _LONG
+from api.slurm.directives import DirectiveError, raw_options, script_directives, split_argv
 from api.slurm.units import UnitError, parse_memory_mib, parse_time_limit
 
 __all__ = [
@@ -162,154 +163,17 @@ class SbatchOptions:
         return None
 
 
-# --- the option table -----------------------------------------------------------------------
-
-# (flags, destination, kind): kind "value" takes an argument, "flag" is a switch. The long
-# name (first flag starting with --) addresses errors; SBATCH_<NAME> is its input variable.
-_OPTIONS: tuple[tuple[tuple[str, ...], str, Literal["value", "flag"]], ...] = (
-    (("-J", "--job-name"), "job_name", "value"),
-    (("-a", "--array"), "array", "value"),
-    (("-N", "--nodes"), "nodes", "value"),
-    (("-n", "--ntasks"), "ntasks", "value"),
-    (("--ntasks-per-node",), "ntasks_per_node", "value"),
-    (("-c", "--cpus-per-task"), "cpus_per_task", "value"),
-    (("--mem",), "mem", "value"),
-    (("--mem-per-cpu",), "mem_per_cpu", "value"),
-    (("-G", "--gpus"), "gpus", "value"),
-    (("--gpus-per-node",), "gpus_per_node", "value"),
-    (("--gpus-per-task",), "gpus_per_task", "value"),
-    (("--gres",), "gres", "value"),
-    (("-t", "--time"), "time", "value"),
-    (("-p", "--partition"), "partition", "value"),
-    (("-M", "--clusters"), "clusters", "value"),
-    (("-o", "--output"), "output", "value"),
-    (("-e", "--error"), "error", "value"),
-    (("-D", "--chdir"), "chdir", "value"),
-    (("--export",), "export", "value"),
-    (("-d", "--dependency"), "dependency", "value"),
-    (("-W", "--wait"), "wait", "flag"),
-    (("-H", "--hold"), "hold", "flag"),
-    (("-b", "--begin"), "begin", "value"),
-    (("--comment",), "comment", "value"),
-    (("--parsable",), "parsable", "flag"),
-    (("--wrap",), "wrap", "value"),
-    (("--profile",), "profile", "value"),
-)
-_LONG = {dest: next(f for f in flags if f.startswith("--")) for flags, dest, _ in _OPTIONS}
-
-# Input environment variables sbatch reads (sbatch(1), INPUT ENVIRONMENT VARIABLES), for the
-# options MultiQ supports.
-_ENVIRONMENT = {
-    "SBATCH_ARRAY_INX": "array",
-    "SBATCH_CLUSTERS": "clusters",
-    "SBATCH_ERROR": "error",
-    "SBATCH_EXPORT": "export",
-    "SBATCH_GPUS": "gpus",
-    "SBATCH_GPUS_PER_NODE": "gpus_per_node",
-    "SBATCH_GPUS_PER_TASK": "gpus_per_task",
-    "SBATCH_GRES": "gres",
-    "SBATCH_JOB_NAME": "job_name",
-    "SBATCH_MEM_PER_CPU": "mem_per_cpu",
-    "SBATCH_MEM_PER_NODE": "mem",
-    "SBATCH_OUTPUT": "output",
-    "SBATCH_PARTITION": "partition",
-    "SBATCH_TIMELIMIT": "time",
-    "SBATCH_WAIT": "wait",
-}
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, raising instead of printing and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise SlurmOptionsError([FieldError.invalid("options", "", message)])
-
-
-def _parser() -> _Parser:
-    parser = _Parser(prog="sbatch", add_help=False, allow_abbrev=False)
-    for flags, dest, kind in _OPTIONS:
-        if kind == "flag":
-            parser.add_argument(*flags, dest=dest, action="store_const", const="1")
-        else:
-            parser.add_argument(*flags, dest=dest)
-    return parser
-
-
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The option words of an sbatch command line, and the rest: the script and its
-    arguments."""
-    return _split(argv)
-
-
-def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Options, and what follows them: the script and its arguments (sbatch stops reading
-    options at the first word that is not one)."""
-    takes_value = {f for flags, _, kind in _OPTIONS if kind == "value" for f in flags}
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        if word == "--":
-            return list(argv[:i]), list(argv[i + 1 :])
-        if not word.startswith("-") or word == "-":
-            break
-        if word in takes_value:
-            i += 1  # its value is the next word
-        i += 1
-    return list(argv[:i]), list(argv[i:])
-
-
-def _read(parser: _Parser, words: Sequence[str], origin: str) -> dict[str, str]:
-    namespace, unknown = parser.parse_known_args(list(words))
-    if unknown:
-        option = unknown[0].split("=", 1)[0]
-        if option.startswith("-"):
-            detail = "not an sbatch option MultiQ's Slurm mode supports (see qctl sbatch --help)"
-            raise SlurmOptionsError([FieldError.invalid(Path(option), unknown[0], detail)])
-        raise SlurmOptionsError(
-            [FieldError.invalid("options", unknown[0], f"unexpected word in {origin}")]
-        )
-    return {k: v for k, v in vars(namespace).items() if v is not None}
-
-
-def script_directives(script: str) -> list[str]:
-    """The option words of a script's `#SBATCH` lines: those before the first line that is
-    neither blank nor a comment (sbatch reads no further). Words are split as a shell would;
-    anything after a `#` inside a directive is a comment."""
-    words: list[str] = []
-    for number, line in enumerate(script.splitlines(), start=1):
-        stripped = line.strip()
-        if number == 1 and stripped.startswith("#!"):
-            continue
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
-            break
-        if not stripped.startswith("#SBATCH"):
-            continue
-        try:
-            words += shlex.split(stripped.removeprefix("#SBATCH"), comments=True)
-        except ValueError as exc:
-            raise SlurmOptionsError(
-                [FieldError.invalid(f"script line {number}", stripped, str(exc))]
-            ) from exc
-    return words
-
-
 def parse_sbatch(
     argv: Sequence[str], script: str | None = None, environment: Mapping[str, str] | None = None
 ) -> tuple[SbatchOptions, list[str]]:
     """The options of one `sbatch ARGV` run (with the script's text, when there is one, and the
     submitter's environment), and the script's own arguments."""
-    parser = _parser()
-    options_words, rest = _split(argv)
-    command_line = _read(parser, options_words, "the command line")
-    from_env: dict[str, str] = {}
-    for name, dest in _ENVIRONMENT.items():
-        value = (environment or {}).get(name)
-        if value:
-            from_env[dest] = value
-    from_script = _read(parser, script_directives(script), "#SBATCH lines") if script else {}
-    merged = {**from_script, **from_env, **command_line}
+    try:
+        merged, rest = raw_options(argv, script, environment)
+    except DirectiveError as exc:
+        raise SlurmOptionsError(
+            [FieldError.invalid(Path(exc.where), exc.word, exc.detail)]
+        ) from exc
     script_args = rest[1:] if rest else []
     if merged.get("wrap") is not None and rest:
         raise SlurmOptionsError(

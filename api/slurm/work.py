@@ -95,6 +95,7 @@ class SlurmFacts:
     time_limit_seconds: int | None = None
     output: str | None = None
     error: str | None = None
+    comment: str | None = None
 
     @staticmethod
     def from_annotations(annotations: Mapping[str, str]) -> SlurmFacts | None:
@@ -129,6 +130,7 @@ class SlurmFacts:
                 time_limit_seconds=int(limit) if limit else None,
                 output=annotations.get(a.OUTPUT),
                 error=annotations.get(a.ERROR),
+                comment=annotations.get(a.COMMENT),
             )
         except ValueError:
             return None

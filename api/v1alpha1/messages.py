@@ -285,6 +285,9 @@ class PodCounts(StrictModel):
     ready: int = 0
     succeeded: int = 0
     failed: int = 0
+    nodes: list[str] = Field(default_factory=list)
+    """The nodes the pods were scheduled to, sorted, each once (at most agent.status's
+    MAX_NODES): what Slurm's squeue and sacct call the job's NodeList."""
 
 
 class ContainerExit(StrictModel):

@@ -313,6 +313,8 @@ class WorkloadPods(CompactModel):
     ready: int = 0
     succeeded: int = 0
     failed: int = 0
+    nodes: list[str] = Field(default_factory=list)
+    """The nodes its pods were scheduled to (the last report that named any)."""
 
 
 class WorkloadStatus(CompactModel):

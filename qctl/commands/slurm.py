@@ -7,17 +7,21 @@
     qctl scontrol hold|release ID …
     qctl output JOBID                                   write its tasks' output files here
 
-`sbatch` reads the options here first (api.slurm, the same code the hub runs) so a mistake
-fails at once in one line, then sends the script, the command line, the environment `--export`
-may carry (never what api.slurm.environment keeps back: tokens, secrets, this machine's
-session) and who and where the submitter is; the hub builds the work and answers with the job
-id. MultiQ's connection flags are long-only here (`--namespace`, `--server`, `--token`,
-`--context`): `-n`, `-p`, `-M` are sbatch's.
+`sbatch` reads the words here first (api.slurm.directives: which options, where the script
+starts), so an option MultiQ does not support fails at once in one line, then sends the script,
+the command line, the environment `--export` may carry (never what api.slurm.export keeps back:
+tokens, secrets, this machine's session) and who and where the submitter is; the hub checks the
+values (api.slurm.options: a bad value is its one-line 422), builds the work and answers with
+the job id. Only that much is imported before the request: a loop of sbatch calls pays for
+little more than the interpreter and one round trip (bench.slurm_mode_throughput). MultiQ's
+connection flags are long-only here (`--namespace`, `--server`, `--token`, `--context`): `-n`,
+`-p`, `-M` are sbatch's.
 
 Output files: with no shared volume the hub keeps each task's log, and `--wait` or
 `qctl output` write them under the expanded `--output` name (api.slurm.patterns) relative to
-the current directory. stdout and stderr arrive merged (as the pod log has them): with an
-`--error` name of its own, that file is created empty and a note says so.
+the current directory; with an `--error` name of its own, the task's stderr (kept apart in
+the pod log by the job's prologue, api.slurm.environment) goes to that file, otherwise both
+streams go to the output file, as in Slurm.
 
 One-shot requests use qctl.rest (http.client); only `--wait` and `output` load the streaming
 client, to read logs. Called by: qctl.main (through qctl.cli).
@@ -32,15 +36,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
-from api.slurm.environment import exportable
-from api.slurm.options import SlurmOptionsError, parse_sbatch, split_argv
-from api.slurm.patterns import PatternValues, default_output, expand
+from api.slurm.directives import DirectiveError, exported_names, raw_options, split_argv
+from api.slurm.export import exportable
 from qctl import slurmview
 from qctl.commands.common import connect, write
-from qctl.errors import QctlError, UsageError
+from qctl.errors import HubRequestError, QctlError, UsageError
 from qctl.rest import HubSession
 
 __all__ = [
@@ -114,23 +116,26 @@ def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
     if rest:
         script_path = rest[0]
         try:
-            script = Path(script_path).read_text()
+            with open(script_path, encoding="utf-8") as script_file:
+                script = script_file.read()
         except OSError as exc:
             raise SbatchError(f"sbatch: unable to open file {script_path}: {exc.strerror}") from exc
     elif "--wrap" not in " ".join(options_words) and not sys.stdin.isatty():
         script = sys.stdin.read()  # sbatch reads the script from stdin when none is named
     try:
-        options, _ = parse_sbatch(argv, script, environment)
-    except SlurmOptionsError as exc:
+        options, _ = raw_options(argv, script, environment)
+    except DirectiveError as exc:
         raise SbatchError(f"sbatch: {exc}") from exc
-    if options.wrap is None and script is not None and not script.startswith("#!"):
+    if options.get("wrap") is None and script is None:
+        raise SbatchError("sbatch: give a batch script, or a command with --wrap")
+    if options.get("wrap") is None and script is not None and not script.startswith("#!"):
         raise SbatchError(
             "sbatch: this does not look like a batch script: its first line must start with #! "
             "followed by the path to an interpreter"
         )
     sent = exportable(environment)
     sent |= {k: v for k, v in environment.items() if k.startswith("SBATCH_")}
-    sent |= {n: environment[n] for n in options.export.names if n in environment}
+    sent |= {n: environment[n] for n in exported_names(options.get("export")) if n in environment}
     context = connect(connection)
     hub = HubSession(context)
     body = {
@@ -140,12 +145,20 @@ def run_sbatch(args: argparse.Namespace, out: TextIO) -> int:
         "environment": sent,
         "submitter": _submitter(),
     }
-    reply = hub.request("POST", f"{SLURM_API}/namespaces/{context.namespace}/jobs", body=body)
+    try:
+        reply = hub.request("POST", f"{SLURM_API}/namespaces/{context.namespace}/jobs", body=body)
+    except HubRequestError as exc:
+        if exc.status != 422:
+            raise
+        # The hub's message already says every problem in one line ("sbatch: --mem: …");
+        # the field errors under it would say them again.
+        raise SbatchError(str(exc).splitlines()[0]) from exc
     job_id = reply["jobId"]
-    write(out, f"{job_id}\n" if options.parsable else f"Submitted batch job {job_id}\n")
-    if not options.wait:
+    write(out, f"{job_id}\n" if "parsable" in options else f"Submitted batch job {job_id}\n")
+    if "wait" not in options:
         return 0
-    rows = _wait_ended(hub, context.namespace, str(job_id), sleep=time.sleep)
+    tasks = len(reply.get("workloads") or [job_id])
+    rows = _wait_ended(hub, context.namespace, str(job_id), tasks, sleep=time.sleep)
     _write_outputs(connection, rows)
     return max((_exit_status(row) for row in rows), default=0)
 
@@ -164,12 +177,16 @@ def _rows(hub: HubSession, namespace: str | None, params: dict[str, str]) -> lis
 
 
 def _wait_ended(
-    hub: HubSession, namespace: str, job: str, *, sleep: Callable[[float], None]
+    hub: HubSession, namespace: str, job: str, tasks: int, *, sleep: Callable[[float], None]
 ) -> list[dict[str, Any]]:
+    """Every task's row once all `tasks` have ended. Polls ask only for the tasks that have
+    not ended (the hub builds just those rows), then the whole job is read once."""
+    unfinished = {"jobs": job, "history": "true", "states": "PENDING,RUNNING"}
     while True:
-        rows = _rows(hub, namespace, {"jobs": job, "history": "true"})
-        if rows and all(r["state"] not in ("PENDING", "RUNNING") for r in rows):
-            return rows
+        if not _rows(hub, namespace, unfinished):
+            rows = _rows(hub, namespace, {"jobs": job, "history": "true"})
+            if len(rows) >= tasks and all(r["state"] not in ("PENDING", "RUNNING") for r in rows):
+                return rows
         sleep(POLL_SECONDS)
 
 
@@ -177,12 +194,15 @@ def _wait_ended(
 
 
 def _output_names(row: dict[str, Any]) -> tuple[str, str]:
+    # sbatch without --wait does not need it
+    from api.slurm.patterns import PatternValues, default_output, expand  # noqa: PLC0415
+
     is_array = row.get("arrayJobId") is not None
     values = PatternValues(
         job_id=int(row["id"]),
         name=str(row["name"]),
         user=str(row["user"]),
-        node=str(row.get("nodeList") or ""),
+        node=str((row.get("nodeNames") or [row.get("nodeList") or ""])[0]),
         array_job_id=row.get("arrayJobId"),
         array_task_id=row.get("arrayTaskId"),
     )
@@ -215,18 +235,25 @@ def _task_logs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> li
 
 
 def _write_outputs(connection: argparse.Namespace, rows: list[dict[str, Any]]) -> list[str]:
-    """Write each task's log under its expanded output name; the names written."""
+    """Write each task's stdout under its expanded output name and, when `--error` names a
+    file of its own, its stderr under that one; the names written."""
+    from pathlib import Path  # noqa: PLC0415 - only --wait and output write files
+
+    from api.slurm.environment import split_streams  # noqa: PLC0415 - likewise
+
     written = []
     for row, lines in zip(rows, _task_logs(connection, rows), strict=True):
         output, error = _output_names(row)
-        path = Path(output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{line}\n" for line in lines))
-        written.append(output)
-        if error != output:
-            Path(error).parent.mkdir(parents=True, exist_ok=True)
-            Path(error).touch()
-            sys.stderr.write(f"qctl: {error}: stderr is in {output} (the pod log merges them)\n")
+        stdout, stderr = split_streams(lines)
+        if error == output:
+            files = {output: stdout + stderr}
+        else:
+            files = {output: stdout, error: stderr}
+        for name, text in files.items():
+            path = Path(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{line}\n" for line in text))
+            written.append(name)
     return written
 
 

@@ -74,6 +74,12 @@ def test_sacct_prints_the_fields_asked_for_right_justified() -> None:
         sacct_table(rows, "JobID,Bogus")
 
 
+def test_the_comment_shows_in_squeue_and_sacct() -> None:
+    rows = [row("5", comment="lr sweep"), row("6")]
+    assert squeue_table(rows, "%i %k", header=False) == "5 lr sweep\n6 (null)\n"
+    assert sacct_table(rows, "JobID,Comment", header=False).split() == ["5", "lr", "sweep", "6"]
+
+
 def test_durations_read_as_slurms() -> None:
     assert [duration(s) for s in (5, 75, 3661, 90061)] == ["0:05", "1:15", "1:01:01", "1-01:01:01"]
 

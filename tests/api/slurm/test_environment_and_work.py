@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 import subprocess
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from api.slurm.begin import BeginError, parse_begin
-from api.slurm.environment import BatchContext, exportable
+from api.slurm.environment import STDERR_MARK, BatchContext, exportable, split_streams
 from api.slurm.ids import JobRef, TaskIds, parse_job_ref, task_ids
 from api.slurm.options import parse_sbatch
 from api.slurm.work import SlurmFacts, build_job
@@ -86,6 +87,16 @@ def kubernetes_value(text: str) -> str:
 
 
 def run_in_pod(job: dict[str, Any], *, index: int = 0, node: str = "vm") -> dict[str, str]:
+    """Run the Job's container command as a kubelet would, on `node` in cluster `peer`; what
+    it printed, as variables."""
+    out = run_container(job, index=index, node=node)
+    assert out.returncode == 0, out.stderr
+    return dict(line.split("=", 1) for line in out.stdout.splitlines())
+
+
+def run_container(
+    job: dict[str, Any], *, index: int = 0, node: str = "vm"
+) -> subprocess.CompletedProcess[str]:
     """Run the Job's container command as a kubelet would, on `node` in cluster `peer`."""
     container = job["spec"]["template"]["spec"]["containers"][0]
     env = {"PATH": "/usr/bin:/bin", "JOB_COMPLETION_INDEX": str(index)}
@@ -97,8 +108,7 @@ def run_in_pod(job: dict[str, Any], *, index: int = 0, node: str = "vm") -> dict
         else:
             env[item["name"]] = "peer"  # the agent's multiq.dev/cluster annotation
     command = [kubernetes_value(c) for c in container["command"]]
-    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=10, check=True)
-    return dict(line.split("=", 1) for line in out.stdout.splitlines())
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=10, check=False)
 
 
 def job_for(argv: list[str], ids: TaskIds, context: BatchContext = CONTEXT) -> dict[str, Any]:
@@ -191,6 +201,24 @@ class TestTheEnvironmentMatchesSlurms:
         assert "LANG" not in env
         assert (env["SLURM_EXPORT_ENV"], env["SLURM_GET_USER_ENV"]) == ("NONE", "1")
 
+    def test_a_file_a_dead_process_of_the_same_pid_left_in_a_shared_tmp_is_replaced(
+        self, tmp_path: Path
+    ) -> None:
+        # Where pods share /tmp and pids (kubesim's process runtime), the prologue's pid may
+        # be one an earlier pod had: leave its files for the next pids the kernel hands out.
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+        for pid in range(last + 1, last + 400):
+            (tmp_path / f"slurm_script.{pid}").write_text("stale")
+            (tmp_path / f"slurm_stderr.{pid}").write_text("stale")
+        job = job_for([*REFERENCE_OPTIONS, "-e", "x.err"], TaskIds(2))
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        env.append({"name": "TMPDIR", "value": str(tmp_path)})
+        done = run_container(job)
+        assert done.returncode == 0, done.stderr
+        stdout, stderr = split_streams(done.stdout.splitlines())
+        names = sorted(line.split("=", 1)[0] for line in stdout)
+        assert names == sorted([*PLAIN, "SLURMD_NODENAME", "ENVIRONMENT"]) and stderr == []
+
     def test_a_dollar_in_the_script_reaches_the_shell_as_written(self) -> None:
         script = '#!/bin/sh\necho "$(echo sub) $$ $(HOME) cost=$5"\n'
         options, _ = parse_sbatch(["x.sh"], script)
@@ -200,9 +228,13 @@ class TestTheEnvironmentMatchesSlurms:
         assert kubernetes_value(carried) == script
 
     def test_the_facts_read_back_from_the_annotations_are_those_submitted(self) -> None:
-        job = job_for(["--array=0-9%3", "-d", "afterok:4", "-H", "-t", "5"], TaskIds(12, 10, 1))
+        job = job_for(
+            ["--array=0-9%3", "-d", "afterok:4", "-H", "-t", "5", "--comment", "lr sweep"],
+            TaskIds(12, 10, 1),
+        )
         facts = SlurmFacts.from_annotations(job["metadata"]["annotations"])
         assert facts is not None
+        assert facts.comment == "lr sweep"
         assert (facts.ids, facts.throttle, facts.held, facts.time_limit_seconds) == (
             TaskIds(12, 10, 1),
             3,
@@ -212,6 +244,44 @@ class TestTheEnvironmentMatchesSlurms:
         assert [d.type for d in facts.dependency.terms] == ["afterok"]
         assert job["spec"]["activeDeadlineSeconds"] == 300
         assert job["spec"]["backoffLimit"] == 0
+
+
+NOISY = (
+    "#!/bin/sh\necho out-1\necho err-1 >&2\necho out-2\n"
+    'echo "pid=$$ task=$SLURM_TASK_PID"\nprintf err-2 >&2\nexit 3\n'
+)
+
+
+class TestTheErrorStream:
+    """A pod has one log: with `--error` naming a file of its own, the prologue keeps the
+    script's stderr apart and appends it after a mark, which `split_streams` reads back."""
+
+    def job(self, *argv: str) -> dict[str, Any]:
+        options, args = parse_sbatch([*argv, "noisy.sh"], NOISY)
+        return build_job(options, NOISY, args, TaskIds(7), CONTEXT, namespace="ns", queue="q")
+
+    def test_with_an_error_file_stderr_follows_stdout_apart_and_the_exit_code_is_kept(
+        self,
+    ) -> None:
+        done = run_container(self.job("-o", "out-%j", "-e", "err-%j"))
+        assert done.returncode == 3 and done.stderr == ""
+        stdout, stderr = split_streams(done.stdout.splitlines())
+        assert stdout[:2] == ["out-1", "out-2"] and stderr[:2] == ["err-1", "err-2"]
+        pid, task = stdout[2].split()
+        assert pid.removeprefix("pid=") == task.removeprefix("task=")  # still the script's pid
+
+    def test_without_one_both_streams_stay_in_the_log_as_written_and_nothing_is_split(
+        self,
+    ) -> None:
+        for argv in ([], ["-o", "same-%j"], ["-o", "same-%j", "-e", "same-%j"]):
+            done = run_container(self.job(*argv))
+            assert done.returncode == 3 and "err-1" in done.stderr, argv
+            assert split_streams(done.stdout.splitlines()) == (done.stdout.splitlines(), [])
+
+    def test_a_stdout_without_a_last_newline_keeps_its_last_line(self) -> None:
+        mark = STDERR_MARK
+        assert split_streams(["a", "partial", mark, "e"]) == (["a", "partial"], ["e"])
+        assert split_streams(["a", "", "", mark]) == (["a", ""], [])
 
 
 class TestIds:

@@ -6,9 +6,10 @@ say who may do what."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
-from api.v1alpha1.messages import Cancel, DispatchOffer, WorkloadPhase
+from api.v1alpha1.messages import Cancel, DispatchOffer, PodCounts, WorkloadPhase
 from api.v1alpha1.workload import Admission
 from hub.slurm import JOB_ID_KEY, allocate_job_ids
 from tests.hub.service.conftest import ALICE, MALLORY, HubUnderTest, ScriptedAgent
@@ -55,6 +56,14 @@ async def run_to_end(agent: ScriptedAgent, offer: DispatchOffer, phase: Workload
     admission = Admission(cluster_queue="team-vision")
     await agent.send(report(key, offer.generation, WorkloadPhase.ADMITTED, admission=admission))
     await agent.send(report(key, offer.generation, phase, admission=admission))
+
+
+async def _is(value: Awaitable[Any], expected: Any) -> bool:
+    return bool(await value == expected)
+
+
+async def _state(hub: HubUnderTest, job: str) -> str:
+    return str((await by_id(hub))[job]["state"])
 
 
 class TestJobIds:
@@ -105,6 +114,47 @@ class TestHolds:
         third = await west.expect(DispatchOffer)
         assert third.workload.metadata.name == "job-wrap-1-2"  # tasks go in index order
         assert west.inbox.empty()
+
+    async def test_a_listing_by_job_and_state_shows_just_those_tasks(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "--array=0-2", "--wrap", "true")
+        await sbatch(hub, "--wrap", "true")
+        first = await west.expect(DispatchOffer)
+        await run_to_end(west, first, WorkloadPhase.SUCCEEDED)
+
+        async def listed(**params: str) -> list[str]:
+            return [r["jobId"] for r in await rows(hub, history="true", **params)]
+
+        async def first_ended() -> bool:
+            return await listed(jobs="1", states="PENDING,RUNNING") == ["1_1", "1_2"]
+
+        await eventually(first_ended)
+        assert await listed(jobs="1") == ["1_0", "1_1", "1_2"]
+        assert await listed(jobs="1,4", states="CD") == ["1_0"]
+        assert await listed(jobs="1_2,4") == ["1_2", "4"]
+
+    async def test_the_nodelist_names_the_nodes_the_pods_ran_on_after_they_are_gone(
+        self, hub: HubUnderTest
+    ) -> None:
+        _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
+        await sbatch(hub, "-N", "2", "--wrap", "true")
+        offer = await west.expect(DispatchOffer)
+        key, generation = offer.workload.key(), offer.generation
+        admission = Admission(cluster_queue="team-vision")
+        pods = PodCounts(running=2, nodes=["west-node-a", "west-node-b"])
+        running = report(key, generation, WorkloadPhase.RUNNING, admission=admission, pods=pods)
+        await west.send(running)
+
+        async def node_list() -> str:
+            return str((await by_id(hub))["1"]["nodeList"])
+
+        await eventually(lambda: _is(node_list(), "west-node-a,west-node-b"))
+        gone = report(key, generation, WorkloadPhase.SUCCEEDED, admission=admission)
+        await west.send(gone)  # the pods are gone: the report names no node
+        await eventually(lambda: _is(_state(hub, "1"), "COMPLETED"))
+        assert await node_list() == "west-node-a,west-node-b"
 
     async def test_a_dependency_holds_a_job_until_it_is_satisfied(self, hub: HubUnderTest) -> None:
         _, west = await two_clusters(hub, east_cpu="0", west_cpu="8")
@@ -221,3 +271,8 @@ class TestSubmission:
             "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
         )
         assert status == 422 and "dependency" in reply["message"]
+        body = {"argv": ["--profile", "gpu", "--wrap", "true"], "submitter": {}}
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "--profile" in reply["message"]
