@@ -16,7 +16,7 @@ from tests.qctl.test_light_imports import HEAVY, HELP_NEVER, connection, run_qct
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("kind", [k.name for k in CREATE_KINDS])
+@pytest.mark.parametrize("kind", [k.kind for k in CREATE_KINDS])
 def test_create_help_imports_no_model_http_client_or_yaml(tmp_path: Path, kind: str) -> None:
     run = run_qctl(tmp_path, "create", kind, "--help")
     assert run.code == 0, run.stderr
