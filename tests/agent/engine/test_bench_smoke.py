@@ -6,7 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from agent.engine.snapshot import WorkloadId
-from bench.engine_common import Shape, Simulation, WorkloadClass
+from bench.engine_common import (
+    BASELINE,
+    LARGE_SCALE,
+    Shape,
+    Simulation,
+    WorkloadClass,
+    makespan_lower_bound,
+)
 from tests.agent.engine.test_properties import assert_within_quota, scenarios
 
 
@@ -24,6 +31,31 @@ def test_a_tiny_replay_admits_everything_within_quota() -> None:
     assert isinstance(usage, dict)
     assert usage["max"] <= 2.0  # a queue may borrow the other's idle quota, never more
     assert_within_quota(sim.snapshot)
+
+
+def test_the_ideal_makespan_counts_the_capacity_idle_before_work_arrives() -> None:
+    # Two workloads of 4 CPUs × 1 s arrive at 1.0 on 4 CPUs: work ÷ capacity says 2 s, the
+    # last arrival plus its runtime 2 s, but nothing can run before 1.0, so 3 s.
+    classes = (WorkloadClass("a", 1, 1.0, 1.0, 0, 4), WorkloadClass("b", 1, 1.0, 1.0, 0, 4))
+    sim = Simulation(Shape(cohorts=1, queues_per_cohort=2, classes=classes, nominal_cpu=4))
+    sim.run()
+    report = sim.report(0.0)
+    assert (report["ideal_makespan_s"], report["work_over_capacity_s"]) == (3.0, 2.0)
+    assert report["makespan_over_ideal"] == 1.0
+
+
+def test_the_ideal_makespan_is_never_below_work_over_capacity_nor_the_last_arrivals_end() -> None:
+    assert makespan_lower_bound([(0.0, 1.0, 2), (0.0, 1.0, 2)], 2) == 2.0
+    assert makespan_lower_bound([(5.0, 1.0, 1)], 4) == 6.0
+
+
+def test_kueues_shapes_lose_the_capacity_idle_before_the_first_large() -> None:
+    def bound(classes: tuple[WorkloadClass, ...]) -> float:
+        stream = [(k.created_at(i), k.runtime, k.cpu) for k in classes for i in range(k.count)]
+        return makespan_lower_bound(stream, 20)
+
+    assert bound(LARGE_SCALE) == pytest.approx(4.538)  # work ÷ capacity: 4.025 s
+    assert bound(BASELINE) == pytest.approx(66.92)  # work ÷ capacity: 66.0 s
 
 
 def _protected_low_priority_replay() -> Simulation:
