@@ -271,8 +271,9 @@ class TestSubmission:
             "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
         )
         assert status == 422 and "dependency" in reply["message"]
+        # A profile that does not exist is named (job templates: hub.templates).
         body = {"argv": ["--profile", "gpu", "--wrap", "true"], "submitter": {}}
         status, reply = await hub.call(
             "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
         )
-        assert status == 422 and "--profile" in reply["message"]
+        assert status == 404 and "gpu" in reply["message"], reply
