@@ -172,6 +172,8 @@ class FlavorCapacity(StrictModel):
 class ClusterCapacity(StrictModel):
     nodes: int = 0
     ready_nodes: int = 0
+    # Ready and not cordoned: the nodes new pods can land on.
+    schedulable_nodes: int = 0
     resources: list[ResourceCapacity] = Field(default_factory=list)
     flavors: list[FlavorCapacity] = Field(default_factory=list)
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from api.quantity import Quantity
+from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.messages import (
     CapacityReport,
     DomainRoom,
@@ -96,5 +97,30 @@ async def test_a_cluster_whose_agent_sends_no_topologies_has_none_in_its_view(
         fleet.clusters["east"] = ClusterState("east", capacity=old, cells=capacity_cells(old))
         (view,) = fleet.views({}, {"east": {"team/a": ("cq", (NEED,))}})
         assert view.topologies is None
+    finally:
+        await store.close()
+
+
+async def test_the_status_the_fleet_writes_for_a_cluster_reads_back_as_a_member_cluster(
+    tmp_path: Path,
+) -> None:
+    # A status field the hub writes and its own model does not know makes the member
+    # unreadable to the hub's mirror, and every dispatch to that cluster stops.
+    store = await SqliteStore.open(tmp_path / "hub.db")
+    try:
+        repo = ObjectRepository(store)
+        fleet = Fleet(repo, TokenAuthority(), secrets_dir=None)
+        member = MemberCluster.model_validate(
+            {"metadata": {"name": "east"}, "spec": {"tokenRef": {"secretName": "t"}}}
+        )
+        await repo.create(member)
+        sent = report()
+        state = ClusterState("east", capacity=sent, cells=capacity_cells(sent))
+        await fleet.write_status(state)
+        read = await repo.get(MemberCluster, "east")
+        assert read.status is not None
+        assert read.status.capacity is not None
+        assert read.status.capacity.schedulable_nodes == sent.nodes.schedulable
+        assert [f.flavor for f in read.status.capacity.flavors] == ["tas"]
     finally:
         await store.close()
