@@ -138,8 +138,14 @@ def _names(fed: DevFederation) -> set[str] | None:
 def test_a_lost_cluster_keeps_its_workloads_and_new_work_goes_elsewhere(
     federation: DevFederation, tmp_path: Path
 ) -> None:
+    def admitted(name: str) -> bool:
+        conditions = (workload(federation, name).get("status") or {}).get("conditions", [])
+        return any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
+
     qctl(federation, "submit", "-f", str(sleeper_job(tmp_path, "stays", 30)))
-    eventually(lambda: state_of(federation, "job-stays") == "Bound")
+    # Bound is not enough: BestFit binds before it offers, so the agent may not have taken
+    # it yet; killed then, the hub rightly counts it dispatched, not running.
+    eventually(lambda: state_of(federation, "job-stays") == "Bound" and admitted("job-stays"))
     lost = workload(federation, "job-stays")["status"]["clusterName"]
     other = next(n for n in federation.names if n != lost)
     federation.kill(f"agent-{lost}", signal.SIGKILL)
