@@ -161,6 +161,8 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
             sim.wait(timeout=30)
         except subprocess.TimeoutExpired:
             sim.kill()
+        if sim.stdout is not None:
+            sim.stdout.close()  # (left to the collector, it is a ResourceWarning in a later test)
 
 
 def hub_overlay(deployed: Deployment) -> Path:
