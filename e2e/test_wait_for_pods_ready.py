@@ -1,6 +1,7 @@
 """waitForPodsReady through the federation: a MemberCluster set to wait 2 s for pods evicts a
 workload whose pods cannot start (its node selector matches no node), the hub requeues it
-after its backoff and dispatches it again, and past the backoff limit deactivates it."""
+after its backoff and dispatches it again, and past the backoff limit deactivates it; resumed,
+it counts its requeues from zero again."""
 
 from __future__ import annotations
 
@@ -63,3 +64,19 @@ def test_pods_that_cannot_start_are_evicted_requeued_then_deactivated(
     assert requeued["reason"] == "RequeuingLimitExceeded"
     described = qctl(federation, "describe", "workload", "job-stuck").stdout
     assert "RequeuingLimitExceeded" in described
+
+    # Resumed, it starts its requeuing count again (Kueue): the next timeout backs off
+    # rather than deactivating it at once.
+    qctl(federation, "resume", "workload", "job-stuck")
+
+    def backed_off_again() -> dict[str, object] | None:
+        wl = workload(federation, "job-stuck")
+        found = {c["type"]: c for c in (wl.get("status") or {}).get("conditions", [])}
+        requeued = found.get("Requeued", {})
+        return (
+            wl if wl["spec"].get("active") and requeued.get("reason") == "BackoffRequeue" else None
+        )
+
+    wl = eventually(backed_off_again, within=60)
+    assert wl["status"]["dispatchGeneration"] > status["dispatchGeneration"]
+    assert wl["status"]["requeueState"]["count"] == 1

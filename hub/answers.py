@@ -166,6 +166,12 @@ class AgentAnswers:
             )
             self.dispatcher.send(cluster, cancel)
 
+    async def on_reactivated(self, key: str) -> None:
+        """A user resumed a stopped workload: its requeuing count starts again (Kueue)."""
+        if key in self.state.workloads:
+            await self.writer.change(key, partial(transitions.reactivated, now=self._now()))
+        self.dispatcher.wake()
+
     def on_workload_changed(self, key: str, old: Workload | None, new: Workload) -> None:
         """A user stopped a workload (`spec.active: false`): every cluster holding it or
         offered it must give it back (its Withdrawn report unbinds it; resumed, it is

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -138,12 +139,30 @@ def _wire_listeners(hub: Hub) -> None:
         # from the agents' Hellos, which list what they hold).
         if new is None and old is not None and hub.leader.leading:
             hub.answers.on_workload_deleted(key, old)
-            asyncio.get_running_loop().create_task(_forget_source(hub.store, key))
+            _in_background(_forget_source(hub.store, key))
         elif new is not None and not new.spec.active and hub.leader.leading:
             hub.answers.on_workload_changed(key, old, new)
+        elif (
+            new is not None
+            and old is not None
+            and new.spec.active
+            and not old.spec.active
+            and hub.leader.leading
+        ):
+            _in_background(hub.answers.on_reactivated(key))
 
     state.on_config.append(config_changed)
     state.on_workload.append(workload_changed)
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+"""Writes started from the mirror's listeners, held so they are not collected mid-way."""
+
+
+def _in_background(write: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(write)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
 
 
 async def _forget_source(store: Store, key: str) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "mark_offer_failed",
     "mark_offered",
     "mark_withdrawing",
+    "reactivated",
     "requeue",
     "set_condition",
     "unbind",
@@ -272,6 +273,19 @@ def back_off(wl: Workload, strategy: RequeuingStrategy, message: str, now: datet
         f"{message}; dispatched again from {at.isoformat()}",
         now,
     )
+    return wl
+
+
+def reactivated(wl: Workload, now: datetime) -> Workload:
+    """Made active again after a stop (`qctl resume workload`): as Kueue, the requeuing
+    count starts again from zero, so one more pods-ready timeout backs off from the start
+    instead of deactivating it at once. Nothing changes for a workload that is not active
+    or never requeued (the change is safe to apply twice)."""
+    st = wl.status
+    if not wl.spec.active or st is None or st.requeue_state is None:
+        return wl
+    st.requeue_state = None
+    set_condition(wl, REQUEUED, True, "Reactivated", "the workload was activated again", now)
     return wl
 
 

@@ -241,6 +241,29 @@ class TestPodsReadyRequeuing:
         assert requeued.reason == "RequeuingLimitExceeded"
         assert transitions.backoff_seconds(self.STRATEGY, 3) == 25.0
 
+    def test_a_workload_activated_again_backs_off_from_the_start(self) -> None:
+        wl = bound_to("east", generation=1, admitted=True)
+        for generation in (1, 2, 3):
+            if generation > 1:
+                wl = transitions.mark_bound_offer(wl, "east", generation, NOW)
+                wl, _ = apply_report(wl, "east", report(WorkloadPhase.ADMITTED, generation), NOW)
+            wl = self.evicted(wl, generation)
+        assert wl.spec.active is False
+        assert transitions.reactivated(transitions.for_change(wl), NOW) == wl  # still stopped
+        wl.spec = wl.spec.model_copy(update={"active": True})  # `qctl resume workload`
+        wl = transitions.reactivated(transitions.for_change(wl), NOW)
+        assert wl.status is not None and wl.status.requeue_state is None
+        requeued = next(c for c in wl.status.conditions if c.type == "Requeued")
+        assert (requeued.status, requeued.reason) == ("True", "Reactivated")
+        assert transitions.reactivated(transitions.for_change(wl), NOW) == wl  # applied once
+        # The next pods-ready timeout backs off from the base again, not deactivating.
+        wl = transitions.mark_bound_offer(wl, "east", 4, NOW)
+        wl, _ = apply_report(wl, "east", report(WorkloadPhase.ADMITTED, 4), NOW)
+        wl = self.evicted(wl, 4)
+        assert wl.spec.active is True
+        until = transitions.held_back_until(wl)
+        assert until is not None and (until - NOW).total_seconds() == 10.0
+
     def test_other_evictions_are_dispatched_again_at_once(self) -> None:
         wl = bound_to("east", admitted=True)
         wl, _ = apply_report(
