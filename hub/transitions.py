@@ -230,8 +230,8 @@ def requeue(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
     set_condition(wl, QUOTA_RESERVED, False, reason, message, now)
     set_condition(wl, ADMITTED, False, reason, message, now)
     set_condition(wl, REQUEUED, True, reason, "requeued at the hub", now)
-    count = (st.requeue_state.count or 0) if st.requeue_state else 0
-    st.requeue_state = RequeueState(count=count + 1, requeue_at=now)
+    # `requeueState` is the pods-ready backoff's bookkeeping alone (Kueue): a lost cluster
+    # or a preemption does not bring a workload nearer its requeuing limit.
     return wl
 
 
@@ -249,9 +249,10 @@ def back_off(wl: Workload, strategy: RequeuingStrategy, message: str, now: datet
     is dispatched again, and past the backoff limit it is deactivated instead (`qctl resume
     workload` activates it again)."""
     st = _status(wl)
-    count = (st.requeue_state.count or 1) if st.requeue_state else 1
+    count = (st.requeue_state.count or 0) + 1 if st.requeue_state else 1
     limit = strategy.backoff_limit_count
     if limit is not None and count > limit:
+        st.requeue_state = RequeueState(count=count, requeue_at=None)
         # (a new spec: `for_change` copies only the status)
         wl.spec = wl.spec.model_copy(update={"active": False})
         set_condition(

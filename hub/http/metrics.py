@@ -62,8 +62,9 @@ def workload_phase(wl: Workload) -> str:
 def _waiting_since(wl: Workload) -> datetime | None:
     """When the workload began waiting: its last requeue, else its submission."""
     st = wl.status
-    if st is not None and st.requeue_state is not None and st.requeue_state.requeue_at:
-        return st.requeue_state.requeue_at
+    requeued = next((c for c in st.conditions if c.type == "Requeued"), None) if st else None
+    if requeued is not None and requeued.status == "True" and requeued.last_transition_time:
+        return requeued.last_transition_time
     return wl.metadata.creation_timestamp
 
 

@@ -157,7 +157,9 @@ def test_an_admitted_workload_evicted_on_its_cluster_is_requeued() -> None:
     wl, outcome = apply_report(wl, "east", report(WorkloadPhase.EVICTED), NOW)
     assert outcome.accepted
     assert wl.status is not None and wl.status.cluster_name is None
-    assert wl.is_condition_true("Evicted") and wl.status.requeue_state is not None
+    assert wl.is_condition_true("Evicted") and wl.is_condition_true("Requeued")
+    # Only pods-ready timeouts count toward the requeuing limit (Kueue's requeueState).
+    assert wl.status.requeue_state is None
 
 
 def test_a_bound_reservation_reported_again_is_sent_its_bind_again() -> None:
@@ -184,7 +186,7 @@ def test_a_bound_cluster_that_refuses_an_admitted_workloads_offer_again_gives_it
     wl = bound_to("east", admitted=True)
     after = apply_rejection(wl, "east", 2, "Rejected:StaleGeneration", "given back here", NOW)
     assert after.status is not None and after.status.cluster_name is None
-    assert after.is_condition_true("Evicted") and after.status.requeue_state is not None
+    assert after.is_condition_true("Evicted") and after.is_condition_true("Requeued")
 
 
 def test_an_admitted_workload_whose_jobs_the_cluster_refuses_says_why_in_pods_ready() -> None:
@@ -261,6 +263,17 @@ class TestPodsReadyRequeuing:
         wl, _ = apply_report(wl, "east", report(WorkloadPhase.ADMITTED, 4), NOW)
         wl = self.evicted(wl, 4)
         assert wl.spec.active is True
+        until = transitions.held_back_until(wl)
+        assert until is not None and (until - NOW).total_seconds() == 10.0
+
+    def test_only_pods_ready_timeouts_count_toward_the_limit(self) -> None:
+        wl = bound_to("east", generation=1, admitted=True)
+        wl, _ = apply_report(wl, "east", report(WorkloadPhase.EVICTED, 1), NOW)  # preempted
+        wl = transitions.mark_bound_offer(wl, "east", 2, NOW)
+        wl, _ = apply_report(wl, "east", report(WorkloadPhase.ADMITTED, 2), NOW)
+        wl = self.evicted(wl, 2)
+        assert wl.status is not None and wl.status.requeue_state is not None
+        assert wl.status.requeue_state.count == 1
         until = transitions.held_back_until(wl)
         assert until is not None and (until - NOW).total_seconds() == 10.0
 
