@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+import bench.engine_admission_fair_sharing as bench
 from agent.engine.apply import apply_result
 from agent.engine.fair_usage import (
     LocalQueueUsage,
@@ -264,3 +265,11 @@ def test_admitted_usage_sums_each_local_queues_admissions_per_resource() -> None
         ],
     )
     assert admitted_usage(snap.workloads.values()) == {HEAVY: {CPU: 5000}}
+
+
+def test_the_benchmark_sends_the_light_queue_first_and_flips_back_at_the_analytic_time() -> None:
+    report = bench.run(300.0, cpus=4, heavy_for=1800.0)
+    assert report["light_first"] is True
+    assert report["within_one_sampling_interval"] is True
+    analytic = bench.analytic_crossover(300.0, 1800.0)
+    assert analytic == pytest.approx(300.0 * math.log2(2 - 2**-6))
