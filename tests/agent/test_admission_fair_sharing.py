@@ -1,0 +1,112 @@
+"""Admission fair sharing at the agent: a local queue's usage is sampled while its work runs,
+kept in the state directory, and still orders the cluster queue after the agent restarts —
+a light queue's workload goes before an older one of the queue that ran; and each tracked
+local queue's usage goes to the hub in the capacity report."""
+
+from __future__ import annotations
+
+import json
+
+from agent.engine.snapshot import LocalQueueKey, ResourceName
+from agent.fair_usage import UsageBook
+from agent.k8s.client import KubeClient
+from agent.settings import parse_args
+from agent.snapshots import SnapshotCache
+from api.v1alpha1.federation import AdmissionFairSharing
+from api.v1alpha1.messages import CapacityReport, ConfigSync, WorkloadPhase
+from api.v1alpha1.queues import ClusterQueue
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    cluster_queue,
+    eventually,
+    flavor,
+    job_source,
+    local_queue,
+    offer_for,
+    status,
+)
+
+HEAVY = LocalQueueKey("team-a/heavy")
+CPU = ResourceName("cpu")
+
+
+def _config() -> ConfigSync:
+    wire = cluster_queue(cpu="1").to_wire()
+    wire["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    return ConfigSync(
+        revision=1,
+        resource_flavors=[flavor()],
+        cluster_queues=[ClusterQueue.model_validate(wire)],
+        local_queues=[local_queue(name) for name in ("heavy", "light", "other")],
+        admission_fair_sharing=AdmissionFairSharing(
+            usage_half_life_seconds=30, usage_sampling_interval_seconds=1
+        ),
+    )
+
+
+async def test_usage_survives_a_restart_and_orders_the_light_queue_first(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    hub.config = _config()
+    agent = await agents.start_with()
+    await hub.offer(offer_for(job_source("ran", script="sleep 2.5", cpu="1", queue="heavy")))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "ran"), within=20)
+
+    def heavy_used() -> bool:
+        usage = agent.admission.usage.usage.get(HEAVY)
+        return usage is not None and usage.consumed.get(CPU, 0.0) > 0
+
+    await eventually(heavy_used)
+    reported = await hub.wait_for(
+        lambda p: (
+            isinstance(p, CapacityReport)
+            and any(q.name == "heavy" and q.consumed_resources for q in p.local_queues)
+        )
+    )
+    assert {q.name for q in reported.local_queues} == {"heavy", "light", "other"}
+    await agents.stop()
+
+    kept = json.loads((agents.state_dir / "fair_usage.json").read_text())
+    assert kept["localQueues"][HEAVY]["consumed"]["cpu"] > 0
+    assert not kept["localQueues"]["team-a/light"]["consumed"]
+
+    # After the restart: a workload of the other queue holds the one CPU while an older
+    # heavy one and a newer light one wait; when it finishes, the light one goes first.
+    agent = await agents.start_with()
+    assert agent.admission.usage.usage[HEAVY].consumed
+    await hub.offer(offer_for(job_source("hold", script="sleep 2", cpu="1", queue="other")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "hold"))
+    await hub.offer(offer_for(job_source("heavy-next", script="sleep 30", cpu="1", queue="heavy")))
+    await hub.offer(offer_for(job_source("light-next", script="sleep 30", cpu="1", queue="light")))
+    await hub.wait_for(status(WorkloadPhase.ADMITTED, "light-next"), within=20)
+    assert not [p for p in hub.payloads if status(WorkloadPhase.ADMITTED, "heavy-next")(p)]
+
+
+def test_the_agents_flag_turns_it_on_and_the_hubs_setting_wins() -> None:
+    required = ["--hub", "http://hub", "--cluster", "c", "--token", "t"]
+    half_life, sampling = "--admission-fair-sharing-half-life", "--admission-fair-sharing-sampling"
+    settings = parse_args([*required, half_life, "600", sampling, "30"])
+    own = settings.admission_fair_sharing
+    assert own == AdmissionFairSharing(
+        usage_half_life_seconds=600, usage_sampling_interval_seconds=30
+    )
+    off = parse_args(required)
+    assert off.admission_fair_sharing is None
+
+    cache = SnapshotCache(admission_fair_sharing=own)
+    agents_own = cache.build(ConfigSync(revision=1), {}).config.admission_fair_sharing
+    assert agents_own is not None and agents_own.usage_half_life_seconds == 600.0
+    pushed = ConfigSync(
+        revision=2, admission_fair_sharing=AdmissionFairSharing(usage_half_life_seconds=60)
+    )
+    hubs = cache.build(pushed, {}).config.admission_fair_sharing
+    assert hubs is not None and hubs.usage_half_life_seconds == 60.0
+
+
+def test_an_unreadable_usage_file_starts_the_book_empty() -> None:
+    book = UsageBook()
+    book.load('{"version": 1, "localQueues": {"team-a/heavy": {"consumed": {"cpu": 5.0}}}}')
+    assert book.usage == {}
+    book.load(None)
+    assert book.usage == {}
