@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 
-from agent.engine.snapshot import LocalQueueKey, ResourceName
+from agent.engine.cycle import schedule
+from agent.engine.fair_usage import LocalQueueUsage as FairUsage
+from agent.engine.snapshot import ClusterQueueName, LocalQueueKey, ResourceName
 from agent.fair_usage import UsageBook
 from agent.k8s.client import KubeClient
+from agent.records import Record, on_offer
 from agent.settings import parse_args
 from agent.snapshots import SnapshotCache
 from api.v1alpha1.federation import AdmissionFairSharing
@@ -31,13 +34,17 @@ HEAVY = LocalQueueKey("team-a/heavy")
 CPU = ResourceName("cpu")
 
 
-def _config() -> ConfigSync:
-    wire = cluster_queue(cpu="1").to_wire()
+def _config_cq(cpu: str = "1") -> ClusterQueue:
+    wire = cluster_queue(cpu=cpu).to_wire()
     wire["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    return ClusterQueue.model_validate(wire)
+
+
+def _config() -> ConfigSync:
     return ConfigSync(
         revision=1,
         resource_flavors=[flavor()],
-        cluster_queues=[ClusterQueue.model_validate(wire)],
+        cluster_queues=[_config_cq()],
         local_queues=[local_queue(name) for name in ("heavy", "light", "other")],
         admission_fair_sharing=AdmissionFairSharing(
             usage_half_life_seconds=30, usage_sampling_interval_seconds=1
@@ -110,3 +117,31 @@ def test_an_unreadable_usage_file_starts_the_book_empty() -> None:
     assert book.usage == {}
     book.load(None)
     assert book.usage == {}
+
+
+def _waiting(name: str, queue: str) -> Record:
+    record = on_offer(None, offer_for(job_source(name, queue=queue)), 0.0).record
+    assert record is not None
+    return record
+
+
+def test_the_cache_restamps_a_queue_whose_score_moved_and_the_carry_resorts_it() -> None:
+    cfg = _config().model_copy(update={"cluster_queues": [_config_cq(cpu="0")]})
+    cache = SnapshotCache()
+    held = {
+        "team-a/job-early": _waiting("early", "heavy"),
+        "team-a/job-late": _waiting("late", "light"),
+    }
+    light = LocalQueueKey("team-a/light")
+    cache.build(cfg, held, now=0.0)  # both queues start at zero: age decides
+    cache.usage.usage[HEAVY] = FairUsage({CPU: 5000.0}, {}, 0.0)
+    orders = []
+    for now, changed in ((1.0, None), (1.5, [])):
+        snap = cache.build(cfg, held, [] if changed is not None else None, now=now)
+        result = cache.cycle(snap)(now)
+        full = schedule(snap, now)
+        order = [w.queue_name for w in result.routed[ClusterQueueName("cq")]]
+        assert order == [w.queue_name for w in full.routed[ClusterQueueName("cq")]]
+        orders.append(order)
+        cache.usage.usage[light] = FairUsage({CPU: 9000.0}, {}, 0.0)  # now the heavier
+    assert orders == [["light", "heavy"], ["heavy", "light"]]
