@@ -159,6 +159,7 @@ class Agent:
                 lease_held=lambda: self.lease.held(self.monotonic()),
                 cycles=lambda: self.admission.cycles,
                 deadline_writes=lambda: self.deadline_writes,
+                fair_usage=self.admission.usage.scores,
             )
         )
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from prometheus_client import generate_latest
+
 from agent.engine.cycle import schedule
 from agent.engine.fair_usage import LocalQueueUsage as FairUsage
 from agent.engine.snapshot import ClusterQueueName, LocalQueueKey, ResourceName
@@ -65,6 +67,13 @@ async def test_usage_survives_a_restart_and_orders_the_light_queue_first(
         return usage is not None and usage.consumed.get(CPU, 0.0) > 0
 
     await eventually(heavy_used)
+    scraped = generate_latest(agent.metrics.registry).decode()
+    [line] = [
+        s
+        for s in scraped.splitlines()
+        if s.startswith("kueue_local_queue_admission_fair_sharing_usage") and 'name="heavy"' in s
+    ]
+    assert 'namespace="team-a"' in line and float(line.split()[-1]) > 0
     reported = await hub.wait_for(
         lambda p: (
             isinstance(p, CapacityReport)
