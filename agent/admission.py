@@ -36,6 +36,7 @@ from agent.book import Book
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Snapshot
 from agent.errors import K8sClientError, K8sForbiddenError, MaterializeError
+from agent.fair_usage import UsageBook
 from agent.inventory import Inventory
 from agent.jobset_driver import JobSetDriver, jobset_policy, started_roles
 from agent.k8s.client import JsonObject
@@ -49,7 +50,7 @@ from agent.state import StateStore
 from agent.status import observe
 from agent.topology_landing import NODE_FAILURES, TopologyLander, workload_lost_domains
 from agent.tracing import AgentTracing
-from api.v1alpha1.federation import WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
@@ -113,6 +114,7 @@ class AdmissionShell:
         tracing: AgentTracing | None = None,
         metrics: AgentMetrics | None = None,
         wait_for_pods_ready: WaitForPodsReady | None = None,
+        admission_fair_sharing: AdmissionFairSharing | None = None,
     ) -> None:
         self.store = store
         self.tracing = tracing or AgentTracing()
@@ -132,7 +134,9 @@ class AdmissionShell:
         self.book = Book(cadence)
         """The records — everything the agent keeps per workload — and their indexes."""
         self.held = self.book.records
-        self._snapshots = SnapshotCache(wait_for_pods_ready)
+        self.usage = UsageBook(save=store.save_fair_usage)
+        """Admission fair sharing: local queues' decayed usage, kept in the state dir."""
+        self._snapshots = SnapshotCache(wait_for_pods_ready, admission_fair_sharing, self.usage)
         self.cycles = 0
         self.last_result: CycleResult | None = None
         """The last cycle's decisions (the metrics read its pending reasons)."""
@@ -156,6 +160,7 @@ class AdmissionShell:
     def load(self) -> None:
         """Restore the last config and the held workloads from the state directory."""
         self._configure(self.store.load_config())
+        self.usage.load(self.store.load_fair_usage())
         now = self.clock()
         for stored in self.store.load_all(Record.from_json):
             # A settled one (finished, given back) is kept for its TTL from now (when it
@@ -232,14 +237,16 @@ class AdmissionShell:
             [] if self.config is None else [f.metadata.name for f in self.config.resource_flavors]
         )
 
-    def snapshot(self) -> Snapshot:
-        """The engine's snapshot of the config and every unfinished held workload."""
+    def snapshot(self, now: float | None = None) -> Snapshot:
+        """The engine's snapshot of the config and every unfinished held workload; `now`:
+        the time of the cycle it is for (local queues' usage is sampled then)."""
         return self._snapshots.build(
             self.config,
             self.held,
             self.book.take_changed(),
             self.inventory.namespace_labels(),
             cluster=(self.inventory.nodes.objects, self.inventory.pods.objects),
+            now=now,
         )
 
     # input -----------------------------------------------------------------------------------
@@ -356,12 +363,17 @@ class AdmissionShell:
         # would hold up every Job create, watch event and hub message for that long. The GIL
         # still hands the loop a turn every few milliseconds meanwhile; nothing the cycle
         # reads changes, because only this task changes the records.
-        snapshot, started = self.snapshot(), self.monotonic()
+        snapshot, started = self.snapshot(now), self.monotonic()
         result = await asyncio.to_thread(self._snapshots.cycle(snapshot), now)
+        self._snapshots.admitted(snapshot, result)
+        self.usage.flush()
         self.metrics.cycle_done(snapshot, result, self.monotonic() - started)
         self.cycles += 1
         self.last_result = result
         self._cycle_wakeup = result.next_wakeup
+        sample_at = self.usage.next_sample_at()
+        if sample_at is not None and (self._cycle_wakeup is None or sample_at < self._cycle_wakeup):
+            self._cycle_wakeup = sample_at
         for key, step in outcomes.quota_steps(self.held, result, now):
             await self._apply(key, step)
         for admit in result.admitted:

@@ -134,6 +134,7 @@ class Agent:
             materialize_retry=timings.materialize_retry,
             tracing=AgentTracing(cluster=settings.cluster),
             wait_for_pods_ready=settings.wait_for_pods_ready,
+            admission_fair_sharing=settings.admission_fair_sharing,
             metrics=self.metrics,
         )
         self.logs = LogStreams(
@@ -158,6 +159,7 @@ class Agent:
                 lease_held=lambda: self.lease.held(self.monotonic()),
                 cycles=lambda: self.admission.cycles,
                 deadline_writes=lambda: self.deadline_writes,
+                fair_usage=self.admission.usage.scores,
             )
         )
 
@@ -222,6 +224,7 @@ class Agent:
             nodes=self.inventory.node_summary(),
             observed_at=datetime.fromtimestamp(self.clock(), UTC),
             config_revision=cfg.revision if cfg else None,
+            local_queues=self.admission.usage.report(),
         )
         # When disconnected, the next connect sends a fresh one after Hello.
         with contextlib.suppress(HubUnreachableError):

@@ -1,7 +1,8 @@
 """Capacity reports: per (cluster queue, flavor, resource) nominal quota, usage and headroom
 — what a new workload could still get there, borrowing included — computed from the engine's
 quota tree over the current snapshot, plus the node summary from the inventory and, per
-flavor with a topology, the room of its domains (agent.topology_summary).
+flavor with a topology, the room of its domains (agent.topology_summary), and under admission
+fair sharing each tracked local queue's usage (the hub shows it in LocalQueue status).
 
 `capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then at most
 once per `debounce` after a change and at least once per `heartbeat`.
@@ -18,7 +19,7 @@ from agent.engine.quota import QuotaTree
 from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
 from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
-from api.v1alpha1.messages import CapacityReport, NodeSummary, QueueCapacity
+from api.v1alpha1.messages import CapacityReport, LocalQueueUsage, NodeSummary, QueueCapacity
 
 __all__ = ["CapacityPacer", "capacity_report"]
 
@@ -30,6 +31,7 @@ def capacity_report(
     nodes: NodeSummary,
     observed_at: datetime,
     config_revision: int | None,
+    local_queues: list[LocalQueueUsage] | None = None,
 ) -> CapacityReport:
     tree = QuotaTree.from_snapshot(snapshot)
     cells: list[QueueCapacity] = []
@@ -58,6 +60,7 @@ def capacity_report(
         queues=cells,
         nodes=nodes,
         topologies=topology_rooms(snapshot),
+        local_queues=local_queues or [],
     )
 
 

@@ -33,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent.engine.result import CycleResult, Unblock
-from agent.engine.snapshot import ClusterQueueName, Snapshot, StopPolicy
+from agent.engine.snapshot import ClusterQueueName, LocalQueueKey, Snapshot, StopPolicy
 from agent.records import Record
 from api.v1alpha1.messages import LogData, WorkloadPhase
 
@@ -217,6 +217,8 @@ class AgentView:
     lease_held: Callable[[], bool]
     cycles: Callable[[], int]
     deadline_writes: Callable[[], int]
+    fair_usage: Callable[[Snapshot], Mapping[LocalQueueKey, float]] = lambda _: {}
+    """Admission fair sharing: each tracked local queue's usage score in the snapshot."""
 
 
 class StateCollector(Collector):
@@ -231,6 +233,15 @@ class StateCollector(Collector):
         records = view.records()
         yield from self._quotas(snapshot)
         yield from self._workloads(snapshot, records, view.last_result())
+        yield _gauge(
+            "kueue_local_queue_admission_fair_sharing_usage",
+            "Admission fair sharing: a local queue's decayed, weighted usage (its score).",
+            ["name", "namespace"],
+            {
+                tuple(reversed(key.split("/", 1))): score
+                for key, score in view.fair_usage(snapshot).items()
+            },
+        )
         connected = GaugeMetricFamily(
             "multiq_agent_connected", "1 while the agent holds a session with the hub."
         )

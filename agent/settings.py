@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.v1alpha1.federation import WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
 
 __all__ = ["AgentSettings", "Timings", "parse_args"]
 
@@ -106,9 +106,12 @@ class AgentSettings(BaseModel):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Serve Prometheus metrics on this port (0: any free port); None: not served."""
     metrics_address: str = "0.0.0.0"
+    """The address the metrics endpoint listens on."""
     wait_for_pods_ready: WaitForPodsReady | None = None
     """This agent's waitForPodsReady when the hub sends none for its cluster (None: off)."""
-    """The address the metrics endpoint listens on."""
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """This agent's admission fair sharing when the hub sends none for its cluster (None:
+    off)."""
 
     @property
     def hub_urls(self) -> tuple[str, ...]:
@@ -171,6 +174,22 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         "(off by default; a MemberCluster's spec.waitForPodsReady, sent by the hub, wins)",
     )
     parser.add_argument(
+        "--admission-fair-sharing-half-life",
+        type=int,
+        metavar="SECONDS",
+        default=env("MULTIQ_AGENT_ADMISSION_FAIR_SHARING_HALF_LIFE"),
+        help="order cluster queues with admissionMode UsageBasedAdmissionFairSharing by their "
+        "local queues' usage, halved every SECONDS (off by default; a MemberCluster's "
+        "spec.admissionFairSharing, sent by the hub, wins)",
+    )
+    parser.add_argument(
+        "--admission-fair-sharing-sampling",
+        type=int,
+        metavar="SECONDS",
+        default=env("MULTIQ_AGENT_ADMISSION_FAIR_SHARING_SAMPLING", "300"),
+        help="with --admission-fair-sharing-half-life: sample usage every SECONDS (default 300)",
+    )
+    parser.add_argument(
         "--log-ship-limit-bytes",
         type=int,
         default=env("MULTIQ_AGENT_LOG_SHIP_LIMIT_BYTES", str(64 * 1024 * 1024)),
@@ -202,6 +221,12 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         metrics_address=args.metrics_address,
         wait_for_pods_ready=WaitForPodsReady(timeout_seconds=int(args.wait_for_pods_ready))
         if args.wait_for_pods_ready
+        else None,
+        admission_fair_sharing=AdmissionFairSharing(
+            usage_half_life_seconds=int(args.admission_fair_sharing_half_life),
+            usage_sampling_interval_seconds=int(args.admission_fair_sharing_sampling),
+        )
+        if args.admission_fair_sharing_half_life is not None
         else None,
         log_ship_limit_bytes=int(args.log_ship_limit_bytes),
     )

@@ -14,6 +14,12 @@ The cycle is incremental too (`agent.engine.cycle.schedule_incremental`): the ca
 engine's `Carry` and the ids of the engine workloads it replaced since the last cycle, and
 `cycle` hands both to the engine, so a cycle over a deep queue costs what changed.
 
+Admission fair sharing orders a cluster queue's waiting workloads by their local queue's
+decayed usage (`agent.fair_usage.UsageBook`, sampled here when a cycle's snapshot is built
+at `now`): the score is part of each engine workload's queue order, so when a local queue's
+score changes the cache re-stamps its waiting workloads and names them as replaced — the
+engine's carry then re-sorts exactly those.
+
 Topology-aware scheduling needs the nodes: `ClusterNodes` turns the mirrored node and pod
 objects into the engine's `Node`s (allocatable, labels, taints, whether schedulable, and what
 the bound pods request — except the pods of workloads the engine counts by their topology
@@ -31,11 +37,14 @@ from typing import Any
 
 from agent.engine.carry import Carry
 from agent.engine.cycle import schedule_incremental
+from agent.engine.fair_usage import stamp
 from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
+from agent.engine.snapshot import AdmissionFairSharing as EngineAdmissionFairSharing
 from agent.engine.snapshot import (
     EngineConfig,
+    LocalQueueKey,
     Node,
     RequeueTimestamp,
     ResourceName,
@@ -46,11 +55,12 @@ from agent.engine.snapshot import (
 from agent.engine.snapshot import TopologyAssignment as EngineTopologyAssignment
 from agent.engine.snapshot import WaitForPodsReady as EngineWaitForPodsReady
 from agent.engine.snapshot import Workload as EngineWorkload
+from agent.fair_usage import UsageBook
 from agent.labels import Labels
 from agent.records import Record
 from api.k8s.pod import PodSpec, effective_pod_requests
 from api.quantity import Quantity
-from api.v1alpha1.federation import WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
 from api.v1alpha1.messages import ConfigSync
 from api.v1alpha1.workload import (
     Admission,
@@ -234,13 +244,29 @@ class ClusterNodes:
         return out
 
 
-def engine_config(ready: WaitForPodsReady | None) -> EngineConfig:
-    """The engine's settings: waitForPodsReady as the hub sent it for this cluster, or as the
-    agent was started with (None: off)."""
+def engine_admission_fair_sharing(
+    cfg: AdmissionFairSharing | None,
+) -> EngineAdmissionFairSharing | None:
+    if cfg is None:
+        return None
+    return EngineAdmissionFairSharing(
+        usage_half_life_seconds=float(cfg.usage_half_life_seconds),
+        usage_sampling_interval_seconds=float(cfg.usage_sampling_interval_seconds),
+        resource_weights={ResourceName(r): w for r, w in cfg.resource_weights.items()},
+    )
+
+
+def engine_config(
+    ready: WaitForPodsReady | None, fair: AdmissionFairSharing | None = None
+) -> EngineConfig:
+    """The engine's settings: waitForPodsReady and admission fair sharing as the hub sent
+    them for this cluster, or as the agent was started with (None: off)."""
+    fair_sharing = engine_admission_fair_sharing(fair)
     if ready is None:
-        return EngineConfig()
+        return EngineConfig(admission_fair_sharing=fair_sharing)
     strategy = ready.requeuing_strategy
     return EngineConfig(
+        admission_fair_sharing=fair_sharing,
         wait_for_pods_ready=EngineWaitForPodsReady(
             enabled=True,
             timeout_seconds=float(ready.timeout_seconds),
@@ -252,17 +278,27 @@ def engine_config(ready: WaitForPodsReady | None) -> EngineConfig:
             backoff_base_seconds=float(strategy.backoff_base_seconds),
             backoff_max_seconds=float(strategy.backoff_max_seconds),
             backoff_limit_count=strategy.backoff_limit_count,
-        )
+        ),
     )
 
 
 class SnapshotCache:
     """The engine's view of the held workloads, kept between cycles: only the workloads the
     shell names as changed are looked at again (a full walk when it cannot name them).
-    `wait_for_pods_ready`: the agent's own setting, used when the hub sends none."""
+    `wait_for_pods_ready`, `admission_fair_sharing`: the agent's own settings, used when the
+    hub sends none; `usage`: the book of local queues' usage (a new, unsaved one if None)."""
 
-    def __init__(self, wait_for_pods_ready: WaitForPodsReady | None = None) -> None:
+    def __init__(
+        self,
+        wait_for_pods_ready: WaitForPodsReady | None = None,
+        admission_fair_sharing: AdmissionFairSharing | None = None,
+        usage: UsageBook | None = None,
+    ) -> None:
         self._ready_default = wait_for_pods_ready
+        self._fair_default = admission_fair_sharing
+        self.usage = usage if usage is not None else UsageBook()
+        self._scores: dict[LocalQueueKey, float] = {}
+        """The local queues' scores the converted workloads are stamped with."""
         self._base: Snapshot | None = None
         self._config: ConfigSync | None = None
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
@@ -284,11 +320,14 @@ class SnapshotCache:
         changed: Iterable[str] | None = None,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         cluster: tuple[Mapping[str, JsonObject], Mapping[str, JsonObject]] | None = None,
+        now: float | None = None,
     ) -> Snapshot:
         """The snapshot of `config`, the cluster's namespaces' labels (by name; a new object
         when they change) and the unfinished workloads of `held`. `changed`: the keys whose
         record may differ since the last build — forgotten ones included — (None: any of
-        them). `cluster`: the node and pod objects, read when a flavor has a topology."""
+        them). `cluster`: the node and pod objects, read when a flavor has a topology.
+        `now`: the time of the cycle it is for, at which local queues' usage is sampled
+        (None: the usage is left as it is)."""
         cfg = config or ConfigSync(revision=0)
         new_config = self._config is not cfg
         if self._base is None or new_config or self._namespaces is not namespaces:
@@ -300,7 +339,10 @@ class SnapshotCache:
                 workloads=(),
                 namespaces=namespace_labels(namespaces or {}, cfg),
                 topologies=cfg.topologies,
-                config=engine_config(cfg.wait_for_pods_ready or self._ready_default),
+                config=engine_config(
+                    cfg.wait_for_pods_ready or self._ready_default,
+                    cfg.admission_fair_sharing or self._fair_default,
+                ),
             )
             self._namespaces = namespaces
         if new_config:
@@ -322,7 +364,36 @@ class SnapshotCache:
             f.spec.topology_name is not None for f in cfg.resource_flavors
         ):
             nodes = self._nodes.build(*cluster, self._placed)
+        if now is not None or self._scores:
+            if now is not None:
+                self.usage.advance(dataclasses.replace(self._base, workloads=self._engine), now)
+            self._restamp(self.usage.scores(self._base))
         return dataclasses.replace(self._base, workloads=dict(self._engine), nodes=nodes)
+
+    def _restamp(self, scores: dict[LocalQueueKey, float]) -> None:
+        """Stamp the waiting workloads of every local queue whose score changed."""
+        before = self._scores
+        moved = {k for k in before.keys() | scores.keys() if before.get(k) != scores.get(k)}
+        self._scores = scores
+        if not moved:
+            return
+        replaced = self._replaced
+        for converted in self._workloads.values():
+            old = converted.engine
+            if old.admission is not None or old.local_queue not in moved:
+                continue
+            new = stamp(old, scores)
+            if new is old:
+                continue
+            converted.engine = new
+            if old.id in self._engine:
+                self._engine[old.id] = new
+            if replaced is not None:
+                replaced.add(new.id)
+
+    def admitted(self, snapshot: Snapshot, result: CycleResult) -> None:
+        """The cycle over `snapshot` decided `result`: its admissions' entry penalties."""
+        self.usage.admitted(snapshot, result)
 
     def _placed(self, namespace: str, name_label: str) -> bool:
         """Whether the workload whose pods carry these labels is counted by its topology
@@ -375,11 +446,14 @@ class SnapshotCache:
         ):
             if cached is not None:
                 self._engine.pop(cached.engine.id, None)
-            engine = workload_from_api(
-                wl,
-                priorities=self._priorities,
-                preempting=sticky,
-                arrived_at=item.offered_at or None,
+            engine = stamp(
+                workload_from_api(
+                    wl,
+                    priorities=self._priorities,
+                    preempting=sticky,
+                    arrived_at=item.offered_at or None,
+                ),
+                self._scores,
             )
             cached = _Converted(wl, wl.status, sticky, engine)
             self._workloads[key] = cached

@@ -1,6 +1,7 @@
 """What the agent remembers across restarts, in `--state-dir`: the last ConfigSync from the
 hub (`config.json`), the last lease terms it granted (`lease.json`, written only when they
-change), and every workload it holds (`held.db`, SQLite).
+change), the local queues' admission fair sharing usage (`fair_usage.json`, written when it
+changes: agent.fair_usage), and every workload it holds (`held.db`, SQLite).
 
 Each held workload is one row: the offer as received (written once — it carries the pod
 templates and the source, the bulk) and what changes (generation, phase, binding, the
@@ -86,6 +87,17 @@ class StateStore:
 
     def load_lease_terms(self) -> str | None:
         path = self.directory / "lease.json"
+        try:
+            return path.read_text() if path.exists() else None
+        except OSError as exc:
+            log.error("ignoring unreadable %s: %s", path, exc)
+            return None
+
+    def save_fair_usage(self, text: str) -> None:
+        _write_atomic(self.directory / "fair_usage.json", text)
+
+    def load_fair_usage(self) -> str | None:
+        path = self.directory / "fair_usage.json"
         try:
             return path.read_text() if path.exists() else None
         except OSError as exc:

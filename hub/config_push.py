@@ -70,18 +70,25 @@ class ConfigPusher:
     _pushed_members: dict[str, object] = field(default_factory=dict)
 
     def build(self, cluster: str | None = None) -> ConfigSync:
-        """The configuration, with `cluster`'s own settings (waitForPodsReady) when named."""
+        """The configuration, with `cluster`'s own settings (waitForPodsReady, admission fair
+        sharing) when named."""
         sync = self._build()
         return self.for_cluster(sync, cluster) if cluster is not None else sync
 
     def for_cluster(self, sync: ConfigSync, cluster: str) -> ConfigSync:
         member = self.state.find(MemberCluster, cluster)
-        ready = member.spec.wait_for_pods_ready if isinstance(member, MemberCluster) else None
-        return sync if ready is None else sync.model_copy(update={"wait_for_pods_ready": ready})
+        if not isinstance(member, MemberCluster):
+            return sync
+        own = {
+            "wait_for_pods_ready": member.spec.wait_for_pods_ready,
+            "admission_fair_sharing": member.spec.admission_fair_sharing,
+        }
+        update = {name: value for name, value in own.items() if value is not None}
+        return sync.model_copy(update=update) if update else sync
 
     def _member_settings(self) -> dict[str, object]:
         return {
-            m.name: m.spec.wait_for_pods_ready
+            m.name: (m.spec.wait_for_pods_ready, m.spec.admission_fair_sharing)
             for m in self.state.objects(MemberCluster)
             if isinstance(m, MemberCluster)
         }

@@ -1,13 +1,15 @@
 """The status of the hub's queueing objects: each GlobalQueue's workloads pending at the hub,
 offered to clusters and bound to one, and its fleet usage; each ClusterSet's member clusters
-and how many of them are connected.
+and how many of them are connected; each LocalQueue's admission fair sharing usage, as the
+agents' capacity reports last gave it per cluster (`status.fairSharing`), summed.
 
 Every `interval_seconds`, works out what each object's status should say (from the
 dispatcher's queue tallies and the fleet's connections) and writes only the objects whose
 status says something else, so an idle fleet writes nothing. Status writes leave the
 configuration generation where it is (hub.state), so they cost the dispatcher nothing.
 
-Called by: hub.app (runs it); `qctl get queues` and `qctl get clustersets` read what it writes.
+Called by: hub.app (runs it); `qctl get queues`, `qctl get clustersets` and `qctl get|describe
+localqueue` read what it writes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ from typing import Any
 from api.meta import Object
 from api.quantity import resource_amount
 from api.v1alpha1.federation import ClusterSet, GlobalQueue
+from api.v1alpha1.messages import LocalQueueUsage
+from api.v1alpha1.queues import (
+    AdmissionFairSharingStatus,
+    LocalQueue,
+    LocalQueueClusterUsage,
+    LocalQueueFairSharingStatus,
+)
 from hub.dispatch import Dispatcher
 from hub.errors import HubError
 from hub.fleet import Fleet
@@ -70,7 +79,24 @@ class QueueStatusWriter:
                 connected += cluster is not None and cluster.connected
             status = {"clusters": clusters, "connectedClusters": connected}
             written += await self._write_if_changed(cs, status)
+        reported = self._local_queue_usage()
+        for lq in self.state.objects(LocalQueue):
+            assert isinstance(lq, LocalQueue)
+            parts = reported.get(lq.key(), [])
+            fair = lq.status.fair_sharing if lq.status is not None else None
+            if not parts and fair is None:
+                continue
+            written += await self._write_if_changed(lq, {"fairSharing": _fair_sharing(parts)})
         return written
+
+    def _local_queue_usage(self) -> dict[str, list[tuple[str, LocalQueueUsage]]]:
+        """Each local queue's usage (by `namespace/name`) in every cluster that reports it."""
+        out: dict[str, list[tuple[str, LocalQueueUsage]]] = {}
+        for name in sorted(self.fleet.clusters):
+            report = self.fleet.clusters[name].capacity
+            for usage in report.local_queues if report is not None else ():
+                out.setdefault(f"{usage.namespace}/{usage.name}", []).append((name, usage))
+        return out
 
     async def _write_if_changed(self, obj: Object, want: dict[str, Any]) -> bool:
         stored = getattr(obj, "status", None)
@@ -83,8 +109,9 @@ class QueueStatusWriter:
             value["status"] = {**(value.get("status") or {}), **want}
             return value
 
+        namespace = obj.metadata.namespace if obj.NAMESPACED else None
         try:
-            await self.repo.modify(type(obj), obj.metadata.name, None, mutate)
+            await self.repo.modify(type(obj), obj.metadata.name, namespace, mutate)
         except HubError as exc:  # deleted meanwhile, or the store is unavailable for now
             log.info("%s %s: status not written: %s", obj.KIND, obj.metadata.name, exc)
             return False
@@ -103,3 +130,26 @@ def _queue_status(tally: QueueTally | None) -> dict[str, Any]:
             if amount
         },
     }
+
+
+def _fair_sharing(parts: list[tuple[str, LocalQueueUsage]]) -> dict[str, Any] | None:
+    """`status.fairSharing` of a local queue from its clusters' usage (None: none reported)."""
+    if not parts:
+        return None
+    totals: dict[str, int] = {}
+    for _, usage in parts:
+        for resource, amount in usage.consumed_resources.items():
+            totals[resource] = totals.get(resource, 0) + amount.milli()
+    status = AdmissionFairSharingStatus(
+        consumed_resources={r: resource_amount(r, m) for r, m in sorted(totals.items())},
+        last_update=max(usage.last_update for _, usage in parts),
+        clusters=[
+            LocalQueueClusterUsage(
+                cluster=cluster,
+                consumed_resources=usage.consumed_resources,
+                last_update=usage.last_update,
+            )
+            for cluster, usage in parts
+        ],
+    )
+    return LocalQueueFairSharingStatus(admission_fair_sharing_status=status).to_wire()

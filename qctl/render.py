@@ -183,11 +183,21 @@ _CLUSTER_QUEUE = (
     Column("AGE", _age),
 )
 
+
+def _fair_usage(obj: Wire) -> str:
+    """Admission fair sharing: the local queue's decayed usage (`cpu=9844m,memory=1Gi`)."""
+    used = _get(
+        obj, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources", default={}
+    )
+    return ",".join(f"{k}={v}" for k, v in sorted((used or {}).items())) or "<none>"
+
+
 _LOCAL_QUEUE = (
     Column("NAME", _name),
     Column("CLUSTERQUEUE", lambda o: str(_get(o, "spec", "clusterQueue", default=""))),
     Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
     Column("ADMITTED", lambda o: str(_get(o, "status", "admittedWorkloads", default=0))),
+    Column("FAIR-USAGE", _fair_usage, wide_only=True),
     Column("AGE", _age),
 )
 

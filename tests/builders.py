@@ -135,6 +135,7 @@ class CQBuilder:
         self._fungibility = FlavorFungibility()
         self._selector: LabelSelector | None = LabelSelector()
         self._stop = StopPolicy.NONE
+        self._usage_ordered = False
 
     def cohort(self, name: str) -> Self:
         self._cohort = name
@@ -200,6 +201,11 @@ class CQBuilder:
         self._stop = StopPolicy(policy)
         return self
 
+    def admission_fair_sharing(self) -> Self:
+        """`admissionScope.admissionMode: UsageBasedAdmissionFairSharing`."""
+        self._usage_ordered = True
+        return self
+
     def build(self) -> ClusterQueue:
         return ClusterQueue(
             ClusterQueueName(self.name),
@@ -210,6 +216,7 @@ class CQBuilder:
             self._preemption,
             self._fungibility,
             self._stop,
+            admission_fair_sharing=self._usage_ordered,
         )
 
 
@@ -418,8 +425,16 @@ def wl(name: str) -> WorkloadBuilder:
     return WorkloadBuilder(name)
 
 
-def lq(name: str, cluster_queue: str, namespace: str = "default", stop: str = "None") -> LocalQueue:
-    return LocalQueue(Namespace(namespace), name, ClusterQueueName(cluster_queue), StopPolicy(stop))
+def lq(
+    name: str,
+    cluster_queue: str,
+    namespace: str = "default",
+    stop: str = "None",
+    weight: float = 1.0,
+) -> LocalQueue:
+    return LocalQueue(
+        Namespace(namespace), name, ClusterQueueName(cluster_queue), StopPolicy(stop), weight
+    )
 
 
 def _built(items: Iterable[object], kind: type[T]) -> list[T]:

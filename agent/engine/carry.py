@@ -29,6 +29,7 @@ from agent.engine.result import PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import (
     ClusterQueueName,
     LocalQueueKey,
+    OrderKey,
     Snapshot,
     Workload,
     WorkloadId,
@@ -74,7 +75,7 @@ class ShapeRun:
 
     def __init__(self, shape: tuple[object, ...]) -> None:
         self.shape = shape
-        self.keys: list[tuple[bool, int, float, str]] = []
+        self.keys: list[OrderKey] = []
 
 
 class QueueIndex:

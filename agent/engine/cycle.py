@@ -83,6 +83,7 @@ from agent.engine.snapshot import (
     FlavorResource,
     LocalQueueKey,
     Namespace,
+    OrderKey,
     PodSetAssignment,
     PreemptionPolicy,
     QueueingStrategy,
@@ -701,9 +702,7 @@ class _Cycle:
             return False
         return True
 
-    def _memoised(
-        self, name: ClusterQueueName, queue: QueueIndex, first: tuple[bool, int, float, str]
-    ) -> bool:
+    def _memoised(self, name: ClusterQueueName, queue: QueueIndex, first: OrderKey) -> bool:
         if queue.collided:
             return False
         failed = self.failed

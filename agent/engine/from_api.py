@@ -193,6 +193,8 @@ def cluster_queue_from_api(obj: api_queues.ClusterQueue) -> ClusterQueue:
         ),
         stop_policy=StopPolicy(spec.stop_policy),
         fair_sharing_weight=weight,
+        admission_fair_sharing=spec.admission_scope is not None
+        and spec.admission_scope.admission_mode == "UsageBasedAdmissionFairSharing",
     )
 
 
@@ -212,6 +214,7 @@ def local_queue_from_api(obj: api_queues.LocalQueue) -> LocalQueue:
         obj.metadata.name,
         ClusterQueueName(obj.spec.cluster_queue),
         StopPolicy(obj.spec.stop_policy),
+        obj.spec.fair_sharing.weight.milli() / 1000 if obj.spec.fair_sharing else 1.0,
     )
 
 

@@ -4,6 +4,7 @@ Owns the ordering rules `cycle` applies (kueue.md §2.2–2.3):
 
 - inside a cluster queue: the sticky preemptor first (a workload that issued preemptions
   keeps its place until admitted, so lower workloads cannot take the quota it freed), then
+  under admission fair sharing its local queue's usage score (lower first, `fair_usage`), then
   priority (higher first), then the queue-order timestamp (creation, or eviction time after
   a pods-ready requeue), then id — precomputed as `Workload.order_key`;
 - across cluster queues within one round of a cycle: entries that would not borrow before

@@ -27,6 +27,7 @@ from typing import NewType
 
 __all__ = [
     "Admission",
+    "AdmissionFairSharing",
     "BorrowWithinCohort",
     "ClusterQueue",
     "ClusterQueueName",
@@ -46,6 +47,7 @@ __all__ = [
     "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "OrderKey",
     "PodSet",
     "PodSetAssignment",
     "PreemptionConfig",
@@ -79,6 +81,9 @@ LocalQueueKey = NewType("LocalQueueKey", str)
 """`namespace/name` of a local queue."""
 WorkloadId = NewType("WorkloadId", str)
 """Unique workload key (the shell uses `namespace/name` or the UID)."""
+
+OrderKey = tuple[bool, float, int, float, str]
+"""`Workload.order_key`: the order of waiting workloads within one cluster queue."""
 
 FlavorResource = tuple[FlavorName, ResourceName]
 """One quota cell: a resource in a flavor."""
@@ -338,6 +343,9 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     stop_policy: StopPolicy = StopPolicy.NONE
     fair_sharing_weight: int = 1000  # milli; carried for fair sharing (a later issue)
+    admission_fair_sharing: bool = False
+    """`admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: its waiting workloads
+    are ordered by their local queue's decayed usage first (`Workload.queue_usage`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +362,8 @@ class LocalQueue:
     name: str
     cluster_queue: ClusterQueueName
     stop_policy: StopPolicy = StopPolicy.NONE
+    fair_sharing_weight: float = 1.0
+    """Divides its usage score under admission fair sharing (≤ 0: always last)."""
 
     @property
     def key(self) -> LocalQueueKey:
@@ -441,11 +451,15 @@ class Workload:
     arrived_at: float | None = None
     """When this cluster got the workload (the agent's offer time), if later than it was
     queued at the hub: see `queued_here_at`."""
+    queue_usage: float = 0.0
+    """Its local queue's usage score when its cluster queue orders by admission fair sharing
+    (`fair_usage.usage_score`, stamped by the caller; lower goes first), else 0."""
 
     local_queue: LocalQueueKey = field(init=False, repr=False, compare=False)
     """`namespace/queue_name`."""
-    order_key: tuple[bool, int, float, str] = field(init=False, repr=False, compare=False)
-    """Queue order: sticky preemptor first, then priority (high first), FIFO time, id."""
+    order_key: OrderKey = field(init=False, repr=False, compare=False)
+    """Queue order: sticky preemptor first, then the local queue's usage score (admission
+    fair sharing; 0 otherwise), then priority (high first), FIFO time, id."""
     shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
     """Everything flavor assignment and preemption read: equal shapes fare equally."""
     shape_hash: int = field(init=False, repr=False, compare=False)
@@ -459,7 +473,7 @@ class Workload:
         object.__setattr__(
             self,
             "order_key",
-            (not self.preempting, -self.priority, self.queue_timestamp, self.id),
+            (not self.preempting, self.queue_usage, -self.priority, self.queue_timestamp, self.id),
         )
         object.__setattr__(self, "local_queue", lq_key(self.namespace, self.queue_name))
         shape = (
@@ -516,9 +530,21 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionFairSharing:
+    """Kueue's `admissionFairSharing` configuration: how local queues' usage is sampled and
+    decayed (`fair_usage`). Without it no cluster queue orders by usage."""
+
+    usage_half_life_seconds: float = 7 * 24 * 3600.0
+    usage_sampling_interval_seconds: float = 300.0
+    resource_weights: Mapping[ResourceName, float] = field(default_factory=dict)
+    """Weight of each resource in the usage score; a resource not named weighs 1."""
+
+
+@dataclass(frozen=True, slots=True)
 class EngineConfig:
     undeclared_resources: UndeclaredResources = UndeclaredResources.BLOCK
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    admission_fair_sharing: AdmissionFairSharing | None = None
     max_admissions_per_queue: int | None = None
     """None admits as many as fit per cluster queue per cycle; 1 reproduces Kueue."""
 

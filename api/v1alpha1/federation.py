@@ -33,6 +33,7 @@ from api.tokens import TokenHashError, parse_token_hash
 __all__ = [
     "SUBMITTER_ANNOTATION",
     "TENANT_LABEL",
+    "AdmissionFairSharing",
     "ClusterAffinity",
     "ClusterCapacity",
     "ClusterSelectorTerm",
@@ -55,6 +56,7 @@ __all__ = [
     "TokenReference",
     "UserFairShare",
     "WaitForPodsReady",
+    "admission_fair_sharing_errors",
 ]
 
 
@@ -136,6 +138,42 @@ def wait_for_pods_ready_errors(path: Path, cfg: WaitForPodsReady) -> list[FieldE
     return errors
 
 
+class AdmissionFairSharing(StrictModel):
+    """Kueue's `admissionFairSharing` configuration for this cluster: how each local queue's
+    consumed resources are sampled (every `usageSamplingIntervalSeconds`) and decayed (halved
+    every `usageHalfLifeSeconds`; 0 keeps no history), and what each resource weighs in the
+    score (`resourceWeights`, 1 for a resource not named). Only cluster queues with
+    `admissionScope.admissionMode: UsageBasedAdmissionFairSharing` order by it."""
+
+    usage_half_life_seconds: int = 7 * 24 * 3600
+    usage_sampling_interval_seconds: int = 300
+    resource_weights: dict[str, float] = Field(default_factory=dict)
+
+
+def admission_fair_sharing_errors(path: Path, cfg: AdmissionFairSharing) -> list[FieldError]:
+    errors = []
+    for name, value, least in (
+        ("usageHalfLifeSeconds", cfg.usage_half_life_seconds, 0),
+        ("usageSamplingIntervalSeconds", cfg.usage_sampling_interval_seconds, 1),
+    ):
+        if value < least:
+            errors.append(
+                FieldError.invalid(
+                    path.child(name), value, f"must be greater than or equal to {least}"
+                )
+            )
+    for resource, weight in sorted(cfg.resource_weights.items()):
+        if weight < 0:
+            errors.append(
+                FieldError.invalid(
+                    path.child("resourceWeights", resource),
+                    weight,
+                    "must be greater than or equal to 0",
+                )
+            )
+    return errors
+
+
 class MemberClusterSpec(StrictModel):
     """How the hub knows this cluster's agent, and what it may send there.
 
@@ -151,6 +189,9 @@ class MemberClusterSpec(StrictModel):
     fencing: Fencing = Field(default_factory=Fencing)
     # None: off, unless the cluster's agent turns it on itself (its --wait-for-pods-ready).
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # None: off, unless the cluster's agent turns it on itself (its
+    # --admission-fair-sharing-half-life).
+    admission_fair_sharing: AdmissionFairSharing | None = None
     description: str = ""
 
 
@@ -208,6 +249,10 @@ class MemberCluster(Object):
         if self.spec.wait_for_pods_ready is not None:
             errors += wait_for_pods_ready_errors(
                 Path("spec", "waitForPodsReady"), self.spec.wait_for_pods_ready
+            )
+        if self.spec.admission_fair_sharing is not None:
+            errors += admission_fair_sharing_errors(
+                Path("spec", "admissionFairSharing"), self.spec.admission_fair_sharing
             )
         return errors
 

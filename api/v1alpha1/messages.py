@@ -44,7 +44,7 @@ from api.meta import (
     label_map_errors,
 )
 from api.quantity import Quantity
-from api.v1alpha1.federation import WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
 from api.v1alpha1.queues import (
     ClusterQueue,
     Cohort,
@@ -75,6 +75,7 @@ __all__ = [
     "LeaseGrant",
     "LeaseRenew",
     "LevelRoom",
+    "LocalQueueUsage",
     "LogClose",
     "LogData",
     "LogLine",
@@ -266,6 +267,16 @@ class TopologyRoom(StrictModel):
     levels: list[LevelRoom] = Field(default_factory=list)
 
 
+class LocalQueueUsage(StrictModel):
+    """One local queue's decayed consumed resources in this cluster (admission fair sharing:
+    Kueue's `status.fairSharing.admissionFairSharingStatus`), as of `lastUpdate`."""
+
+    namespace: str
+    name: str
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: datetime
+
+
 class CapacityReport(StrictModel):
     type: Literal["CapacityReport"] = "CapacityReport"
     cluster: str
@@ -277,6 +288,9 @@ class CapacityReport(StrictModel):
     """Per flavor with a topology, its domains' room (agents since topology-aware placement;
     None from older agents: the hub then places without it). An empty list: no flavor of
     this cluster has a topology."""
+    local_queues: list[LocalQueueUsage] = Field(default_factory=list)
+    """Admission fair sharing: the usage of every local queue whose cluster queue orders by
+    it (none when it is off)."""
 
 
 class PodCounts(StrictModel):
@@ -395,6 +409,8 @@ class ConfigSync(StrictModel):
     namespaces: list[NamespaceLabels] = Field(default_factory=list)
     # This cluster's MemberCluster.spec.waitForPodsReady (None: the agent's own setting).
     wait_for_pods_ready: WaitForPodsReady | None = None
+    # This cluster's MemberCluster.spec.admissionFairSharing (None: the agent's own setting).
+    admission_fair_sharing: AdmissionFairSharing | None = None
 
     def objects(self) -> Iterator[tuple[str, int, Object]]:
         """(field, index, object) for every object carried."""

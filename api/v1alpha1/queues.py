@@ -9,6 +9,7 @@ them through its snapshot builder. Called by: api.codec (registry), hub, agent, 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -27,6 +28,7 @@ from api.meta import (
 from api.quantity import Quantity
 
 __all__ = [
+    "AdmissionFairSharingStatus",
     "AdmissionScope",
     "BorrowWithinCohort",
     "ClusterQueue",
@@ -40,6 +42,8 @@ __all__ = [
     "FlavorQuotas",
     "FlavorUsage",
     "LocalQueue",
+    "LocalQueueClusterUsage",
+    "LocalQueueFairSharingStatus",
     "LocalQueueSpec",
     "LocalQueueStatus",
     "ResourceFlavor",
@@ -386,6 +390,28 @@ class LocalQueueSpec(StrictModel):
     fair_sharing: FairSharing | None = None
 
 
+class LocalQueueClusterUsage(StrictModel):
+    """One member cluster's decayed usage of the local queue (its agent samples it)."""
+
+    cluster: str
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: datetime | None = None
+
+
+class AdmissionFairSharingStatus(StrictModel):
+    """Kueue's admission fair sharing status: the local queue's decayed consumed resources,
+    summed over the member clusters (each cluster orders its own cluster queues by its own
+    part, in `clusters`), as of the latest `lastUpdate` among them."""
+
+    consumed_resources: dict[str, Quantity] = Field(default_factory=dict)
+    last_update: datetime | None = None
+    clusters: list[LocalQueueClusterUsage] = Field(default_factory=list)
+
+
+class LocalQueueFairSharingStatus(StrictModel):
+    admission_fair_sharing_status: AdmissionFairSharingStatus | None = None
+
+
 class LocalQueueStatus(StrictModel):
     conditions: list[Condition] = Field(default_factory=list)
     pending_workloads: int = 0
@@ -393,6 +419,7 @@ class LocalQueueStatus(StrictModel):
     admitted_workloads: int = 0
     flavors_reservation: list[FlavorUsage] = Field(default_factory=list)
     flavors_usage: list[FlavorUsage] = Field(default_factory=list)
+    fair_sharing: LocalQueueFairSharingStatus | None = None
 
 
 class LocalQueue(Object):

@@ -2,7 +2,9 @@
 and skipping memoised tails) decides exactly as the look-at-everything cycle (`schedule`),
 step by step over seeded random streams of arrivals, finishes, priority changes,
 deactivations, backoffs and quota changes, in cohorts with borrowing, preemption and
-protection; and over a deep queue it looks at what changed, not at what waits."""
+protection, with admission fair sharing on or off (its usage decaying and penalised as the
+agent does, so queue order moves between cycles); and over a deep queue it looks at what
+changed, not at what waits."""
 
 from __future__ import annotations
 
@@ -14,9 +16,19 @@ import pytest
 from agent.engine.apply import apply_result
 from agent.engine.carry import Carry
 from agent.engine.cycle import _Pending, schedule, schedule_incremental
+from agent.engine.fair_usage import (
+    LocalQueueUsage,
+    admitted_usage,
+    penalize,
+    requests,
+    sample,
+    with_usage,
+)
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import (
+    AdmissionFairSharing,
     EngineConfig,
+    LocalQueueKey,
     Namespace,
     Snapshot,
     WaitForPodsReady,
@@ -25,9 +37,14 @@ from agent.engine.snapshot import (
 )
 from tests.builders import CQBuilder, cohort, cq, lq, snapshot, wl
 
+AFS = AdmissionFairSharing(usage_half_life_seconds=4.0, usage_sampling_interval_seconds=1.0)
 
-def _config(rng: random.Random, snap_workloads: dict[WorkloadId, Workload]) -> Snapshot:
-    """A random cohort tree with borrowing, queues with random policies, and `snap_workloads`."""
+
+def _config(
+    rng: random.Random, snap_workloads: dict[WorkloadId, Workload], afs: bool = False
+) -> Snapshot:
+    """A random cohort tree with borrowing, queues with random policies, and `snap_workloads`;
+    with `afs`, admission fair sharing configured and most queues ordering by usage."""
     cohorts = [cohort("co0").quota("cpu", nominal=str(rng.randint(0, 4)))]
     if rng.random() < 0.5:
         cohorts.append(
@@ -56,6 +73,8 @@ def _config(rng: random.Random, snap_workloads: dict[WorkloadId, Workload]) -> S
             q.strict_fifo()
         if rng.random() < 0.1:
             q.namespace_selector({"team": "a"})
+        if afs and rng.random() < 0.8:
+            q.admission_fair_sharing()
         cqs.append(q)
     ready = WaitForPodsReady(
         enabled=rng.random() < 0.2, timeout_seconds=3.0, block_admission=rng.random() < 0.5
@@ -63,8 +82,10 @@ def _config(rng: random.Random, snap_workloads: dict[WorkloadId, Workload]) -> S
     config = EngineConfig(
         wait_for_pods_ready=ready,
         max_admissions_per_queue=rng.choice([None, None, None, 1, 2]),
+        admission_fair_sharing=AFS if afs else None,
     )
     lqs = [lq("stopped", rng.choice(["q0", "q2"]), stop="Hold"), lq("q0", "q0", namespace="b")]
+    lqs += [lq("q0-light", "q0", weight=rng.choice([1.0, 2.0])), lq("q1-light", "q1")]
     base = snapshot(
         cqs=cqs,
         cohorts=cohorts,
@@ -80,7 +101,7 @@ def _arrival(rng: random.Random, n: int, now: float, odd: float) -> Workload:
     # (a distinct shape, a backoff, another namespace, a stopped or missing queue).
     b = (
         wl(f"w{n}")
-        .queue(rng.choice(["q0", "q0", "q1", "q2"]))
+        .queue(rng.choice(["q0", "q0", "q1", "q2", "q0-light", "q1-light"]))
         .request("cpu", rng.choice(["1", "1", "2"]))
         .priority(rng.choice([0, 0, 5]))
         .created(now)
@@ -149,19 +170,26 @@ def _same(full: CycleResult, inc: CycleResult) -> None:
     }
 
 
-def _run_stream(seed: int, steps: int = 40) -> int:
-    """One stream; returns how many cycles skipped a tail."""
+def _run_stream(seed: int, steps: int = 40, afs: bool = False) -> int:
+    """One stream; returns how many cycles skipped a tail. With `afs`, each cycle's snapshot
+    carries the local queues' usage as the agent keeps it: sampled, then penalised by the
+    cycle's admissions."""
     rng = random.Random(seed)
     odd = rng.choice([0.0, 0.02, 0.1, 0.3])
-    snap = _config(rng, {})
+    snap = _config(rng, {}, afs)
+    usage: dict[LocalQueueKey, LocalQueueUsage] = {}
     carry: Carry | None = None
     previous: CycleResult | None = None
     now, n, skipped = 0.0, 0, 0
     last = snap  # what the last cycle saw: `changed` is counted from it
     for step in range(steps):
         if step and rng.random() < 0.08:
-            snap = _config(rng, dict(snap.workloads))  # a quota change: new configuration
+            snap = _config(rng, dict(snap.workloads), afs)  # a quota change: new configuration
         snap, n = _events(rng, snap, now, n, odd)
+        if afs:
+            held = admitted_usage(snap.workloads.values())
+            usage = sample(usage, snap.local_queues, held, now, AFS)
+            snap = with_usage(snap, usage)
         changed = _changed(last, snap)
         full = schedule(snap, now)
         inc, carry = schedule_incremental(
@@ -180,6 +208,10 @@ def _run_stream(seed: int, steps: int = 40) -> int:
             assert moved <= inc.pending_changed, (seed, step, moved - inc.pending_changed)
             assert inc.pending_changed <= set(full.pending)
         previous, last = full, snap
+        for admit in full.admitted if afs else ():
+            admitted = snap.workloads[admit.workload]
+            key = admitted.local_queue
+            usage[key] = penalize(usage.get(key, LocalQueueUsage()), requests(admitted), AFS)
         snap = apply_result(snap, full)
         now += rng.choice([0.25, 0.5, 1.0])
     return skipped
@@ -188,6 +220,14 @@ def _run_stream(seed: int, steps: int = 40) -> int:
 @pytest.mark.parametrize("block", range(4))
 def test_the_incremental_cycle_decides_as_the_full_cycle_over_random_streams(block: int) -> None:
     skipped = sum(_run_stream(seed) for seed in range(block * 25, block * 25 + 25))
+    assert skipped > 0, "no stream exercised a skipped tail"
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_incremental_cycle_decides_as_the_full_cycle_with_admission_fair_sharing(
+    block: int,
+) -> None:
+    skipped = sum(_run_stream(seed, afs=True) for seed in range(block * 25, block * 25 + 25))
     assert skipped > 0, "no stream exercised a skipped tail"
 
 
