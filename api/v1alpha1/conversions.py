@@ -46,6 +46,7 @@ __all__ = [
     "ANNOTATION_PREFIXES",
     "ConversionError",
     "Keys",
+    "pod_set_names",
     "to_workload",
     "workload_from_job",
     "workload_from_jobset",
@@ -493,6 +494,16 @@ def _role_of(pod: Pod) -> str:
         },
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def pod_set_names(pods: Sequence[Pod]) -> list[str]:
+    """The name of the pod set each of a group's `pods` belongs to in the Workload
+    `workload_from_pods` makes of them (the agent creates each pod with its pod set's
+    flavor)."""
+    roles = [_role_of(pod) for pod in pods]
+    if len(set(roles)) <= 1:
+        return [DEFAULT_POD_SET_NAME] * len(pods)
+    return roles
 
 
 def workload_from_pods(
