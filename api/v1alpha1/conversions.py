@@ -514,8 +514,9 @@ def workload_from_pods(
     take_ownership: bool = False,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
-    count) becomes one Workload with a pod set per role; a single pod without a group label
-    becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1 List of the pods."""
+    count, all of them given) becomes one Workload with a pod set per role; a single pod
+    without a group label becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1
+    List of the pods."""
     if not pods:
         raise ConversionError("Pod", "", [FieldError.required("items", "no pods given")])
     first = pods[0]
@@ -638,13 +639,16 @@ def workload_from_pods(
                 f"the group has more pods than its total count {total}",
             )
         )
-    elif len(pods) < total and len(roles) > 1:
+    elif len(pods) < total:
+        # Kueue waits for the rest of the group's pods to be created; MultiQ takes a group
+        # whole, in one submission, so it never holds half a group (nor quota for it).
         errors.append(
             FieldError.invalid(
                 items,
                 len(pods),
-                f"the group's total count is {total} but only {len(pods)} pods of "
-                f"{len(roles)} different roles were given: cannot tell the roles of the rest",
+                f"the group's total count is {total} but only {len(pods)} of its pods were "
+                "given: submit every pod of the group together (all in the files given to "
+                "one `qctl submit`, or a v1 List of them)",
             )
         )
     if errors:

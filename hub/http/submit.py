@@ -1,6 +1,7 @@
 """Submissions: `POST /apis/multiq.dev/v1alpha1/namespaces/{ns}/submissions[?queue=Q]
-[&clusterSet=S]` with a batch/v1 Job, a JobSet (upstream or ours), a Pod or a Workload, as
-JSON or YAML.
+[&clusterSet=S]` with a batch/v1 Job, a JobSet (upstream or ours), a Pod, a pod group (a v1
+List of its Pods: a group is submitted whole, every pod at once) or a Workload, as JSON or
+YAML.
 
 The object is validated, converted to a Workload (queue from `?queue=` or the job's
 `multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
@@ -29,8 +30,9 @@ from typing import Any
 from aiohttp import web
 
 from api.errors import FieldError
+from api.k8s.pod import Pod
 from api.meta import API_VERSION
-from api.v1alpha1.conversions import ConversionError, to_workload
+from api.v1alpha1.conversions import ConversionError, to_workload, workload_from_pods
 from api.v1alpha1.federation import (
     SUBMITTER_ANNOTATION,
     ClusterSet,
@@ -123,7 +125,8 @@ class SubmitRoutes:
                 f"namespace of the request ({ns})"
             )
         meta["namespace"] = ns
-        source = without_status(self.repo.validate(body))
+        group = self._pod_group(body, ns)
+        source = group[0] if group else without_status(self.repo.validate(body))
         submission_stage("validate")
         priorities = {
             p.name: p.value
@@ -133,9 +136,20 @@ class SubmitRoutes:
         try:
             # The source was parsed for this request alone: the Workload may share its pod
             # templates (neither is changed after this point).
-            workload = to_workload(
-                source, priority_classes=priorities, default_queue_name=queue, take_ownership=True
-            )
+            if group:
+                workload = workload_from_pods(
+                    group,
+                    priority_classes=priorities,
+                    default_queue_name=queue,
+                    take_ownership=True,
+                )
+            else:
+                workload = to_workload(
+                    source,
+                    priority_classes=priorities,
+                    default_queue_name=queue,
+                    take_ownership=True,
+                )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
         submission_stage("convert")
@@ -162,7 +176,11 @@ class SubmitRoutes:
         if not isinstance(source, Workload):
             if key in self.state.workloads:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
-            source_wire = source.to_wire()
+            source_wire: dict[str, Any] = (
+                {"apiVersion": "v1", "kind": "List", "items": [p.to_wire() for p in group]}
+                if group
+                else source.to_wire()
+            )
             await self._store_source(ns, workload.metadata.name, source_wire)
             self.state.keep_fresh_source(key, source_wire)
         # The mirror takes this Workload as it is when the write comes back, not a parse of it.
@@ -181,6 +199,37 @@ class SubmitRoutes:
         self.state.remember(key, workload, revision, written[0])
         submission_stage("store")
         return created
+
+    def _pod_group(self, body: dict[str, Any], ns: str) -> list[Pod]:
+        """The Pods of a pod group submitted whole, as a v1 List (qctl sends a group's Pod
+        documents so); [] for anything else. Each pod is validated as a Pod of `ns`."""
+        if (body.get("apiVersion"), body.get("kind")) != ("v1", "List"):
+            return []
+        items = body.get("items")
+        if not isinstance(items, list) or not items:
+            raise InvalidObjectError(
+                "a v1 List is submitted as a pod group: its items must be the group's Pods",
+                causes=[FieldError.required("items", "the group's Pods")],
+            )
+        pods: list[Pod] = []
+        for i, item in enumerate(items):
+            kind = item.get("kind") if isinstance(item, dict) else None
+            if kind != "Pod" or item.get("apiVersion") != "v1":
+                raise InvalidObjectError(
+                    f"items[{i}]: a List is submitted as a pod group, of v1 Pods only",
+                    causes=[FieldError.invalid(f"items[{i}].kind", kind or "", "must be Pod")],
+                )
+            item_meta = item.setdefault("metadata", {})
+            if item_meta.get("namespace") not in (None, ns):
+                raise BadRequestError(
+                    f"items[{i}]: the namespace of the pod ({item_meta.get('namespace')}) "
+                    f"does not match the namespace of the request ({ns})"
+                )
+            item_meta["namespace"] = ns
+            pod = without_status(self.repo.validate(item))
+            assert isinstance(pod, Pod)
+            pods.append(pod)
+        return pods
 
     def _check_priority(
         self,

@@ -58,18 +58,20 @@ def test_pods_of_different_shapes_get_a_pod_set_each() -> None:
     assert all(len(ps.name) == 8 for ps in wl.spec.pod_sets)
 
 
-def test_a_group_still_being_created_counts_its_total() -> None:
-    wl = workload_from_pods([pod("w0")])
-    assert wl.spec.pod_sets[0].count == 3
+def test_a_group_given_without_all_its_pods_is_refused_naming_what_to_do() -> None:
+    with pytest.raises(ConversionError) as info:
+        workload_from_pods([pod("w0")])
+    assert [str(e) for e in info.value.errors] == [
+        "items: Invalid value: 1: the group's total count is 3 but only 1 of its pods were "
+        "given: submit every pod of the group together (all in the files given to one "
+        "`qctl submit`, or a v1 List of them)"
+    ]
 
 
-def test_missing_pods_of_several_roles_cannot_be_placed() -> None:
+def test_missing_pods_of_several_roles_are_refused_as_well() -> None:
     with pytest.raises(ConversionError) as info:
         workload_from_pods([pod("leader", role="leader"), pod("w1")])
-    assert [str(e) for e in info.value.errors] == [
-        "items: Invalid value: 2: the group's total count is 3 but only 2 pods of 2 different "
-        "roles were given: cannot tell the roles of the rest"
-    ]
+    assert "only 2 of its pods were given" in str(info.value.errors[0])
 
 
 def test_every_pod_carries_the_total_count() -> None:
