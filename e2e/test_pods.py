@@ -2,11 +2,12 @@
 hub), submitted with `qctl submit -f` as Kueue users write them: a group of three Pods is one
 workload, admitted and run together on one cluster — none of its pods starts before the group
 is admitted, all succeed, the workload is Succeeded; a single plain Pod runs as itself; a
-group submitted without all its pods is refused, saying what to do."""
+group submitted pod by pod waits at the hub, saying why, until its last pod is in."""
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -111,12 +112,30 @@ def test_a_plain_pod_runs_as_itself(federation: DevFederation, tmp_path: Path) -
     assert "solo started" in logs
 
 
-def test_a_pod_group_submitted_without_all_its_pods_is_refused_saying_what_to_do(
+def test_a_pod_group_submitted_pod_by_pod_waits_at_the_hub_until_its_last_pod(
     federation: DevFederation, tmp_path: Path
 ) -> None:
-    path = tmp_path / "half.yaml"
-    path.write_text(yaml.safe_dump_all([pod(f"half-{i}", group="half") for i in range(2)]))
-    refused = qctl(federation, "submit", "-f", str(path), check=False)
-    assert refused.returncode != 0
-    assert "the group's total count is 3 but only 2 of its pods were given" in refused.stderr
-    assert "submit every pod of the group together" in refused.stderr
+    files = []
+    for i in range(3):
+        path = tmp_path / f"step-{i}.yaml"
+        path.write_text(yaml.safe_dump(pod(f"step-{i}", group="step")))
+        files.append(path)
+    first = qctl(federation, "submit", "-f", str(files[0])).stdout
+    assert first == (
+        "workload/pod-group-step submitted to queue default in namespace default"
+        " (pod group: 1/3 pods in, it waits for the rest)\n"
+    )
+    qctl(federation, "submit", "-f", str(files[1]))
+    time.sleep(3)  # time enough for a dispatch, were it not waiting
+    wl = workload(federation, "pod-group-step")
+    assert not (wl.get("status") or {}).get("clusterName")
+    [reserved] = [c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved"]
+    assert reserved["reason"] == "WaitingForPodGroup"
+    assert reserved["message"].startswith("2 of the group's 3 pods submitted")
+    assert all(not pods_on(federation, c, "pod-group-step") for c in federation.names)
+
+    qctl(federation, "submit", "-f", str(files[2]))
+    eventually(lambda: state_of(federation, "pod-group-step") == "Succeeded", within=120)
+    cluster = workload(federation, "pod-group-step")["status"]["clusterName"]
+    names = sorted(p["metadata"]["name"] for p in pods_on(federation, cluster, "pod-group-step"))
+    assert names == ["step-0", "step-1", "step-2"]

@@ -44,6 +44,7 @@ from api.v1alpha1.workload import (
 
 __all__ = [
     "ANNOTATION_PREFIXES",
+    "POD_GROUP_WAITING_ANNOTATION",
     "ConversionError",
     "Keys",
     "pod_set_names",
@@ -506,17 +507,26 @@ def pod_set_names(pods: Sequence[Pod]) -> list[str]:
     return roles
 
 
+POD_GROUP_WAITING_ANNOTATION = "multiq.dev/pod-group-waiting"
+"""On the Workload of a pod group not all of whose pods were given yet: `<given>/<total>`.
+Such a Workload waits (the hub does not dispatch it) until the rest arrive."""
+
+
 def workload_from_pods(
     pods: Sequence[Pod],
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    incomplete: bool = False,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
-    count, all of them given) becomes one Workload with a pod set per role; a single pod
-    without a group label becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1
-    List of the pods."""
+    count) becomes one Workload with a pod set per role; a single pod without a group label
+    becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1 List of the pods.
+
+    A group given without all its pods is an error, unless `incomplete`: then its Workload
+    has a pod set per role of the pods given so far and `POD_GROUP_WAITING_ANNOTATION` (Kueue
+    waits for the group's total count too); made again with every pod, it loses both."""
     if not pods:
         raise ConversionError("Pod", "", [FieldError.required("items", "no pods given")])
     first = pods[0]
@@ -639,16 +649,14 @@ def workload_from_pods(
                 f"the group has more pods than its total count {total}",
             )
         )
-    elif len(pods) < total:
-        # Kueue waits for the rest of the group's pods to be created; MultiQ takes a group
-        # whole, in one submission, so it never holds half a group (nor quota for it).
+    elif len(pods) < total and not incomplete:
         errors.append(
             FieldError.invalid(
                 items,
                 len(pods),
                 f"the group's total count is {total} but only {len(pods)} of its pods were "
-                "given: submit every pod of the group together (all in the files given to "
-                "one `qctl submit`, or a v1 List of them)",
+                "given: submit the rest to the hub (it waits for them), or every pod of the "
+                "group together",
             )
         )
     if errors:
@@ -656,7 +664,7 @@ def workload_from_pods(
     pod_sets = []
     for role, members in roles.items():
         j = members[0]
-        count = total if len(roles) == 1 else len(members)
+        count = len(members)
         template_meta = ObjectMeta(
             labels=pods[j].metadata.labels, annotations=pods[j].metadata.annotations
         )
@@ -669,7 +677,7 @@ def workload_from_pods(
                 count_path=items,
             )
         )
-    return _build_workload(
+    workload = _build_workload(
         build,
         first.metadata,
         items.index(0).child("metadata"),
@@ -679,6 +687,9 @@ def workload_from_pods(
         default_queue_name,
         workload_name("pod-group", group.value),
     )
+    if len(pods) < total:
+        workload.metadata.annotations[POD_GROUP_WAITING_ANNOTATION] = f"{len(pods)}/{total}"
+    return workload
 
 
 # --- dispatch -------------------------------------------------------------------------------

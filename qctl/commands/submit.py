@@ -103,9 +103,12 @@ def submit_files(args: argparse.Namespace, out: TextIO) -> tuple[HubSession, lis
         created = hub.submit(body, namespace=ns, cluster_set=args.cluster_set, queue=args.queue)
         meta, spec = created["metadata"], created["spec"]
         names.append(f"{meta['namespace']}/{meta['name']}")
+        waiting = (meta.get("annotations") or {}).get("multiq.dev/pod-group-waiting")
         out.write(
             f"workload/{meta['name']} submitted to queue {spec['queueName']}"
-            f" in namespace {meta['namespace']}\n"
+            f" in namespace {meta['namespace']}"
+            + (f" (pod group: {waiting} pods in, it waits for the rest)" if waiting else "")
+            + "\n"
         )
         out.flush()
     return hub, names

@@ -58,20 +58,24 @@ def test_pods_of_different_shapes_get_a_pod_set_each() -> None:
     assert all(len(ps.name) == 8 for ps in wl.spec.pod_sets)
 
 
-def test_a_group_given_without_all_its_pods_is_refused_naming_what_to_do() -> None:
+def test_a_group_given_without_all_its_pods_is_refused_unless_it_may_wait() -> None:
     with pytest.raises(ConversionError) as info:
         workload_from_pods([pod("w0")])
     assert [str(e) for e in info.value.errors] == [
         "items: Invalid value: 1: the group's total count is 3 but only 1 of its pods were "
-        "given: submit every pod of the group together (all in the files given to one "
-        "`qctl submit`, or a v1 List of them)"
+        "given: submit the rest to the hub (it waits for them), or every pod of the group "
+        "together"
     ]
 
 
-def test_missing_pods_of_several_roles_are_refused_as_well() -> None:
-    with pytest.raises(ConversionError) as info:
-        workload_from_pods([pod("leader", role="leader"), pod("w1")])
-    assert "only 2 of its pods were given" in str(info.value.errors[0])
+def test_a_group_still_waiting_for_pods_has_the_pods_given_and_says_how_many_are_in() -> None:
+    wl = workload_from_pods([pod("leader", role="leader"), pod("w1")], incomplete=True)
+    assert sorted(ps.count for ps in wl.spec.pod_sets) == [1, 1]
+    assert wl.metadata.annotations["multiq.dev/pod-group-waiting"] == "2/3"
+    whole = workload_from_pods(
+        [pod("leader", role="leader"), pod("w1"), pod("w2")], incomplete=True
+    )
+    assert "multiq.dev/pod-group-waiting" not in whole.metadata.annotations
 
 
 def test_every_pod_carries_the_total_count() -> None:
