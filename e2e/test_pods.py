@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import kubectl, qctl, workload
+from e2e.conftest import ROOT, kubectl, qctl, workload
 from e2e.test_federation import eventually, state_of
 from qctl.commands.dev import DevFederation
 
@@ -98,18 +98,16 @@ def test_a_pod_group_of_three_plain_pods_is_admitted_and_runs_together(
         assert started >= last_created
 
 
-def test_a_plain_pod_runs_as_itself(federation: DevFederation, tmp_path: Path) -> None:
-    path = tmp_path / "solo.yaml"
-    path.write_text(yaml.safe_dump(pod("solo")))
-    submitted = qctl(federation, "submit", "-f", str(path))
+def test_the_plain_pod_example_runs_as_itself(federation: DevFederation) -> None:
+    submitted = qctl(federation, "submit", "-f", str(ROOT / "examples" / "pod.yaml"))
     name = submitted.stdout.split()[0].removeprefix("workload/")
     eventually(lambda: state_of(federation, name) == "Succeeded", within=120)
     cluster = workload(federation, name)["status"]["clusterName"]
     [ran] = pods_on(federation, cluster, name)
-    assert ran["metadata"]["name"] == "solo"
+    assert ran["metadata"]["name"] == "hello-pod"
     assert not ran["metadata"].get("ownerReferences")  # a bare pod, no Job around it
     logs = qctl(federation, "logs", name).stdout
-    assert "solo started" in logs
+    assert "hello from a plain pod" in logs
 
 
 def test_a_pod_group_submitted_pod_by_pod_waits_at_the_hub_until_its_last_pod(
