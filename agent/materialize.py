@@ -475,8 +475,8 @@ def _jobs_for_pod_sets(
 
 
 def _kind(obj: JsonObject) -> str:
-    """A Job or a Pod (objects from a watch or a LIST may carry no kind: a Job has a
-    `completionMode`-bearing spec or a `template`, a Pod `containers`)."""
+    """A Job or a Pod (an object from a LIST or the inventory's mirror may carry no kind: a
+    Pod's spec has `containers`, a Job's a pod `template`)."""
     kind = obj.get("kind")
     if kind:
         return str(kind)
@@ -551,7 +551,7 @@ class Materializer:
             await self.ensure_namespace(namespace)
             out.append(await self._ensure_job(namespace, job))
         for made in out:
-            patch = _ungated_spec(made) if made.get("kind", "Pod") == "Pod" else None
+            patch = _ungated_spec(made) if made.get("kind") == "Pod" else None
             if patch is not None:
                 meta = made.get("metadata") or {}
                 await self.kube.patch(
