@@ -205,7 +205,7 @@ class AdmissionShell:
                 self._spawn(self._materialize(record), f"materialize {key}")
             elif isinstance(effect, StopJobs):
                 namespace, name = key.split("/", 1)
-                jobs = self.inventory.workload_jobs(namespace, name)
+                jobs = self.inventory.workload_objects(namespace, name)
                 try:
                     await self.materializer.stop(namespace, name, jobs, effect.job_names)
                 except K8S_TRANSIENT as exc:
@@ -513,10 +513,7 @@ class AdmissionShell:
             if restart is not None and restart.record is not None:
                 await self._apply(key, restart)
                 record = restart.record
-            mirrored = self.inventory.jobs.objects
-            exist = self.jobsets.busy(key) or any(
-                f"{namespace}/{n}" in mirrored for n in record.job_names
-            )
+            exist = self.jobsets.busy(key) or self.inventory.made(namespace, record.job_names)
             step = records.next_report(
                 record, records.Sighting(observation, exist, priming), now, self.cadence
             )

@@ -6,7 +6,8 @@ against them (`namespace_labels`, handed to every engine snapshot).
 
 Pods and jobs are mirrored cluster-wide (node free capacity needs every pod's requests);
 `workload_jobs` / `workload_pods` select the ones MultiQ made, by the labels materialisation
-puts on them (`agent.labels`, re-exported here).
+puts on them (`agent.labels`, re-exported here); `workload_objects` and `managed_jobs` count
+the bare Pods MultiQ made (plain Pods, pod groups: labelled, owned by nothing) with the Jobs.
 
 Called by: agent.app (runs the mirrors, wakes the loop on change), agent.status,
 agent.capacity, agent.logs, agent.materialize (adoption).
@@ -15,7 +16,7 @@ agent.capacity, agent.logs, agent.materialize (adoption).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from agent.k8s.client import JsonObject, Kube, Resource
 from agent.k8s.watching import Mirror
@@ -25,6 +26,12 @@ from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
 __all__ = ["Inventory", "Labels"]
+
+
+def _bare(pod: JsonObject) -> bool:
+    """A pod MultiQ made itself, not one of its Jobs' pods."""
+    meta = pod.get("metadata") or {}
+    return Labels.UID in (meta.get("labels") or {}) and not meta.get("ownerReferences")
 
 
 def _ready(node: JsonObject) -> bool:
@@ -137,6 +144,21 @@ class Inventory:
     def workload_pods(self, namespace: str, name: str) -> list[JsonObject]:
         return self.pods.owned_by(namespace, Labels.value(name))
 
+    def workload_objects(self, namespace: str, name: str) -> list[JsonObject]:
+        """What MultiQ made for the workload: its Jobs and its bare Pods (a plain Pod, a pod
+        group's)."""
+        bare = [p for p in self.workload_pods(namespace, name) if _bare(p)]
+        return self.workload_jobs(namespace, name) + bare
+
+    def made(self, namespace: str, names: Iterable[str]) -> bool:
+        """Whether any of these Jobs or bare Pods of `namespace` is in the mirrors."""
+        jobs, pods = self.jobs.objects, self.pods.objects
+        return any(
+            f"{namespace}/{n}" in jobs
+            or ((pod := pods.get(f"{namespace}/{n}")) is not None and _bare(pod))
+            for n in names
+        )
+
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         """Every namespace's labels, by name. The same object until a namespace changes, so
         the engine's snapshot is rebuilt only then."""
@@ -157,11 +179,12 @@ class Inventory:
         return jobs_all or pods_all, jobs | pods
 
     def managed_jobs(self) -> list[JsonObject]:
+        """Every Job and bare Pod MultiQ made, whoever holds its workload."""
         return [
             j
             for j in self.jobs.objects.values()
             if Labels.UID in ((j.get("metadata") or {}).get("labels") or {})
-        ]
+        ] + [p for p in self.pods.objects.values() if _bare(p)]
 
     # summaries -------------------------------------------------------------------------------
 

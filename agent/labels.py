@@ -27,6 +27,9 @@ class Labels:
     the downward API: Slurm mode's SLURM_CLUSTER_NAME)."""
     WORKLOAD_ANNOTATION = "multiq.dev/workload"
     """Annotation with the full `namespace/name` (a label value holds at most 63 chars)."""
+    ADMISSION_GATE = "kueue.x-k8s.io/admission"
+    """Scheduling gate on a plain Pod or a pod group's pods, as Kueue puts it: they are created
+    gated and ungated together once every pod of the group exists (agent.materialize)."""
 
     @staticmethod
     def value(text: str) -> str:

@@ -9,6 +9,13 @@ What is created (`plan_jobs`, pure):
   JobSet's labels (`jobset.sigs.k8s.io/jobset-name`, `replicatedjob-name`, `job-index`,
   `replicatedjob-replicas`) on the Job and its pods, and the pods' `subdomain` set to the
   JobSet's (DNS hostnames; the headless Service is not created);
+- a Pod source (a plain Pod) or a v1 List of Pods (a pod group, submitted whole): those
+  Pods, under their own names, without any Job — created with Kueue's scheduling gate
+  (`Labels.ADMISSION_GATE`), and ungated together once every pod of the group exists, so none
+  of them runs before all can (all or nothing); each pod gets its pod set's flavor
+  (`api.v1alpha1.conversions.pod_set_names`). A pod's `activeDeadlineSeconds` can only be
+  shortened, never pushed forward, so bare pods carry no fencing deadline (a fenced agent
+  still deletes them; one that is gone for good does not);
 - no source (a Workload submitted directly): one Indexed Job per pod set, `<workload>-<podset>`.
 
 Every Job and pod template gets the workload's identity labels (`inventory.Labels`), the
@@ -24,15 +31,17 @@ manage them too; server-owned metadata and the selector are
 stripped. Every Job carries the fencing deadline it is given (`agent.deadlines`: the smaller of
 the agent's and the user's `activeDeadlineSeconds`, the user's remembered in an annotation).
 
-`Materializer.ensure` creates the namespace when missing and each planned Job unless one of
+`Materializer.ensure` creates the namespace when missing and each planned Job (or Pod) unless one of
 that name exists: an existing Job with the same workload uid and generation is adopted (after
 an agent restart, or a redelivered offer); one of an older generation of the same workload is
 deleted first; anything else is a conflict (`MaterializeError`). Names are deterministic, so
-creating twice is impossible.
+creating twice is impossible. Pods are then ungated (those still gated: after an agent
+restart, a group half made before it is completed first).
 
 `Materializer.make` keeps ensuring while the workload is still wanted, through transient
-errors; `stop` deletes a workload's Jobs (from the inventory's mirror when it has them all,
-else by a LIST); `reap` deletes running Jobs of workloads nobody holds.
+errors; `stop` deletes a workload's Jobs and bare Pods (from the inventory's mirror when it
+has them all, else by a LIST); `reap` deletes running Jobs and Pods of workloads nobody
+holds.
 
 Called by: agent.admission (on admission, to stop, to reap orphans).
 """
@@ -59,10 +68,18 @@ from agent.k8s.client import JsonObject, Kube, Resource, labels_selector
 from agent.labels import Labels
 from agent.retry import K8S_TRANSIENT
 from agent.topology_landing import gate_template, needs_gate
+from api.k8s.pod import Pod
+from api.v1alpha1.conversions import pod_set_names
 from api.v1alpha1.queues import ResourceFlavor
 from api.v1alpha1.workload import Admission, TopologyAssignment, Workload
 
-__all__ = ["Materializer", "identity_labels", "jobset_name", "plan_jobs"]
+__all__ = [
+    "Materializer",
+    "identity_labels",
+    "is_pod_source",
+    "jobset_name",
+    "plan_jobs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +88,8 @@ _PAUSE = 0.2
 """Waiting for an older dispatch's Job to go: up to _ATTEMPTS × _PAUSE seconds."""
 
 JOBSET_KINDS = {("jobset.x-k8s.io/v1alpha2", "JobSet"), ("multiq.dev/v1alpha1", "JobSet")}
+POD_KINDS = {("v1", "Pod"), ("v1", "List")}
+"""A plain Pod, or a pod group submitted whole as a v1 List of its Pods."""
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
@@ -250,10 +269,20 @@ def plan_jobs(
         job["metadata"]["annotations"] = {
             **(job["metadata"].get("annotations") or {}),
             Labels.WORKLOAD_ANNOTATION: key,
+            **({Labels.CLUSTER_ANNOTATION: cluster} if cluster and job["kind"] == "Pod" else {}),
         }
-        if cluster is not None:
+        if cluster is not None and job["kind"] == "Job":
             _annotate_pods(job, Labels.CLUSTER_ANNOTATION, cluster)
+    if is_pod_source(source):
+        return jobs  # (no fencing deadline: see the module docstring)
     return [with_deadline(job, deadline_seconds) for job in jobs]
+
+
+def is_pod_source(source: Mapping[str, Any] | None) -> bool:
+    """Whether a workload submitted as `source` runs as bare Pods (a plain Pod, a pod group)."""
+    return source is not None and (
+        (str(source.get("apiVersion", "")), str(source.get("kind", ""))) in POD_KINDS
+    )
 
 
 def _annotate_pods(job: JsonObject, key: str, value: str) -> None:
@@ -293,7 +322,58 @@ def _plan(
         return _jobs_for_jobset(
             workload, namespace, source, labels, injections, roles, attempts or {}
         )
-    raise MaterializeError(f"cannot run a {kind[1]} ({kind[0]}): only batch/v1 Job and JobSet")
+    if kind in POD_KINDS:
+        return _pods_for_group(workload, namespace, source, labels, injections)
+    raise MaterializeError(
+        f"cannot run a {kind[1]} ({kind[0]}): only batch/v1 Job, JobSet, Pod and pod groups"
+    )
+
+
+def _pods_for_group(
+    workload: Workload,
+    namespace: str,
+    source: Mapping[str, Any],
+    labels: Mapping[str, str],
+    injections: Mapping[str, _Injection],
+) -> list[JsonObject]:
+    """A plain Pod or a pod group's Pods (see the module docstring), gated."""
+    items: list[Mapping[str, Any]] = (
+        list(source.get("items") or []) if source.get("kind") == "List" else [source]
+    )
+    pod_sets = pod_set_names([Pod.model_validate(item) for item in items])
+    pods = []
+    for index, (item, pod_set) in enumerate(zip(items, pod_sets, strict=True)):
+        inj = injections.get(pod_set, _Injection({}, [], None))
+        if inj.count is not None:
+            raise MaterializeError(f"pod set {pod_set!r}: a pod group admits all or nothing")
+        meta = _clean_meta(dict(item.get("metadata") or {}), namespace, labels)
+        if not meta.get("name"):
+            prefix = str(meta.get("generateName") or "pod-")
+            meta["name"] = _default_name(workload, f"{prefix}{index}-")
+        meta.pop("generateName", None)
+        template = _inject_pod_template(
+            {"metadata": meta, "spec": item.get("spec") or {}}, labels, inj, None
+        )
+        spec = template["spec"]
+        gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != _GATE]
+        spec["schedulingGates"] = [{"name": _GATE}, *gates]
+        spec.pop("nodeName", None)  # the scheduler places it, after the gate
+        pods.append(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": spec}
+        )
+    return pods
+
+
+_GATE = Labels.ADMISSION_GATE
+
+
+def _ungated_spec(pod: JsonObject) -> JsonObject | None:
+    """The merge patch that takes the admission gate off `pod`, or None when it has none."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    if not any(g.get("name") == _GATE for g in gates):
+        return None
+    left = [g for g in gates if g.get("name") != _GATE]
+    return {"spec": {"schedulingGates": left or None}}
 
 
 def _jobs_for_jobset(
@@ -394,7 +474,22 @@ def _jobs_for_pod_sets(
     return jobs
 
 
+def _kind(obj: JsonObject) -> str:
+    """A Job or a Pod (an object from a LIST or the inventory's mirror may carry no kind: a
+    Pod's spec has `containers`, a Job's a pod `template`)."""
+    kind = obj.get("kind")
+    if kind:
+        return str(kind)
+    return "Pod" if "containers" in (obj.get("spec") or {}) else "Job"
+
+
+def _resource(obj: JsonObject) -> Resource:
+    return Resource.PODS if _kind(obj) == "Pod" else Resource.JOBS
+
+
 def _job_done(job: JsonObject) -> bool:
+    if _kind(job) == "Pod":
+        return (job.get("status") or {}).get("phase") in ("Succeeded", "Failed")
     return any(
         c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
         for c in (job.get("status") or {}).get("conditions") or []
@@ -447,21 +542,31 @@ class Materializer:
         self._namespaces.add(namespace)
 
     async def ensure(self, jobs: Sequence[JsonObject]) -> list[JsonObject]:
-        """Create (or adopt) every Job in `jobs`; returns them as they are in the cluster."""
+        """Create (or adopt) every Job or Pod in `jobs`, then ungate the Pods (all of them
+        exist by then); returns them as they are in the cluster."""
         out = []
         for job in jobs:
             meta = job["metadata"]
             namespace = str(meta["namespace"])
             await self.ensure_namespace(namespace)
             out.append(await self._ensure_job(namespace, job))
+        for made in out:
+            patch = _ungated_spec(made) if made.get("kind") == "Pod" else None
+            if patch is not None:
+                meta = made.get("metadata") or {}
+                await self.kube.patch(
+                    Resource.PODS, str(meta.get("namespace")), str(meta.get("name")), patch
+                )
         return out
 
     async def _ensure_job(self, namespace: str, job: JsonObject) -> JsonObject:
         want = job["metadata"]["labels"]
         name = str(job["metadata"]["name"])
+        resource = _resource(job)
         for _ in range(_ATTEMPTS):
             try:
-                return await self.kube.create(Resource.JOBS, namespace, job)
+                made = await self.kube.create(resource, namespace, job)
+                return {"kind": job["kind"], **made}
             except K8sAlreadyExistsError:
                 pass
             except K8sNotFoundError:
@@ -470,13 +575,14 @@ class Materializer:
                 await self.ensure_namespace(namespace)
                 continue
             try:
-                existing = await self.kube.get(Resource.JOBS, namespace, name)
+                existing = {"kind": job["kind"], **await self.kube.get(resource, namespace, name)}
             except K8sNotFoundError:
                 continue  # deleted meanwhile: create again
             have = (existing.get("metadata") or {}).get("labels") or {}
             if have.get(Labels.UID) != want[Labels.UID]:
                 raise MaterializeError(
-                    f"job {namespace}/{name} exists and belongs to another workload"
+                    f"{job['kind'].lower()} {namespace}/{name} exists and belongs to another "
+                    "workload"
                 )
             # A JobSet's Job of an earlier restart attempt is as stale as an older dispatch's.
             have_attempt = int(have.get(RESTART_ATTEMPT) or 0)
@@ -485,15 +591,17 @@ class Materializer:
                 if have_attempt >= want_attempt:
                     return existing  # adopt
             elif int(have.get(Labels.GENERATION) or 0) > int(want[Labels.GENERATION]):
-                raise MaterializeError(f"job {namespace}/{name} belongs to a newer dispatch")
+                raise MaterializeError(
+                    f"{job['kind'].lower()} {namespace}/{name} belongs to a newer dispatch"
+                )
             # An older dispatch (or attempt) of the same workload: it is stale; delete it, wait,
             # create.
             uid = (existing.get("metadata") or {}).get("uid")
             with contextlib.suppress(K8sNotFoundError):
-                await self.kube.delete(Resource.JOBS, namespace, name, uid=uid)
+                await self.kube.delete(resource, namespace, name, uid=uid)
             await asyncio.sleep(_PAUSE)
         raise MaterializeError(
-            f"job {namespace}/{name} of an older dispatch is still there after "
+            f"{job['kind'].lower()} {namespace}/{name} of an older dispatch is still there after "
             f"{_ATTEMPTS * _PAUSE:.0f}s"
         )
 
@@ -550,8 +658,9 @@ class Materializer:
                 delay = min(delay * 2, 30.0)
 
     async def reap(self, managed: Sequence[JsonObject], held: Container[str]) -> None:
-        """Delete the running Jobs among `managed` whose workload is not `held` (a finished
-        Job runs nothing: its own TTL decides when it goes)."""
+        """Delete the running Jobs and bare Pods among `managed` whose workload is not `held`
+        (a finished one runs nothing: a Job's own TTL decides when it goes, a pod stays for
+        its logs as a Job's pods do)."""
         for job in managed:
             meta = job.get("metadata") or {}
             key = (meta.get("annotations") or {}).get(Labels.WORKLOAD_ANNOTATION)
@@ -559,14 +668,15 @@ class Materializer:
                 continue
             namespace, name = str(meta.get("namespace")), str(meta.get("name"))
             log.warning(
-                "deleting job %s/%s: it runs %s, which this agent does not hold and the hub "
+                "deleting %s %s/%s: it runs %s, which this agent does not hold and the hub "
                 "did not offer again",
+                _kind(job).lower(),
                 namespace,
                 name,
                 key,
             )
             with contextlib.suppress(K8sNotFoundError):
-                await self.kube.delete(Resource.JOBS, namespace, name, uid=meta.get("uid"))
+                await self.kube.delete(_resource(job), namespace, name, uid=meta.get("uid"))
 
     async def delete_all(
         self,
@@ -576,24 +686,31 @@ class Materializer:
         *,
         generation: int | None = None,
     ) -> int:
-        """Delete every Job made for workload namespace/name (of that uid and generation,
-        when given); returns how many."""
+        """Delete every Job and bare Pod made for workload namespace/name (of that uid and
+        generation, when given); returns how many."""
         selector = {Labels.NAMESPACE: namespace, Labels.NAME: Labels.value(name)}
         if uid:
             selector[Labels.UID] = uid
         if generation is not None:
             selector[Labels.GENERATION] = str(generation)
-        jobs = await self.kube.list(Resource.JOBS, label_selector=labels_selector(selector))
-        return await self.delete_jobs(jobs.items)
+        query = labels_selector(selector)
+        jobs = (await self.kube.list(Resource.JOBS, label_selector=query)).items
+        pods = (await self.kube.list(Resource.PODS, label_selector=query)).items
+        bare = [{"kind": "Pod", **p} for p in pods if not p["metadata"].get("ownerReferences")]
+        return await self.delete_jobs([{"kind": "Job", **j} for j in jobs] + bare)
 
     async def delete_jobs(self, jobs: Sequence[JsonObject]) -> int:
-        """Delete these Jobs (each only if it is still the same object); returns how many."""
+        """Delete these Jobs and Pods (each only if it is still the same object); returns
+        how many."""
         deleted = 0
         for job in jobs:
             meta = job.get("metadata") or {}
             try:
                 await self.kube.delete(
-                    Resource.JOBS, meta.get("namespace"), str(meta.get("name")), uid=meta.get("uid")
+                    _resource(job),
+                    meta.get("namespace"),
+                    str(meta.get("name")),
+                    uid=meta.get("uid"),
                 )
                 deleted += 1
             except (K8sNotFoundError, K8sConflictError):

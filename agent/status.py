@@ -3,10 +3,16 @@
 `observe` is pure over the mirrored objects: Failed when any of the workload's Jobs has a
 Failed condition (`fenced` when the agent's own fencing deadline failed it, see
 agent.deadlines), Succeeded when every Job it made is Complete, Running once a pod runs,
-otherwise Admitted; the pod counts name the nodes the pods were scheduled to (Slurm's
-NodeList). `report_changed` decides whether a new report is worth sending (phase, pod counts
-or exits changed). The cadence (applied by agent.admission): a phase change is
-reported at once; a change of pod counts alone at most once per `status_interval` (1 s).
+otherwise Admitted. A workload made of bare Pods (a plain Pod, a pod group: its `job_names`
+name pods, agent.materialize) follows Kueue's pod group: Succeeded when every pod succeeded;
+finished once none is pending or running, Failed when one of them failed — a failed pod is not
+replaced (Kueue waits for the user to make a replacement, unless a pod is annotated
+`kueue.x-k8s.io/retriable-in-group: "false"`; nobody can add a pod to a member cluster behind
+MultiQ, so every group is finished as that annotation asks). The pod counts name the nodes
+the pods were scheduled to (Slurm's NodeList). `report_changed` decides whether a new report
+is worth sending (phase, pod counts or exits changed). The cadence (applied by
+agent.admission): a phase change is reported at once; a change of pod counts alone at most
+once per `status_interval` (1 s).
 
 Called by: agent.admission (after every inventory change); agent.records decides with it.
 """
@@ -90,6 +96,16 @@ def observe(
     """The workload's state from its Jobs and pods (those labelled with uid and generation)."""
     jobs = [j for j in jobs if _ours(j, uid, generation)]
     pods = [p for p in pods if _ours(p, uid, generation)]
+    counts = _counts(pods)
+    exits = _exits(pods)
+    if not jobs and job_names:
+        made = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+        if any(name in made for name in job_names):
+            return _group(counts, exits, [made[n] for n in job_names if n in made], job_names)
+    return _jobs_phase(jobs, job_names, counts, exits)
+
+
+def _counts(pods: Sequence[JsonObject]) -> PodCounts:
     counts = PodCounts()
     nodes: set[str] = set()
     for pod in pods:
@@ -107,7 +123,47 @@ def observe(
         else:
             counts.pending += 1
     counts.nodes = sorted(nodes)[:MAX_NODES]
-    exits = _exits(pods)
+    return counts
+
+
+def _group(
+    counts: PodCounts,
+    exits: tuple[ContainerExit, ...],
+    pods: Sequence[JsonObject],
+    pod_names: Sequence[str],
+) -> Observation:
+    """The phase of a workload made of bare pods (see the module docstring)."""
+    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    if len(pods) == len(pod_names) and all(phase == "Succeeded" for phase in phases):
+        return Observation(WorkloadPhase.SUCCEEDED, counts, exits)
+    failed = [p for p, phase in zip(pods, phases, strict=True) if phase == "Failed"]
+    ended = all(phase in ("Succeeded", "Failed") for phase in phases)
+    if ended and not failed:
+        gone = sorted(set(pod_names) - {str((p.get("metadata") or {}).get("name")) for p in pods})
+        return Observation(
+            WorkloadPhase.FAILED,
+            counts,
+            exits,
+            f"pods deleted outside MultiQ before they ran: {', '.join(gone)}",
+        )
+    if failed and ended:
+        first = failed[0]
+        name = (first.get("metadata") or {}).get("name")
+        status = first.get("status") or {}
+        why = f"{status.get('reason', '')} {status.get('message', '')}".strip() or "Failed"
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return Observation(WorkloadPhase.FAILED, counts, exits, f"pod {name}: {why}{more}")
+    if counts.running or counts.succeeded or counts.failed:
+        return Observation(WorkloadPhase.RUNNING, counts, exits)
+    return Observation(WorkloadPhase.ADMITTED, counts, exits)
+
+
+def _jobs_phase(
+    jobs: Sequence[JsonObject],
+    job_names: Sequence[str],
+    counts: PodCounts,
+    exits: tuple[ContainerExit, ...],
+) -> Observation:
     for job in jobs:
         failed = _condition(job, "Failed")
         if failed is not None:

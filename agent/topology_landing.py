@@ -112,7 +112,10 @@ class Landing:
 
 def _gated(pod: JsonObject) -> bool:
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(g.get("name") == TOPOLOGY_GATE for g in gates)
+    # A pod group's pod still held by its admission gate waits for the whole group first
+    # (agent.materialize ungates them together; two patches of the gates would race).
+    names = {g.get("name") for g in gates}
+    return TOPOLOGY_GATE in names and Labels.ADMISSION_GATE not in names
 
 
 def _active(pod: JsonObject) -> bool:

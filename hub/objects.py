@@ -141,6 +141,10 @@ class ObjectRepository:
         self.store = store
         self._clock = clock
 
+    def now(self) -> datetime:
+        """The time by the repository's clock (what creationTimestamps are set from)."""
+        return datetime.fromisoformat(self._clock().replace("Z", "+00:00"))
+
     # --- reads ------------------------------------------------------------------------------
 
     async def get_wire(self, kind: type[Object], name: str, namespace: str | None) -> JsonObject:

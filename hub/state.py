@@ -29,6 +29,7 @@ from typing import Any
 
 from api.kinds import ALL_KINDS
 from api.meta import Object, ObjectMeta
+from api.v1alpha1.conversions import POD_GROUP_WAITING_ANNOTATION
 from api.v1alpha1.workload import Workload, WorkloadStatus
 from hub import transitions
 from hub.store import base as store_base
@@ -64,8 +65,9 @@ class WorkloadEntry:
 
 
 def is_pending(wl: Workload) -> bool:
-    """Still waiting for a cluster: active, not finished, not bound to a cluster."""
-    if not wl.spec.active:
+    """Still waiting for a cluster: active, not finished, not bound to a cluster, and not a
+    pod group still waiting for some of its pods (hub.http.submit)."""
+    if not wl.spec.active or POD_GROUP_WAITING_ANNOTATION in wl.metadata.annotations:
         return False
     if wl.status is not None and wl.status.cluster_name:
         return False

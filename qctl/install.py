@@ -33,7 +33,7 @@ METRICS_PORT = 8471
 # Exactly what the agent calls (agent/k8s/client.py is its only Kubernetes client).
 AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create"]},
     {

@@ -44,8 +44,10 @@ from api.v1alpha1.workload import (
 
 __all__ = [
     "ANNOTATION_PREFIXES",
+    "POD_GROUP_WAITING_ANNOTATION",
     "ConversionError",
     "Keys",
+    "pod_set_names",
     "to_workload",
     "workload_from_job",
     "workload_from_jobset",
@@ -495,16 +497,36 @@ def _role_of(pod: Pod) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:8]
 
 
+def pod_set_names(pods: Sequence[Pod]) -> list[str]:
+    """The name of the pod set each of a group's `pods` belongs to in the Workload
+    `workload_from_pods` makes of them (the agent creates each pod with its pod set's
+    flavor)."""
+    roles = [_role_of(pod) for pod in pods]
+    if len(set(roles)) <= 1:
+        return [DEFAULT_POD_SET_NAME] * len(pods)
+    return roles
+
+
+POD_GROUP_WAITING_ANNOTATION = "multiq.dev/pod-group-waiting"
+"""On the Workload of a pod group not all of whose pods were given yet: `<given>/<total>`.
+Such a Workload waits (the hub does not dispatch it) until the rest arrive."""
+
+
 def workload_from_pods(
     pods: Sequence[Pod],
     *,
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    incomplete: bool = False,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
     count) becomes one Workload with a pod set per role; a single pod without a group label
-    becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1 List of the pods."""
+    becomes a one-pod Workload. Error paths are `items[i]…`, as in a v1 List of the pods.
+
+    A group given without all its pods is an error, unless `incomplete`: then its Workload
+    has a pod set per role of the pods given so far and `POD_GROUP_WAITING_ANNOTATION` (Kueue
+    waits for the group's total count too); made again with every pod, it loses both."""
     if not pods:
         raise ConversionError("Pod", "", [FieldError.required("items", "no pods given")])
     first = pods[0]
@@ -627,13 +649,14 @@ def workload_from_pods(
                 f"the group has more pods than its total count {total}",
             )
         )
-    elif len(pods) < total and len(roles) > 1:
+    elif len(pods) < total and not incomplete:
         errors.append(
             FieldError.invalid(
                 items,
                 len(pods),
-                f"the group's total count is {total} but only {len(pods)} pods of "
-                f"{len(roles)} different roles were given: cannot tell the roles of the rest",
+                f"the group's total count is {total} but only {len(pods)} of its pods were "
+                "given: submit the rest to the hub (it waits for them), or every pod of the "
+                "group together",
             )
         )
     if errors:
@@ -641,7 +664,7 @@ def workload_from_pods(
     pod_sets = []
     for role, members in roles.items():
         j = members[0]
-        count = total if len(roles) == 1 else len(members)
+        count = len(members)
         template_meta = ObjectMeta(
             labels=pods[j].metadata.labels, annotations=pods[j].metadata.annotations
         )
@@ -654,7 +677,7 @@ def workload_from_pods(
                 count_path=items,
             )
         )
-    return _build_workload(
+    workload = _build_workload(
         build,
         first.metadata,
         items.index(0).child("metadata"),
@@ -664,6 +687,9 @@ def workload_from_pods(
         default_queue_name,
         workload_name("pod-group", group.value),
     )
+    if len(pods) < total:
+        workload.metadata.annotations[POD_GROUP_WAITING_ANNOTATION] = f"{len(pods)}/{total}"
+    return workload
 
 
 # --- dispatch -------------------------------------------------------------------------------

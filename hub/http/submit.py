@@ -1,6 +1,14 @@
 """Submissions: `POST /apis/multiq.dev/v1alpha1/namespaces/{ns}/submissions[?queue=Q]
-[&clusterSet=S]` with a batch/v1 Job, a JobSet (upstream or ours), a Pod or a Workload, as
+[&clusterSet=S]` with a batch/v1 Job, a JobSet (upstream or ours), a Pod, a pod group's Pods
+(a v1 List of them, as qctl sends a group's Pod documents, or one by one) or a Workload, as
 JSON or YAML.
+
+A pod group is one Workload, `pod-group-<group>`, whose source is the v1 List of its Pods.
+Until its `pod-group-total-count` pods are in, it waits at the hub (Kueue waits for the total
+count as well): annotated `multiq.dev/pod-group-waiting: <given>/<total>`, its QuotaReserved
+condition False with reason WaitingForPodGroup, never dispatched (hub.state.is_pending). Each
+further pod of the group joins it (`_join_group`); the last one makes it pending like any
+other workload. A pod of a name the group already has is a 409, one too many a 422.
 
 The object is validated, converted to a Workload (queue from `?queue=` or the job's
 `multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
@@ -24,13 +32,22 @@ submitted through `SubmitRoutes.accept`, as if qctl submit had sent it).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
 from api.errors import FieldError
+from api.k8s.pod import Pod
 from api.meta import API_VERSION
-from api.v1alpha1.conversions import ConversionError, to_workload
+from api.v1alpha1.conversions import (
+    ANNOTATION_PREFIXES,
+    POD_GROUP_WAITING_ANNOTATION,
+    ConversionError,
+    Keys,
+    to_workload,
+    workload_from_pods,
+)
 from api.v1alpha1.federation import (
     SUBMITTER_ANNOTATION,
     ClusterSet,
@@ -41,7 +58,13 @@ from api.v1alpha1.federation import (
 from api.v1alpha1.queues import LocalQueue, WorkloadPriorityClass
 from api.v1alpha1.workload import Workload
 from hub.auth import Principal, require_namespace
-from hub.errors import AlreadyExistsError, BadRequestError, ForbiddenError, InvalidObjectError
+from hub.errors import (
+    AlreadyExistsError,
+    BadRequestError,
+    ForbiddenError,
+    InvalidObjectError,
+    NotFoundError,
+)
 from hub.http.middleware import PRINCIPAL, read_body
 from hub.objects import (
     ObjectRepository,
@@ -54,6 +77,8 @@ from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.store.base import Revision
 from hub.tracing import keep_trace, submission_stage, traced_submission
+from hub.transitions import QUOTA_RESERVED, set_condition
+from hub.writes import WorkloadWriter
 
 __all__ = ["SubmitRoutes", "classes_usable_in"]
 
@@ -70,6 +95,27 @@ def classes_usable_in(namespace: str, tenants: list[Tenant]) -> frozenset[str] |
                 return None
             usable.update(tenant.spec.priority_classes)
     return frozenset(usable)
+
+
+_GROUP_LABELS = tuple(prefix + Keys.POD_GROUP_NAME for prefix in ANNOTATION_PREFIXES)
+
+
+def _waiting(workload: Workload) -> bool:
+    """A pod group's Workload that still waits for some of its pods."""
+    return POD_GROUP_WAITING_ANNOTATION in workload.metadata.annotations
+
+
+def _say_waiting(workload: Workload, now: datetime) -> None:
+    given, total = workload.metadata.annotations[POD_GROUP_WAITING_ANNOTATION].split("/")
+    set_condition(
+        workload,
+        QUOTA_RESERVED,
+        False,
+        "WaitingForPodGroup",
+        f"{given} of the group's {total} pods submitted: it waits at the hub for the rest "
+        "(Kueue's pod group semantics: admitted only once its total count is there)",
+        now,
+    )
 
 
 def _forbidden_field(field: str, detail: str) -> ForbiddenError:
@@ -123,7 +169,8 @@ class SubmitRoutes:
                 f"namespace of the request ({ns})"
             )
         meta["namespace"] = ns
-        source = without_status(self.repo.validate(body))
+        group = self._pod_group(body, ns)
+        source = group[0] if group else without_status(self.repo.validate(body))
         submission_stage("validate")
         priorities = {
             p.name: p.value
@@ -133,9 +180,21 @@ class SubmitRoutes:
         try:
             # The source was parsed for this request alone: the Workload may share its pod
             # templates (neither is changed after this point).
-            workload = to_workload(
-                source, priority_classes=priorities, default_queue_name=queue, take_ownership=True
-            )
+            if group:
+                workload = workload_from_pods(
+                    group,
+                    priority_classes=priorities,
+                    default_queue_name=queue,
+                    take_ownership=True,
+                    incomplete=True,
+                )
+            else:
+                workload = to_workload(
+                    source,
+                    priority_classes=priorities,
+                    default_queue_name=queue,
+                    take_ownership=True,
+                )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
         submission_stage("convert")
@@ -150,6 +209,8 @@ class SubmitRoutes:
             workload.spec.priority = 0
         keep_trace(workload)
         workload.metadata.annotations[SUBMITTER_ANNOTATION] = principal.name
+        if _waiting(workload):
+            _say_waiting(workload, self.repo.now())
         # No second semantic check of the whole Workload: the conversion checked what it built
         # (a submitted Workload was checked by `validate`), and of what this route set since,
         # the queue and the cluster set are known objects (`_check_routing`), the namespace is
@@ -160,9 +221,16 @@ class SubmitRoutes:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
             return workload.to_wire()
         if not isinstance(source, Workload):
-            if key in self.state.workloads:
+            existing = self.state.workloads.get(key)
+            if group and existing is not None and _waiting(existing.workload):
+                return await self._join_group(ns, workload.metadata.name, group, priorities)
+            if existing is not None:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
-            source_wire = source.to_wire()
+            source_wire: dict[str, Any] = (
+                {"apiVersion": "v1", "kind": "List", "items": [p.to_wire() for p in group]}
+                if group
+                else source.to_wire()
+            )
             await self._store_source(ns, workload.metadata.name, source_wire)
             self.state.keep_fresh_source(key, source_wire)
         # The mirror takes this Workload as it is when the write comes back, not a parse of it.
@@ -181,6 +249,104 @@ class SubmitRoutes:
         self.state.remember(key, workload, revision, written[0])
         submission_stage("store")
         return created
+
+    def _pod_group(self, body: dict[str, Any], ns: str) -> list[Pod]:
+        """The Pods of a pod group: those of a v1 List (qctl sends a group's Pod documents
+        so), or one Pod labelled with a group name; [] for anything else. Each pod is
+        validated as a Pod of `ns`."""
+        if (body.get("apiVersion"), body.get("kind")) == ("v1", "Pod"):
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            if not any(k in labels for k in _GROUP_LABELS):
+                return []
+            pod = without_status(self.repo.validate(body))
+            assert isinstance(pod, Pod)
+            return [pod]
+        if (body.get("apiVersion"), body.get("kind")) != ("v1", "List"):
+            return []
+        items = body.get("items")
+        if not isinstance(items, list) or not items:
+            raise InvalidObjectError(
+                "a v1 List is submitted as a pod group: its items must be the group's Pods",
+                causes=[FieldError.required("items", "the group's Pods")],
+            )
+        pods: list[Pod] = []
+        for i, item in enumerate(items):
+            kind = item.get("kind") if isinstance(item, dict) else None
+            if kind != "Pod" or item.get("apiVersion") != "v1":
+                raise InvalidObjectError(
+                    f"items[{i}]: a List is submitted as a pod group, of v1 Pods only",
+                    causes=[FieldError.invalid(f"items[{i}].kind", kind or "", "must be Pod")],
+                )
+            item_meta = item.setdefault("metadata", {})
+            if item_meta.get("namespace") not in (None, ns):
+                raise BadRequestError(
+                    f"items[{i}]: the namespace of the pod ({item_meta.get('namespace')}) "
+                    f"does not match the namespace of the request ({ns})"
+                )
+            item_meta["namespace"] = ns
+            pod = without_status(self.repo.validate(item))
+            assert isinstance(pod, Pod)
+            pods.append(pod)
+        return pods
+
+    async def _join_group(
+        self, ns: str, name: str, pods: list[Pod], priorities: dict[str, int]
+    ) -> dict[str, Any]:
+        """Add `pods` to the waiting pod group `ns/name`: its source (compare-and-swap: of two
+        pods sent at once, one is a 409 to send again) and its Workload, made again from
+        every pod so far — dispatched once the last pod is in."""
+        store, key = self.repo.store, f"{ns}/{name}"
+        source_key = f"{SOURCE_PREFIX}{key}"
+        try:
+            stored = await store.get(source_key)
+        except store_base.StoreError as exc:
+            raise translate_store_error(exc) from exc
+        items = list(stored.value.get("items") or [])
+        have = {str((item.get("metadata") or {}).get("name")) for item in items}
+        for pod in pods:
+            if pod.metadata.name in have:
+                raise AlreadyExistsError(
+                    f'pods "{pod.metadata.name}" already exists in the group of workload {name}'
+                )
+        every = [Pod.model_validate(item) for item in items] + pods
+        try:
+            merged = workload_from_pods(every, priority_classes=priorities, incomplete=True)
+        except ConversionError as exc:
+            raise InvalidObjectError(str(exc), causes=exc.errors) from exc
+        source_wire = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": items + [p.to_wire() for p in pods],
+        }
+        try:
+            await store.update(source_key, source_wire, expected=stored.revision)
+        except store_base.StoreError as exc:
+            raise translate_store_error(exc) from exc
+        self.state.keep_fresh_source(key, source_wire)
+        now = self.repo.now()
+
+        def grow(wl: Workload) -> Workload:
+            wl.spec.pod_sets = merged.spec.pod_sets
+            waiting = merged.metadata.annotations.get(POD_GROUP_WAITING_ANNOTATION)
+            if waiting is not None:
+                wl.metadata.annotations[POD_GROUP_WAITING_ANNOTATION] = waiting
+                _say_waiting(wl, now)
+            else:
+                wl.metadata.annotations.pop(POD_GROUP_WAITING_ANNOTATION, None)
+                set_condition(
+                    wl,
+                    QUOTA_RESERVED,
+                    False,
+                    "Pending",
+                    f"every pod of the group is in ({len(every)}): waiting for a cluster",
+                    now,
+                )
+            return wl
+
+        written = await WorkloadWriter(self.state).update(key, grow)
+        if written is None:
+            raise NotFoundError(f'workloads "{name}" not found')
+        return written.to_wire()
 
     def _check_priority(
         self,

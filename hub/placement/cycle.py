@@ -44,6 +44,7 @@ from typing import Protocol
 
 from api.quantity import Quantity
 from api.slurm.work import SlurmFacts
+from api.v1alpha1.conversions import Keys
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.placement import holds
@@ -78,6 +79,7 @@ __all__ = [
     "fleet_quota_reason",
     "let_go_time",
     "record_plan",
+    "runs_as_bare_pods",
     "status_change",
     "waiting_due",
 ]
@@ -108,6 +110,14 @@ class ClusterFacts:
     grace_seconds: float = 30.0
     fencing: bool = True
     let_go_at: datetime | None = None
+
+
+SOURCE_KIND_ANNOTATION = Keys.SOURCE_KIND
+
+
+def runs_as_bare_pods(wl: Workload) -> bool:
+    """A plain Pod's or a pod group's workload: the agent runs it as bare pods, not Jobs."""
+    return wl.metadata.annotations.get(SOURCE_KIND_ANNOTATION) == "Pod"
 
 
 def let_go_time(facts: ClusterFacts) -> datetime | None:
@@ -304,6 +314,11 @@ def _let_go_of_lost(
             bound_here = st.cluster_name == cluster
             if bound_here and not bound_work_goes:
                 continue  # it may still be running there
+            if bound_here and facts.member and entry and runs_as_bare_pods(entry.workload):
+                # Its pods carry no fencing deadline (a pod's can only be shortened): a frozen
+                # agent's pods would run on. Kept, as with fencing off, until the cluster is
+                # back or an admin deletes the MemberCluster.
+                continue
             plan.let_go.append(LetGo(key, cluster, bound_here, message))
             touched.add(key)
 

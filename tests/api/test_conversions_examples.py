@@ -52,6 +52,14 @@ def test_the_pod_group_example_converts_to_two_pod_sets() -> None:
     assert wl.spec.queue_name == "nlp"
 
 
+def test_the_plain_pod_example_converts_to_one_pod() -> None:
+    (pod,) = objects("pod.yaml")
+    wl = to_workload(pod)
+    assert wl.semantic_errors() == []
+    assert [(ps.name, ps.count) for ps in wl.spec.pod_sets] == [("main", 1)]
+    assert wl.spec.queue_name == "default"
+
+
 def test_the_workload_example_is_valid() -> None:
     (wl,) = objects("jobs/workload.yaml")
     assert isinstance(wl, Workload)

@@ -58,18 +58,24 @@ def test_pods_of_different_shapes_get_a_pod_set_each() -> None:
     assert all(len(ps.name) == 8 for ps in wl.spec.pod_sets)
 
 
-def test_a_group_still_being_created_counts_its_total() -> None:
-    wl = workload_from_pods([pod("w0")])
-    assert wl.spec.pod_sets[0].count == 3
-
-
-def test_missing_pods_of_several_roles_cannot_be_placed() -> None:
+def test_a_group_given_without_all_its_pods_is_refused_unless_it_may_wait() -> None:
     with pytest.raises(ConversionError) as info:
-        workload_from_pods([pod("leader", role="leader"), pod("w1")])
+        workload_from_pods([pod("w0")])
     assert [str(e) for e in info.value.errors] == [
-        "items: Invalid value: 2: the group's total count is 3 but only 2 pods of 2 different "
-        "roles were given: cannot tell the roles of the rest"
+        "items: Invalid value: 1: the group's total count is 3 but only 1 of its pods were "
+        "given: submit the rest to the hub (it waits for them), or every pod of the group "
+        "together"
     ]
+
+
+def test_a_group_still_waiting_for_pods_has_the_pods_given_and_says_how_many_are_in() -> None:
+    wl = workload_from_pods([pod("leader", role="leader"), pod("w1")], incomplete=True)
+    assert sorted(ps.count for ps in wl.spec.pod_sets) == [1, 1]
+    assert wl.metadata.annotations["multiq.dev/pod-group-waiting"] == "2/3"
+    whole = workload_from_pods(
+        [pod("leader", role="leader"), pod("w1"), pod("w2")], incomplete=True
+    )
+    assert "multiq.dev/pod-group-waiting" not in whole.metadata.annotations
 
 
 def test_every_pod_carries_the_total_count() -> None:

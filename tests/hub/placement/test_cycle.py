@@ -262,6 +262,24 @@ def test_a_lost_clusters_reservations_end_at_once_and_its_bound_work_waits() -> 
     assert all(isinstance(g, LetGo) for g in plan.let_go)
 
 
+def test_a_lost_clusters_bare_pods_are_not_let_go_as_no_deadline_stops_them_there() -> None:
+    lost = ClusterFacts("east", connected=False, lost_since=NOW, loss_timeout_seconds=60)
+    facts = {"east": lost, "west": ClusterFacts("west", connected=True)}
+    pods = workload("pods")
+    pods.metadata.annotations["multiq.dev/source-kind"] = "Pod"
+    workloads = {
+        "team/pods": transitions.mark_bound_offer(pods, "east", 1, NOW),
+        "team/job": transitions.mark_bound_offer(workload("job"), "east", 1, NOW),
+    }
+    later = NOW + timedelta(seconds=3600)
+    plan = dispatch(snapshot(workloads, facts=facts), later)
+    assert [(g.key, g.bound) for g in plan.let_go] == [("team/job", True)]
+    # An admin deleting the MemberCluster lets them go.
+    departed = {**facts, "east": ClusterFacts("east", connected=False, member=False, let_go_at=NOW)}
+    plan = dispatch(snapshot(workloads, facts=departed), later)
+    assert sorted(g.key for g in plan.let_go) == ["team/job", "team/pods"]
+
+
 def test_the_same_snapshot_gives_the_same_plan_and_reading_it_changes_nothing() -> None:
     book = DispatchBook()
     book.put("team/old", DispatchRecord(offers={"east": NOW - timedelta(seconds=40)}, bound=True))
