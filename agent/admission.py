@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from agent import outcomes, records
@@ -117,6 +117,14 @@ class AdmissionShell:
         admission_fair_sharing: AdmissionFairSharing | None = None,
     ) -> None:
         self.store = store
+        self.before_stop: Callable[[str, int, asyncio.Event], Awaitable[None]] | None = None
+        """Awaited (in a background task) before a cancelled or evicted workload's Jobs are
+        deleted, with its key, generation and an event set to cut it short (agent.app: the
+        logs are shipped, bounded)."""
+        self.stopping: dict[str, tuple[int, asyncio.Event]] = {}
+        """Workloads (→ generation) whose Jobs a background stop ships the logs of and then
+        deletes: the reaper leaves their Jobs alone, and a withdrawal or a fence sets the
+        event (stop now)."""
         self.tracing = tracing or AgentTracing()
         self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
@@ -196,6 +204,8 @@ class AdmissionShell:
 
     async def _effects(self, key: str, record: Record | None, effects: Sequence[Effect]) -> None:
         for done, effect in enumerate(effects, start=1):
+            if isinstance(effect, Report) and self._stopping(key, effect.payload.generation):
+                continue  # (a repeat: the stop reports once its Jobs are gone)
             if isinstance(effect, Report | Reject):
                 self.reporter.report(effect.payload)
             elif isinstance(effect, Persist):
@@ -204,6 +214,12 @@ class AdmissionShell:
                 assert record is not None
                 self._spawn(self._materialize(record), f"materialize {key}")
             elif isinstance(effect, StopJobs):
+                if effect.ship_logs_first and record is not None and self.before_stop:
+                    # Never in this loop: the stop and what follows it go on in the background.
+                    self.stopping[key] = (record.generation, asyncio.Event())
+                    work = self._stop_after_shipping(key, record, effect, effects[done:])
+                    self._spawn(work, f"stop {key}")
+                    return
                 namespace, name = key.split("/", 1)
                 jobs = self.inventory.workload_objects(namespace, name)
                 try:
@@ -226,6 +242,41 @@ class AdmissionShell:
         await self.materializer.stop_for_good(namespace, name, stop.job_names)
         await self._effects(key, record, after)
         self._wake.set()
+
+    async def _stop_after_shipping(
+        self, key: str, record: Record, stop: StopJobs, after: Sequence[Effect]
+    ) -> None:
+        """A cancel's or an eviction's stop: the logs first (bounded), then the Jobs, then
+        what follows (the report: only once the Jobs are gone)."""
+        namespace, name = key.split("/", 1)
+        try:
+            assert self.before_stop is not None
+            try:
+                await self.before_stop(key, record.generation, self.stopping[key][1])
+            except Exception:  # the logs must never keep the Jobs
+                log.exception("shipping the logs of %s before its stop", key)
+            jobs = self.inventory.workload_objects(namespace, name)
+            try:
+                await self.materializer.stop(namespace, name, jobs, stop.job_names)
+            except K8S_TRANSIENT as exc:
+                log.warning("stopping %s: %s; retrying in the background", key, exc)
+                await self.materializer.stop_for_good(namespace, name, stop.job_names)
+        finally:
+            self.stopping.pop(key, None)
+        if jobset_policy(record) is not None:
+            self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
+        await self._effects(key, record, after)
+        self._wake.set()
+
+    def _hurry(self, key: str) -> None:
+        """A withdrawal or a fence must stop at once: a stop shipping logs stops waiting."""
+        if (stopping := self.stopping.get(key)) is not None:
+            stopping[1].set()
+
+    def _stopping(self, key: str, generation: int) -> bool:
+        """A background stop of this generation (or a later one) of the workload is on."""
+        stopping = self.stopping.get(key)
+        return stopping is not None and stopping[0] >= generation
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -336,17 +387,22 @@ class AdmissionShell:
             with self.tracing.message(message.workload, message, held, trace_context):
                 await self._apply(message.workload, records.on_bind(held, message, now))
         elif isinstance(message, Withdraw | Cancel):
+            if isinstance(message, Withdraw):
+                self._hurry(message.workload)
             held = self.held.get(message.workload)
             with self.tracing.message(message.workload, message, held, trace_context):
                 step = records.on_withdraw(held, message, now)
                 await self._apply(message.workload, step)
         elif isinstance(message, Fence):
             log.warning("%s; stopping every held workload", message.message)
+            for key in list(self.stopping):
+                self._hurry(key)
             for key, record in list(self.held.items()):
                 await self._apply(key, records.on_fence(record, message.message, now))
         else:
             # A generation given back must not keep running either (its stop may have failed).
-            running = {k for k, r in self.held.items() if not r.given_back}
+            # Nor do the Jobs of a stop in progress go here: it ships their logs first.
+            running = {k for k, r in self.held.items() if not r.given_back} | set(self.stopping)
             await self.materializer.reap(self.inventory.managed_jobs(), running)
         self._changed()
 

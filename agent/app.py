@@ -149,6 +149,12 @@ class Agent:
             ship_limit_bytes=settings.log_ship_limit_bytes,
             lane_up=lambda: self.session.logs is not None,
         )
+        stop_wait = settings.log_ship_stop_wait_seconds
+
+        async def ship_before_stop(workload: str, generation: int, hurry: asyncio.Event) -> None:
+            await self.logs.ship_before_stop(workload, generation, stop_wait, hurry)
+
+        self.admission.before_stop = ship_before_stop
         self.ready = asyncio.Event()
         self.metrics.watch(
             AgentView(

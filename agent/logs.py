@@ -25,12 +25,18 @@ the generation, up to `ship_limit_bytes` per workload; the eof of a container sa
 lines and bytes the limit left behind. The hub keeps shipped lines only from the cluster that
 holds the generation's binding (docs/exactly-once.md).
 
-Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`).
+A cancelled or evicted workload's logs are shipped the same way before its Jobs are deleted
+(`ship_before_stop`, awaited by the admission shell's background stop, bounded; past the
+bound the ship is cut off and its eof frames say how many lines it read and left behind).
+
+Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`);
+agent.admission (`ship_before_stop`, through the hook agent.app gives it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -102,6 +108,7 @@ class _Stream:
         self.next_seq: dict[Key, int] = {}
         """Per (pod, container): the sequence number the next frame starts at."""
         self.ended: list[Key] = []
+        self.eof_sent: set[Key] = set()
         self.readers: dict[Key, asyncio.Task[None]] = {}
         self.data = asyncio.Event()
         self.discovery_done = False
@@ -233,6 +240,26 @@ class _Stream:
             unshipped_bytes=ship.unshipped_bytes.pop(key, 0) if ship and eof else 0,
         )
 
+    def cut_off(self) -> list[LogData]:
+        """The stream is stopped before its end (its Jobs go): the eof of every container it
+        read, counting the lines read and not sent as left behind (a lower bound: what was
+        not read yet is not known), then the stream's own eof."""
+        ship = self.ship
+        frames: list[LogData] = []
+        for key in self.readers:
+            if key in self.eof_sent:
+                continue
+            if ship is not None:
+                left = [e for e in self.buffer if e.key == key]
+                ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + len(left)
+                ship.unshipped_bytes[key] = ship.unshipped_bytes.get(key, 0) + sum(
+                    len(e.line.text.encode()) + 1 for e in left
+                )
+            frames.append(self._frame(key, [], eof=True))
+        self.buffer.clear()
+        frames.append(self._frame(("", ""), [], eof=True))
+        return frames
+
     async def _send(self, frame: LogData) -> None:
         await self.owner.send(frame)
         last = frame.lines[-1].timestamp if frame.lines else None
@@ -268,6 +295,7 @@ class _Stream:
                         self.ended.append(key)
                         break
                     await self._send(self._frame(key, [], eof=True))
+                    self.eof_sent.add(key)
                 if (
                     self.discovery_done
                     and not self.buffer
@@ -323,6 +351,7 @@ class LogStreams:
         self.shipped: dict[str, int] = {}
         """workload → the generation whose logs were shipped (or are being shipped)."""
         self.shipping: dict[str, asyncio.Task[None]] = {}
+        self._cut_offs: set[asyncio.Task[None]] = set()
 
     async def handle(self, message: LogOpen | LogClose) -> None:
         if isinstance(message, LogOpen):
@@ -381,6 +410,39 @@ class LogStreams:
     def _shipped(self, workload: str, task: asyncio.Task[None]) -> None:
         if self.shipping.get(workload) is task:
             del self.shipping[workload]
+
+    async def ship_before_stop(
+        self, workload: str, generation: int, wait: float, hurry: asyncio.Event
+    ) -> None:
+        """A cancelled or evicted workload's Jobs are about to be deleted: ship what the hub
+        does not have yet, for at most `wait` seconds (or until `hurry` is set: a withdrawal
+        or a fence came meanwhile). Past that the ship is cut off and its eof frames, sent in
+        the background, say how many lines it left behind."""
+        task = self.ship(workload, generation)
+        if task is None or task.done():
+            return
+        hurried = asyncio.create_task(hurry.wait())
+        try:
+            await asyncio.wait([task, hurried], timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hurried.cancel()
+        if task.done():
+            return
+        stream = self.streams.get(f"{SHIP_PREFIX}{generation}/{workload}")
+        task.cancel()
+        await asyncio.wait([task])
+        log.warning("shipping the logs of %s: cut off after %.1fs, its Jobs go", workload, wait)
+        if stream is not None:
+            frames = stream.cut_off()
+            cut = asyncio.create_task(self._send_cut_off(frames, wait), name=f"cut {workload}")
+            self._cut_offs.add(cut)
+            cut.add_done_callback(self._cut_offs.discard)
+
+    async def _send_cut_off(self, frames: list[LogData], wait: float) -> None:
+        with contextlib.suppress(TimeoutError, HubUnreachableError):
+            async with asyncio.timeout(wait):
+                for frame in frames:
+                    await self.send(frame)
 
     async def watch_finished(self, records: Callable[[], Mapping[str, Record]]) -> None:
         """Ship the logs of every workload that finished here, as it finishes (runs until

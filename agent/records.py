@@ -247,6 +247,10 @@ class StopJobs:
     the workload the cluster has (any generation)."""
 
     job_names: tuple[str, ...] = ()
+    ship_logs_first: bool = False
+    """A cancel or an eviction: the logs the hub does not have yet are shipped first (in the
+    background, bounded); never for a withdrawal, a fence or a generation given back, which
+    stay prompt (docs/exactly-once.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,9 +371,11 @@ def _resend(record: Record) -> Step:
     return Step(record, () if last is None else (Report(last),))
 
 
-def _stop(record: Record) -> tuple[Effect, ...]:
+def _stop(record: Record, *, ship_logs_first: bool = False) -> tuple[Effect, ...]:
     """Stopping what the record made: nothing before it was bound and admitted."""
-    return (StopJobs(record.job_names),) if record.phase in _MATERIALISED else ()
+    if record.phase not in _MATERIALISED:
+        return ()
+    return (StopJobs(record.job_names, ship_logs_first=ship_logs_first),)
 
 
 def rejection(reason: PendingReason) -> RejectReason | None:
@@ -532,14 +538,15 @@ def on_withdraw(record: Record | None, message: Withdraw | Cancel, now: float) -
     if record.phase in _GIVEN_BACK and record.generation == message.generation:
         return Step(record, (Report(record.last_report),) if record.last_report else ())
     kept = _settle_given_back(record, report, now)
-    return Step(kept, (*_stop(record), report, Persist()))
+    ship = isinstance(message, Cancel)
+    return Step(kept, (*_stop(record, ship_logs_first=ship), report, Persist()))
 
 
 def on_fence(record: Record, message: str, now: float) -> Step:
     """The lease ran out: everything not settled is stopped and given back (ClusterLost)."""
     if record.settled:
         return Step(record)
-    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now)
+    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now, ship_logs=False)
 
 
 # the engine ------------------------------------------------------------------------------------
@@ -613,12 +620,15 @@ def on_pending(record: Record, reason: PendingReason, now: float, cadence: Caden
     return Step(replace(record, last_report=report.payload, pending_reported_at=now), (report,))
 
 
-def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
+def on_evict(
+    record: Record, reason: str, message: str, now: float, *, ship_logs: bool = True
+) -> Step:
     """Preempted, evicted by the engine, or fenced: stop its Jobs, report Evicted (a
-    reservation too — the hub then queues it again), keep the generation as given back."""
+    reservation too — the hub then queues it again), keep the generation as given back.
+    `ship_logs`: its logs are shipped before its Jobs go (not when the lease is lost)."""
     report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
     kept = _settle_given_back(record, report, now)
-    return Step(kept, (*_stop(record), report, Persist()))
+    return Step(kept, (*_stop(record, ship_logs_first=ship_logs), report, Persist()))
 
 
 # materialisation -------------------------------------------------------------------------------
@@ -758,7 +768,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if obs.phase is WorkloadPhase.ADMITTED and record.phase is not WorkloadPhase.ADMITTED:
         return Step(kept)  # the mirror lags behind: never go backwards
     if obs.fenced:
-        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now)
+        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now, ship_logs=False)
     if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
         since = record.settling_since if record.settling_since is not None else now
         if now - since < cadence.settle:

@@ -99,6 +99,9 @@ class AgentSettings(BaseModel):
     log_ship_limit_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     """At most this many bytes of a finished workload's log lines are shipped to the hub
     unasked before its pods may go (0: none); a marker says what was left behind."""
+    log_ship_stop_wait_seconds: float = Field(default=5.0, ge=0)
+    """A cancelled or evicted workload's Jobs wait at most this long for its logs to be
+    shipped (in the background: the admission loop never waits)."""
     log_batch_lines: int = Field(default=500, ge=1)
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
@@ -196,6 +199,13 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         help="ship at most this many bytes of a finished workload's logs to the hub before "
         "its pods may go (default 64 MiB; 0: none); a marker says what was left behind",
     )
+    parser.add_argument(
+        "--log-ship-stop-wait-seconds",
+        type=float,
+        default=env("MULTIQ_AGENT_LOG_SHIP_STOP_WAIT_SECONDS", "5"),
+        help="a cancelled or evicted workload's Jobs are deleted after its logs are shipped, "
+        "or after this many seconds (default 5; the eof says what was left behind)",
+    )
     args = parser.parse_args(argv)
     tok = args.token
     if args.token_file:
@@ -229,4 +239,5 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         if args.admission_fair_sharing_half_life is not None
         else None,
         log_ship_limit_bytes=int(args.log_ship_limit_bytes),
+        log_ship_stop_wait_seconds=float(args.log_ship_stop_wait_seconds),
     )
