@@ -451,6 +451,28 @@ def test_an_eviction(before: Record, expected: list[Any]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("step", "ships"),
+    [
+        (on_withdraw(held(P.RUNNING), Cancel(workload=KEY, generation=1, reason="U"), NOW), True),
+        (on_evict(held(P.RUNNING), "Preempted", "preempted by team-a/job-high", NOW), True),
+        (
+            on_withdraw(held(P.RUNNING), Withdraw(workload=KEY, generation=1, reason="X"), NOW),
+            False,
+        ),
+        (on_fence(held(P.RUNNING), "fenced: the lease ran out", NOW), False),
+        (on_offer(held(P.RUNNING), offer(2), NOW), False),
+    ],
+    ids=["cancel", "preemption", "withdrawal", "fence", "a newer generation"],
+)
+def test_only_a_cancel_or_an_eviction_ships_the_logs_before_the_jobs_go(
+    step: Step, ships: bool
+) -> None:
+    stops = [e for e in step.effects if isinstance(e, StopJobs)]
+    assert len(stops) == 1
+    assert stops[0].ship_logs_first is ships
+
+
+@pytest.mark.parametrize(
     "given_back",
     [
         on_evict(held(P.RUNNING), "ClusterLost", "fenced", NOW).record,

@@ -1,0 +1,135 @@
+"""A cancelled or preempted workload's logs reach the hub before its Jobs go, without the
+admission loop waiting and within a bound; a withdrawal still stops at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.k8s.client import KubeClient, Resource
+from api.v1alpha1.messages import Cancel, Hello, LogData, Withdraw, WorkloadPhase
+from tests.agent.conftest import (
+    AgentRunner,
+    FakeHub,
+    config,
+    eventually,
+    job_source,
+    offer_for,
+    status,
+)
+
+
+def shipped_texts(hub: FakeHub, key: str) -> list[str]:
+    return [
+        line.text
+        for p in hub.log_payloads()
+        if isinstance(p, LogData) and p.shipped and p.workload == key
+        for line in p.lines
+    ]
+
+
+async def live_jobs(kube: KubeClient) -> list[str]:
+    listed = await kube.list(Resource.JOBS, namespace="team-a")
+    return [
+        j["metadata"]["name"] for j in listed.items if not j["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def pod_said(kube: KubeClient, text: str) -> bool:
+    pods = await kube.list(Resource.PODS, namespace="team-a")
+    for pod in pods.items:
+        lines = [line async for line in kube.pod_log("team-a", pod["metadata"]["name"])]
+        if any(line.endswith(text) for line in lines):
+            return True
+    return False
+
+
+async def test_a_cancelled_workloads_lines_are_at_the_hub_once_its_jobs_are_gone(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("cancelled", script="echo first; echo second; sleep 60"))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "cancelled"), within=20)
+    await eventually(lambda: pod_said(kube, "second"), within=20)
+    await hub.send(Cancel(workload=key, generation=1, reason="UserDelete"))
+    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "cancelled"), within=20)
+    # The report follows the stop: the Jobs are gone, and the lines were read before.
+    assert await live_jobs(kube) == []
+    assert shipped_texts(hub, key) == ["first", "second"]
+
+
+async def test_a_preempted_workloads_lines_are_at_the_hub_once_its_jobs_are_gone(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    hub.config = config(preempt=True)
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    low = offer_for(
+        job_source("low", cpu="2", script="echo low-1; echo low-2; sleep 60"), priority=1
+    )
+    key = f"team-a/{low.workload.metadata.name}"
+    await hub.offer(low)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "low"), within=20)
+    await eventually(lambda: pod_said(kube, "low-2"), within=20)
+    await hub.offer(offer_for(job_source("high", cpu="2", script="true"), priority=100))
+    evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "low"), within=20)
+    assert evicted.pending_reason == "Preempted"
+    assert not [name for name in await live_jobs(kube) if name.startswith("low")]
+    assert shipped_texts(hub, key) == ["low-1", "low-2"]
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
+
+
+NOISY = (
+    "i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; i=$((i+1)); done; "
+    "sleep 60"
+)
+
+
+async def test_a_cancel_whose_ship_hangs_stops_after_the_bound_and_the_loop_goes_on(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    agents.overrides = {"log_ship_stop_wait_seconds": 2.0}
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    noisy = offer_for(job_source("noisy", script=NOISY, cpu="100m"))
+    key = f"team-a/{noisy.workload.metadata.name}"
+    await hub.offer(noisy)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "noisy"), within=20)
+    await eventually(lambda: pod_said(kube, "line-20000-padding-padding-padding"), within=30)
+    hub.logs_paused.clear()  # the hub stops reading the log lane: the ship cannot finish
+    loop = asyncio.get_running_loop()
+    cancelled_at = loop.time()
+    await hub.send(Cancel(workload=key, generation=1, reason="UserDelete"))
+    # Meanwhile the admission loop goes on: another workload is admitted and runs.
+    await hub.offer(offer_for(job_source("quiet", script="true", cpu="100m")))
+    await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "quiet"), within=20)
+    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "noisy"), within=20)
+    took = loop.time() - cancelled_at
+    assert 2.0 <= took < 10.0
+    assert not [name for name in await live_jobs(kube) if name.startswith("noisy")]
+    hub.logs_paused.set()
+
+
+async def test_a_withdrawal_stops_at_once_and_ships_nothing(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    agents.overrides = {"log_ship_stop_wait_seconds": 30.0}
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    offer = offer_for(job_source("moved", script="echo here; sleep 60"))
+    key = f"team-a/{offer.workload.metadata.name}"
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "moved"), within=20)
+    await eventually(lambda: pod_said(kube, "here"), within=20)
+    hub.logs_paused.clear()  # a ship, if one started, could not finish within the test
+    loop = asyncio.get_running_loop()
+    withdrawn_at = loop.time()
+    await hub.send(Withdraw(workload=key, generation=1, reason="Redispatch"))
+    await hub.wait_for(status(WorkloadPhase.WITHDRAWN, "moved"), within=10)
+    assert loop.time() - withdrawn_at < 5.0
+    assert await live_jobs(kube) == []
+    hub.logs_paused.set()
+    await asyncio.sleep(0.5)
+    assert shipped_texts(hub, key) == []
