@@ -248,9 +248,9 @@ class StopJobs:
 
     job_names: tuple[str, ...] = ()
     ship_logs_first: bool = False
-    """A cancel or an eviction: the logs the hub does not have yet are shipped first (in the
-    background, bounded); never for a withdrawal, a fence or a generation given back, which
-    stay prompt (docs/exactly-once.md)."""
+    """A cancel: the logs the hub does not have yet are shipped first (in the background,
+    bounded); never for a withdrawal, a fence or a generation given back, which stay prompt
+    (docs/exactly-once.md), nor for an eviction, whose quota another workload takes at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,7 +546,7 @@ def on_fence(record: Record, message: str, now: float) -> Step:
     """The lease ran out: everything not settled is stopped and given back (ClusterLost)."""
     if record.settled:
         return Step(record)
-    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now, ship_logs=False)
+    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now)
 
 
 # the engine ------------------------------------------------------------------------------------
@@ -620,15 +620,15 @@ def on_pending(record: Record, reason: PendingReason, now: float, cadence: Caden
     return Step(replace(record, last_report=report.payload, pending_reported_at=now), (report,))
 
 
-def on_evict(
-    record: Record, reason: str, message: str, now: float, *, ship_logs: bool = True
-) -> Step:
+def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
     """Preempted, evicted by the engine, or fenced: stop its Jobs, report Evicted (a
     reservation too — the hub then queues it again), keep the generation as given back.
-    `ship_logs`: its logs are shipped before its Jobs go (not when the lease is lost)."""
+    Its logs are not shipped first: the generation's quota is free the moment it is given
+    back, and a preemptor must not start beside a victim still running for the ship's
+    bound."""
     report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
     kept = _settle_given_back(record, report, now)
-    return Step(kept, (*_stop(record, ship_logs_first=ship_logs), report, Persist()))
+    return Step(kept, (*_stop(record), report, Persist()))
 
 
 # materialisation -------------------------------------------------------------------------------
@@ -768,7 +768,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if obs.phase is WorkloadPhase.ADMITTED and record.phase is not WorkloadPhase.ADMITTED:
         return Step(kept)  # the mirror lags behind: never go backwards
     if obs.fenced:
-        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now, ship_logs=False)
+        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now)
     if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
         since = record.settling_since if record.settling_since is not None else now
         if now - since < cadence.settle:

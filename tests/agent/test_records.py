@@ -454,7 +454,7 @@ def test_an_eviction(before: Record, expected: list[Any]) -> None:
     ("step", "ships"),
     [
         (on_withdraw(held(P.RUNNING), Cancel(workload=KEY, generation=1, reason="U"), NOW), True),
-        (on_evict(held(P.RUNNING), "Preempted", "preempted by team-a/job-high", NOW), True),
+        (on_evict(held(P.RUNNING), "Preempted", "preempted by team-a/job-high", NOW), False),
         (
             on_withdraw(held(P.RUNNING), Withdraw(workload=KEY, generation=1, reason="X"), NOW),
             False,
@@ -464,9 +464,7 @@ def test_an_eviction(before: Record, expected: list[Any]) -> None:
     ],
     ids=["cancel", "preemption", "withdrawal", "fence", "a newer generation"],
 )
-def test_only_a_cancel_or_an_eviction_ships_the_logs_before_the_jobs_go(
-    step: Step, ships: bool
-) -> None:
+def test_only_a_cancel_ships_the_logs_before_the_jobs_go(step: Step, ships: bool) -> None:
     stops = [e for e in step.effects if isinstance(e, StopJobs)]
     assert len(stops) == 1
     assert stops[0].ship_logs_first is ships

@@ -1,5 +1,5 @@
-"""A cancelled or preempted workload's logs reach the hub before its Jobs go, without the
-admission loop waiting and within a bound; a withdrawal still stops at once."""
+"""A cancelled workload's logs reach the hub before its Jobs go, without the admission loop
+waiting and within a bound; a withdrawal or a preemption still stops at once."""
 
 from __future__ import annotations
 
@@ -60,9 +60,12 @@ async def test_a_cancelled_workloads_lines_are_at_the_hub_once_its_jobs_are_gone
     assert shipped_texts(hub, key) == ["first", "second"]
 
 
-async def test_a_preempted_workloads_lines_are_at_the_hub_once_its_jobs_are_gone(
+async def test_a_preempted_workload_stops_at_once_and_ships_nothing(
     agents: AgentRunner, hub: FakeHub, kube: KubeClient
 ) -> None:
+    # Its quota is the preemptor's the moment it is given back: a ship first would let the
+    # preemptor start beside a victim still running for up to the ship's bound.
+    agents.overrides = {"log_ship_stop_wait_seconds": 30.0}
     hub.config = config(preempt=True)
     await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
@@ -73,12 +76,17 @@ async def test_a_preempted_workloads_lines_are_at_the_hub_once_its_jobs_are_gone
     await hub.offer(low)
     await hub.wait_for(status(WorkloadPhase.RUNNING, "low"), within=20)
     await eventually(lambda: pod_said(kube, "low-2"), within=20)
+    hub.logs_paused.clear()  # a ship, if one started, could not finish within the test
+    loop = asyncio.get_running_loop()
+    offered_at = loop.time()
     await hub.offer(offer_for(job_source("high", cpu="2", script="true"), priority=100))
     evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "low"), within=20)
     assert evicted.pending_reason == "Preempted"
+    assert loop.time() - offered_at < 10.0
     assert not [name for name in await live_jobs(kube) if name.startswith("low")]
-    assert shipped_texts(hub, key) == ["low-1", "low-2"]
+    hub.logs_paused.set()
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
+    assert shipped_texts(hub, key) == []
 
 
 NOISY = (
