@@ -256,9 +256,7 @@ class FairShareOrder:
 
     tree: FairTree
     tenant_of: Mapping[str, str]
-    _memo: dict[tuple[str | None, str, str | None, str | None], float] = field(
-        default_factory=dict
-    )
+    _memo: dict[tuple[str | None, str, str | None, str | None], float] = field(default_factory=dict)
     """Factors by (namespace, local queue, cluster set asked, submitter): what decides the
     association; a deep queue's sort looks each up once."""
     _memo_routing: Routing | None = None
@@ -281,9 +279,7 @@ class FairShareOrder:
         )
         found = self._memo.get(key)
         if found is None:
-            found = self._memo[key] = self.tree.factor(
-                association_of(wl, self.tenant_of, routing)
-            )
+            found = self._memo[key] = self.tree.factor(association_of(wl, self.tenant_of, routing))
         return found
 
 
