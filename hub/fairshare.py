@@ -1,6 +1,6 @@
-"""The fleet's fair-share ledger: usage per (tenant, user), decayed and accrued every calc
-period, kept in the store, turned into Fair Tree factors for the dispatch cycle and shown in
-each Tenant's status (`qctl get tenants`, like `sshare`).
+"""The fleet's fair-share ledger: usage per (tenant, global queue, user), decayed and accrued
+every calc period, kept in the store, turned into Fair Tree factors for the dispatch cycle and
+shown in each Tenant's status (`qctl get tenants`, like `sshare`).
 
 A workload is charged for the time it is bound to a cluster and not finished: the ledger
 hears every change of the hub's mirror (HubState.on_workload) and notes when each workload
@@ -13,10 +13,16 @@ Every `fair_share_calc_period_seconds` the leader:
    its bound time that falls in this period; a workload found bound that it never saw
    become bound (the term began since) is charged from the last update;
 3. writes the usage to the store (`/fairshare/usage`), so a restart or a new leader carries
-   on from it, computes the tree (hub.placement.fairshare) over the Tenants, their listed
-   users and every association with usage or waiting work, and gives the dispatcher the
-   factors it orders waiting work by;
+   on from it, computes the tree (hub.placement.fairshare) over the Tenants, the GlobalQueues
+   their work goes through (weighted by each queue's fairSharingWeight), their listed users
+   and every association with usage or waiting work, and gives the dispatcher the factors it
+   orders waiting work by;
 4. writes each Tenant's status where it changed.
+
+A workload's queue is the GlobalQueue the dispatcher's routing gives it. Usage stored before
+queues were kept (rows with a tenant and a user only) is read as the tenant's default queue
+(hub.placement.fairshare.tenant_default_queue) at the first update after loading it: the
+tenant's and the user's usage stay whole.
 
 One ledger per leadership term (hub.leader starts it with the dispatcher). Called by:
 hub.leader; tests drive `update` with their own clock.
@@ -30,13 +36,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from api.v1alpha1.federation import Tenant, TenantFairShare
+from api.v1alpha1.federation import GlobalQueue, Tenant, TenantFairShare
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
 from hub.errors import HubError
 from hub.objects import ObjectRepository
 from hub.placement.fairshare import (
+    NO_QUEUE,
     Association,
     FairShareOrder,
     FairTree,
@@ -46,6 +53,7 @@ from hub.placement.fairshare import (
     billing,
     decay,
     fair_tree,
+    tenant_default_queue,
 )
 from hub.placement.routing import workload_requests
 from hub.settings import HubSettings
@@ -81,6 +89,9 @@ class FairShareLedger:
         self.weights = dict(settings.fair_share_resource_weights)
         self.clock = clock
         self.usage: dict[Association, float] = {}
+        # Stored before queues were kept: (tenant, user) → usage, for the tenant's default
+        # queue once the next update knows the configuration.
+        self._unqueued: dict[Association, float] = {}
         self.updated_at: datetime | None = None
         self.loaded = False
         # Bound and not finished: since when (charged up to the last update at most).
@@ -98,7 +109,8 @@ class FairShareLedger:
         at = self.clock()
         if now_bound and new is not None:
             rate = billing(workload_requests(new), self.weights)
-            self._open[key] = (association_of(new, self._tenant_of), rate, at)
+            association = association_of(new, self._tenant_of, self.dispatcher.routing())
+            self._open[key] = (association, rate, at)
         else:
             opened = self._open.pop(key, None)
             if opened is not None:
@@ -121,10 +133,13 @@ class FairShareLedger:
             self.loaded = True
             return
         value = stored.value
-        self.usage = {
-            Association(str(row["tenant"]), str(row["user"])): float(row["usage"])
-            for row in value.get("usage", [])
-        }
+        self.usage, self._unqueued = {}, {}
+        for row in value.get("usage", []):
+            tenant, user, used = str(row["tenant"]), str(row["user"]), float(row["usage"])
+            if "queue" in row:
+                self.usage[Association(tenant, user, str(row["queue"]))] = used
+            else:
+                self._unqueued[Association(tenant, user)] = used
         updated = value.get("updatedAt")
         self.updated_at = datetime.fromisoformat(updated) if isinstance(updated, str) else None
         self.loaded = True
@@ -138,28 +153,44 @@ class FairShareLedger:
         elapsed = max(elapsed, 0.0)
         tenants = [t for t in self.state.objects(Tenant) if isinstance(t, Tenant)]
         tenant_of = self._tenant_of = _tenant_of(tenants)
+        routing = self.dispatcher.routing()
+        default_queue = {t.name: tenant_default_queue(t, routing) for t in tenants}
+        self._move_unqueued(default_queue)
         usage = decay(self.usage, elapsed, self.half_life)
         # The charges are billing-seconds already: accrued over one second at that rate.
         self.usage = accrue(usage, self._charges(self.updated_at or now, now), 1.0)
         self.updated_at = now
         await self._persist()
+        queues = [g for g in self.state.objects(GlobalQueue) if isinstance(g, GlobalQueue)]
         tree = fair_tree(
             {t.name: float(t.spec.fair_sharing_weight.value) for t in tenants},
-            self._users(tenants, tenant_of),
+            {t.name: t.spec.users for t in tenants},
             self.usage,
+            queue_shares={g.name: float(g.spec.fair_sharing_weight.value) for g in queues},
+            default_queue=default_queue,
+            waiting=self._waiting(tenant_of),
         )
         self.dispatcher.fair_share = FairShareOrder(tree, tenant_of)
         await self._write_statuses(tenants, tree, now)
         return tree
 
+    def _move_unqueued(self, default_queue: dict[str, str]) -> None:
+        """Usage stored before queues were kept joins its tenant's default queue (added to
+        what that association has already, so nothing is lost)."""
+        for old, used in self._unqueued.items():
+            moved = Association(old.tenant, old.user, default_queue.get(old.tenant, NO_QUEUE))
+            self.usage[moved] = self.usage.get(moved, 0.0) + used
+        self._unqueued = {}
+
     def _charges(self, since: datetime, now: datetime) -> list[tuple[Association, float]]:
         """Billing-seconds of this period per workload: its bound time within [since, now]
         times its rate. Open intervals are charged up to now and go on from there."""
+        routing = self.dispatcher.routing()
         for key in _bound_keys(self.state):
             if key not in self._open:
                 wl = self.state.workloads[key].workload
                 rate = billing(workload_requests(wl), self.weights)
-                self._open[key] = (association_of(wl, self._tenant_of), rate, since)
+                self._open[key] = (association_of(wl, self._tenant_of, routing), rate, since)
         charges = []
         for association, rate, start, end in self._closed:
             seconds = (end - max(start, since)).total_seconds()
@@ -171,20 +202,21 @@ class FairShareLedger:
             self._open[key] = (association, rate, now)
         return charges
 
-    def _users(self, tenants: list[Tenant], tenant_of: dict[str, str]) -> dict[str, set[str]]:
-        users: dict[str, set[str]] = {t.name: set(t.spec.users) for t in tenants}
+    def _waiting(self, tenant_of: dict[str, str]) -> set[Association]:
+        """The associations of work waiting for a cluster: each has a place in the tree."""
+        routing = self.dispatcher.routing()
+        found = set()
         for key in self.state.pending:
             entry = self.state.workloads.get(key)
             if entry is not None:
-                association = association_of(entry.workload, tenant_of)
-                users.setdefault(association.tenant, set()).add(association.user)
-        return users
+                found.add(association_of(entry.workload, tenant_of, routing))
+        return found
 
     async def _persist(self) -> None:
         value: dict[str, Any] = {
             "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
             "usage": [
-                {"tenant": a.tenant, "user": a.user, "usage": round(u, 6)}
+                {"tenant": a.tenant, "queue": a.queue, "user": a.user, "usage": round(u, 6)}
                 for a, u in sorted(self.usage.items())
                 if u >= 1e-6
             ],
@@ -201,7 +233,7 @@ class FairShareLedger:
             row = rows.get(tenant.name)
             if row is None:
                 continue
-            want = TenantFairShare.model_validate(_status(row, tree.users.get(tenant.name, ())))
+            want = TenantFairShare.model_validate(_status(row, tree, tenant.name))
             stored = tenant.status.fair_share if tenant.status else None
             if stored is not None and stored.model_copy(update={"last_update": None}) == want:
                 continue
@@ -257,22 +289,32 @@ def _level(value: float) -> float | None:
     return None if value == float("inf") else _shown(value)
 
 
-def _status(row: LevelRow, users: tuple[LevelRow, ...]) -> dict[str, Any]:
-    status: dict[str, Any] = {
+def _node(row: LevelRow) -> dict[str, Any]:
+    return {
         "rawShares": row.raw_shares,
         "normShares": _shown(row.norm_shares),
         "rawUsage": _shown(row.raw_usage),
         "effectiveUsage": _shown(row.effective_usage),
         "levelFs": _level(row.level_fs),
+    }
+
+
+def _status(row: LevelRow, tree: FairTree, tenant: str) -> dict[str, Any]:
+    """The tenant's row, its queues' and its users' (queue by queue), in the tree's order."""
+    queues = tree.queues.get(tenant, ())
+    return {
+        **_node(row),
+        "queues": [{"name": queue.name, **_node(queue)} for queue in queues],
         "users": [
             {
                 "name": user.name,
+                "queue": queue.name,
                 "rawUsage": _shown(user.raw_usage),
                 "effectiveUsage": _shown(user.effective_usage),
                 "levelFs": _level(user.level_fs),
                 "factor": _shown(user.factor or 0.0),
             }
-            for user in users
+            for queue in queues
+            for user in tree.users.get((tenant, queue.name), ())
         ],
     }
-    return status

@@ -210,8 +210,11 @@ def _number(value: Any) -> str:
 
 
 def fair_share_rows(tenants: Sequence[Wire]) -> list[Wire]:
-    """`sshare -l` rows: each tenant, then each of its users, in the Fair Tree's order (the
-    hub's status keeps them visited first to last)."""
+    """`sshare -l` rows: each tenant, then each GlobalQueue its work goes through (a
+    sub-account: a row of its own, named in the QUEUE column) followed by that queue's users,
+    in the Fair Tree's order (the hub's status keeps them visited first to last). A tenant
+    whose only queue is "" (no GlobalQueue governs its work) shows its users straight under
+    it, as before queues were kept."""
     rows: list[Wire] = []
     for tenant in tenants:
         share = _get(tenant, "status", "fairShare", default=None) or {}
@@ -219,6 +222,7 @@ def fair_share_rows(tenants: Sequence[Wire]) -> list[Wire]:
         rows.append(
             {
                 "tenant": name,
+                "queue": "",
                 "user": "",
                 "shares": str(_get(tenant, "spec", "fairSharingWeight", default="1")),
                 "norm": _number(share.get("normShares", 0)) if share else "-",
@@ -228,20 +232,43 @@ def fair_share_rows(tenants: Sequence[Wire]) -> list[Wire]:
                 "level": _number(share.get("levelFs")) if share else "-",
             }
         )
-        for user in share.get("users", []):
+        queues = share.get("queues") or []
+        users = share.get("users", [])
+        if [q.get("name", "") for q in queues] in ([], [""]):
+            rows += [_user_row(name, user) for user in users]
+            continue
+        for queue in queues:
+            queue_name = str(queue.get("name", ""))
             rows.append(
                 {
                     "tenant": name,
-                    "user": str(user.get("name") or "(unknown)"),
-                    "shares": "1",
-                    "norm": "",
-                    "usage": _number(user.get("rawUsage", 0)),
-                    "effective": _number(user.get("effectiveUsage", 0)),
-                    "factor": _number(user.get("factor", 0)),
-                    "level": _number(user.get("levelFs")),
+                    "queue": queue_name or "(none)",
+                    "user": "",
+                    "shares": _number(queue.get("rawShares", 0)),
+                    "norm": _number(queue.get("normShares", 0)),
+                    "usage": _number(queue.get("rawUsage", 0)),
+                    "effective": _number(queue.get("effectiveUsage", 0)),
+                    "factor": "",
+                    "level": _number(queue.get("levelFs")),
                 }
             )
+            rows += [_user_row(name, u) for u in users if u.get("queue", "") == queue_name]
     return rows
+
+
+def _user_row(tenant: str, user: Wire) -> Wire:
+    queue = str(user.get("queue", ""))
+    return {
+        "tenant": tenant,
+        "queue": queue,
+        "user": str(user.get("name") or "(unknown)"),
+        "shares": "1",
+        "norm": "",
+        "usage": _number(user.get("rawUsage", 0)),
+        "effective": _number(user.get("effectiveUsage", 0)),
+        "factor": _number(user.get("factor", 0)),
+        "level": _number(user.get("levelFs")),
+    }
 
 
 def _field(key: str) -> Callable[[Wire], str]:
@@ -250,6 +277,7 @@ def _field(key: str) -> Callable[[Wire], str]:
 
 _TENANT = (
     Column("TENANT", _field("tenant")),
+    Column("QUEUE", _field("queue")),
     Column("USER", _field("user")),
     Column("SHARES", _field("shares")),
     Column("NORM-SHARES", _field("norm")),

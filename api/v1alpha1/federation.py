@@ -47,6 +47,7 @@ __all__ = [
     "MemberClusterSpec",
     "MemberClusterStatus",
     "PreferredClusterTerm",
+    "QueueFairShare",
     "RequeuingStrategy",
     "ResourceCapacity",
     "Tenant",
@@ -522,14 +523,30 @@ FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class UserFairShare(StrictModel):
-    """One user of a tenant in the fleet's Fair Tree, as `sshare -l` shows it."""
+    """One user of a tenant in the fleet's Fair Tree, as `sshare -l` shows it: under the
+    GlobalQueue its work went through ("" for none)."""
 
     name: str
+    queue: str = ""
     raw_usage: FiniteFloat = 0.0
     effective_usage: FiniteFloat = 0.0
     # None: infinite (no usage yet).
     level_fs: FiniteFloat | None = None
     factor: FiniteFloat = 0.0
+
+
+class QueueFairShare(StrictModel):
+    """One GlobalQueue a tenant's work goes through, a sub-account in the fleet's Fair Tree
+    ("" for work no GlobalQueue governs): its shares (the queue's fairSharingWeight) against
+    the tenant's other queues', its decayed usage against theirs."""
+
+    name: str
+    raw_shares: FiniteFloat = 0.0
+    norm_shares: FiniteFloat = 0.0
+    raw_usage: FiniteFloat = 0.0
+    effective_usage: FiniteFloat = 0.0
+    # None: infinite (no usage yet).
+    level_fs: FiniteFloat | None = None
 
 
 class TenantFairShare(StrictModel):
@@ -543,7 +560,10 @@ class TenantFairShare(StrictModel):
     effective_usage: FiniteFloat = 0.0
     # None: infinite (no usage yet).
     level_fs: FiniteFloat | None = None
+    queues: list[QueueFairShare] = Field(default_factory=list)
+    """The tenant's queues in the order the tree visits them."""
     users: list[UserFairShare] = Field(default_factory=list)
+    """Every user under every queue, in the order visited (the factor's order)."""
     last_update: datetime | None = None
 
 

@@ -492,10 +492,12 @@ class _Cycle:
         if fair_share is None:
             waiting.sort(key=lambda item: (item[1].order, item[0]))
         else:
-            # Among equal priorities, the association furthest below its fair share first.
+            # Among equal priorities, the association (tenant, global queue, user) furthest
+            # below its fair share first.
             def by_fair_share(item: tuple[str, Candidate]) -> tuple[int, float, float, str]:
                 priority, age = item[1].order
-                return (priority, -fair_share.factor(item[1].workload), age, item[0])
+                factor = fair_share.factor(item[1].workload, snap.routing)
+                return (priority, -factor, age, item[0])
 
             waiting.sort(key=by_fair_share)
         return waiting

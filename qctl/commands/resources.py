@@ -299,29 +299,93 @@ def run_describe(args: argparse.Namespace, out: TextIO) -> int:
             tenants = hub.list(resolve_kind("tenants"), None, all_namespaces=True)
         except HubRequestError:  # a user who may not read tenants sees no factor
             tenants = []
-        out.write(describe_workload(obj, fair_share=fair_share_of(obj, tenants)))
+        queue = None
+        if tenants:
+            try:
+                queue = global_queue_of(
+                    obj,
+                    tenants,
+                    hub.list(resolve_kind("localqueues"), obj["metadata"].get("namespace")),
+                    hub.list(resolve_kind("globalqueues"), None, all_namespaces=True),
+                )
+            except HubRequestError:  # then the factor is told by the submitter alone
+                queue = None
+        out.write(describe_workload(obj, fair_share=fair_share_of(obj, tenants, queue=queue)))
     else:
         out.write(render.render([obj], kind=kind.KIND, output="yaml", single=True))
     return 0
 
 
-def fair_share_of(wl: dict[str, Any], tenants: Sequence[dict[str, Any]]) -> str | None:
-    """`vision/alice: factor 0.8` — the workload's tenant and submitter, and their factor in
-    the fleet's Fair Tree as the tenant's status last showed it (None: no tenant owns the
-    namespace)."""
-    meta = wl.get("metadata", {})
-    namespace = meta.get("namespace") or "default"
-    user = (meta.get("annotations") or {}).get("multiq.dev/submitted-by", "")
+def _tenant_of(wl: dict[str, Any], tenants: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    namespace = wl.get("metadata", {}).get("namespace") or "default"
     for tenant in sorted(tenants, key=lambda t: t.get("metadata", {}).get("name", "")):
-        if namespace not in (tenant.get("spec", {}).get("namespaces") or []):
-            continue
-        name = tenant["metadata"]["name"]
-        share = (tenant.get("status") or {}).get("fairShare") or {}
-        for row in share.get("users", []):
-            if row.get("name", "") == user:
-                return f"{name}/{user or '(unknown)'}: factor {row.get('factor', 0)}"
-        return f"{name}/{user or '(unknown)'}: factor 1 (no usage yet)"
+        if namespace in (tenant.get("spec", {}).get("namespaces") or []):
+            return tenant
     return None
+
+
+def global_queue_of(
+    wl: dict[str, Any],
+    tenants: Sequence[dict[str, Any]],
+    local_queues: Sequence[dict[str, Any]],
+    global_queues: Sequence[dict[str, Any]],
+) -> str | None:
+    """The GlobalQueue the hub routes the workload by ("" for none), as hub.placement.routing
+    chooses it: the first by name whose cluster queues and tenants admit the workload's local
+    queue's cluster queue and tenant (None: its local queue is not there to tell)."""
+    meta, spec = wl.get("metadata", {}), wl.get("spec", {})
+    local = next(
+        (
+            q
+            for q in local_queues
+            if q.get("metadata", {}).get("name") == spec.get("queueName")
+            and q.get("metadata", {}).get("namespace") == meta.get("namespace")
+        ),
+        None,
+    )
+    if local is None:
+        return None
+    cluster_queue = local.get("spec", {}).get("clusterQueue")
+    namespace = meta.get("namespace") or "default"
+    owners = {
+        t.get("metadata", {}).get("name")
+        for t in tenants
+        if namespace in (t.get("spec", {}).get("namespaces") or [])
+    }
+    for gq in sorted(global_queues, key=lambda g: g.get("metadata", {}).get("name", "")):
+        gq_spec = gq.get("spec", {})
+        if gq_spec.get("clusterQueues") and cluster_queue not in gq_spec["clusterQueues"]:
+            continue
+        if gq_spec.get("tenants") and not owners & set(gq_spec["tenants"]):
+            continue
+        return str(gq.get("metadata", {}).get("name", ""))
+    return ""
+
+
+def fair_share_of(
+    wl: dict[str, Any], tenants: Sequence[dict[str, Any]], *, queue: str | None = None
+) -> str | None:
+    """`vision/gpu/alice: factor 0.8` — the workload's tenant, the GlobalQueue it goes through
+    (left out when none does) and its submitter, and their factor in the fleet's Fair Tree as
+    the tenant's status last showed it (None: no tenant owns the namespace). `queue` unknown
+    (None): the submitter's row, if it is in one queue only."""
+    tenant = _tenant_of(wl, tenants)
+    if tenant is None:
+        return None
+    user = (wl.get("metadata", {}).get("annotations") or {}).get("multiq.dev/submitted-by", "")
+    share = (tenant.get("status") or {}).get("fairShare") or {}
+    rows = [row for row in share.get("users", []) if row.get("name", "") == user]
+    if queue is not None:
+        rows = [row for row in rows if row.get("queue", "") == queue]
+    elif len(rows) > 1:
+        factors = ", ".join(f"{r.get('queue') or '(none)'} {r.get('factor', 0)}" for r in rows)
+        return f"{tenant['metadata']['name']}/{user or '(unknown)'}: factors {factors}"
+    if rows:
+        queue = rows[0].get("queue", "")
+    path = "/".join(p for p in (tenant["metadata"]["name"], queue, user or "(unknown)") if p)
+    if rows:
+        return f"{path}: factor {rows[0].get('factor', 0)}"
+    return f"{path}: factor 1 (no usage yet)"
 
 
 def describe_workload(wl: dict[str, Any], *, fair_share: str | None = None) -> str:

@@ -1,12 +1,12 @@
 """`qctl get tenants` prints the fleet's fair share as `sshare -l` does (each tenant, then its
-users in the Fair Tree's order), and `qctl describe workload` names the workload's tenant,
-submitter and factor."""
+GlobalQueues as sub-accounts, then their users, in the Fair Tree's order), and `qctl describe
+workload` names the workload's tenant, queue, submitter and factor."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from qctl.commands.resources import describe_workload, fair_share_of
+from qctl.commands.resources import describe_workload, fair_share_of, global_queue_of
 from qctl.render import render
 
 TENANTS: list[dict[str, Any]] = [
@@ -37,6 +37,55 @@ TENANTS: list[dict[str, Any]] = [
         "metadata": {"name": "vision"},
         "spec": {"namespaces": ["vision"], "fairSharingWeight": "70"},
     },
+    {
+        "metadata": {"name": "video"},
+        "spec": {"namespaces": ["video"], "fairSharingWeight": "10"},
+        "status": {
+            "fairShare": {
+                "rawShares": 10.0,
+                "normShares": 0.1,
+                "rawUsage": 1000.0,
+                "effectiveUsage": 0.5,
+                "levelFs": 0.2,
+                "queues": [
+                    {
+                        "name": "big",
+                        "rawShares": 3.0,
+                        "normShares": 0.75,
+                        "rawUsage": 600.0,
+                        "effectiveUsage": 0.6,
+                        "levelFs": 1.25,
+                    },
+                    {
+                        "name": "small",
+                        "rawShares": 1.0,
+                        "normShares": 0.25,
+                        "rawUsage": 400.0,
+                        "effectiveUsage": 0.4,
+                        "levelFs": 0.625,
+                    },
+                ],
+                "users": [
+                    {
+                        "name": "dan",
+                        "queue": "big",
+                        "rawUsage": 600.0,
+                        "effectiveUsage": 1.0,
+                        "levelFs": 1.0,
+                        "factor": 1.0,
+                    },
+                    {
+                        "name": "dan",
+                        "queue": "small",
+                        "rawUsage": 400.0,
+                        "effectiveUsage": 1.0,
+                        "levelFs": 1.0,
+                        "factor": 0.5,
+                    },
+                ],
+            }
+        },
+    },
 ]
 
 
@@ -44,6 +93,7 @@ def test_get_tenants_prints_a_row_per_tenant_and_per_user_like_sshare() -> None:
     lines = render(TENANTS, kind="Tenant", output="table").splitlines()
     assert lines[0].split() == [
         "TENANT",
+        "QUEUE",
         "USER",
         "SHARES",
         "NORM-SHARES",
@@ -57,6 +107,11 @@ def test_get_tenants_prints_a_row_per_tenant_and_per_user_like_sshare() -> None:
         ["audio", "carol", "1", "0", "0", "1", "inf"],
         ["audio", "bob", "1", "30", "1", "0.75", "0.5"],
         ["vision", "70", "-", "-", "-", "-"],
+        ["video", "10", "0.1", "1000", "0.5", "0.2"],
+        ["video", "big", "3", "0.75", "600", "0.6", "1.25"],
+        ["video", "big", "dan", "1", "600", "1", "1", "1"],
+        ["video", "small", "1", "0.25", "400", "0.4", "0.625"],
+        ["video", "small", "dan", "1", "400", "1", "0.5", "1"],
     ]
 
 
@@ -78,3 +133,36 @@ def test_a_submitter_with_no_usage_yet_has_the_top_factor_and_no_tenant_means_no
     new = {"metadata": {"namespace": "vision", "annotations": {"multiq.dev/submitted-by": "x"}}}
     assert fair_share_of(new, TENANTS) == "vision/x: factor 1 (no usage yet)"
     assert fair_share_of({"metadata": {"namespace": "elsewhere"}}, TENANTS) is None
+
+
+def test_describe_names_the_global_queue_the_workload_goes_through() -> None:
+    wl = {
+        "metadata": {
+            "name": "render",
+            "namespace": "video",
+            "annotations": {"multiq.dev/submitted-by": "dan"},
+        },
+        "spec": {"queueName": "fast"},
+    }
+    local_queues = [
+        {"metadata": {"name": "fast", "namespace": "video"}, "spec": {"clusterQueue": "b"}}
+    ]
+    global_queues = [
+        {"metadata": {"name": "small"}, "spec": {"clusterQueues": ["b"]}},
+        {"metadata": {"name": "big"}, "spec": {"clusterQueues": ["a"]}},
+    ]
+    queue = global_queue_of(wl, TENANTS, local_queues, global_queues)
+    assert queue == "small"
+    assert fair_share_of(wl, TENANTS, queue=queue) == "video/small/dan: factor 0.5"
+    # The queue not known (local queues unreadable): both of the submitter's rows.
+    assert fair_share_of(wl, TENANTS) == "video/dan: factors big 1.0, small 0.5"
+
+
+def test_a_workload_no_global_queue_governs_has_no_queue() -> None:
+    wl = {"metadata": {"namespace": "video"}, "spec": {"queueName": "fast"}}
+    local_queues = [
+        {"metadata": {"name": "fast", "namespace": "video"}, "spec": {"clusterQueue": "b"}}
+    ]
+    only_a = [{"metadata": {"name": "big"}, "spec": {"clusterQueues": ["a"]}}]
+    assert global_queue_of(wl, TENANTS, local_queues, only_a) == ""
+    assert global_queue_of(wl, TENANTS, [], only_a) is None

@@ -8,7 +8,17 @@ import math
 
 import pytest
 
-from hub.placement.fairshare import Association, accrue, billing, decay, fair_tree
+from api.v1alpha1.federation import GlobalQueue, Tenant
+from api.v1alpha1.queues import LocalQueue
+from hub.placement.fairshare import (
+    Association,
+    accrue,
+    billing,
+    decay,
+    fair_tree,
+    tenant_default_queue,
+)
+from hub.placement.routing import Routing
 
 ALICE = Association("proja", "alice")
 PROJA_ROOT = Association("proja", "root")
@@ -64,7 +74,7 @@ class TestFairTree:
         assert rows["proja"].norm_shares == pytest.approx(0.693, abs=1e-3)
         assert rows["projb"].norm_shares == pytest.approx(0.297, abs=1e-3)
         assert rows["root"].level_fs == 0.0 or math.isinf(rows["root"].level_fs)
-        bob, carol = (r for r in sorted(tree.users["projb"], key=lambda r: r.name))
+        bob, carol = (r for r in sorted(tree.users[("projb", "")], key=lambda r: r.name))
         assert bob.effective_usage == pytest.approx(59 / 88)
         assert carol.level_fs == pytest.approx(0.5 / (29 / 88))
         assert carol.factor is not None and bob.factor is not None and carol.factor > bob.factor
@@ -109,3 +119,105 @@ class TestFairTree:
     def test_an_association_never_seen_has_the_highest_factor(self) -> None:
         tree = fair_tree({"t": 1}, {"t": ["a"]}, {Association("t", "a"): 1.0})
         assert tree.factor(Association("t", "new")) == 1.0
+
+
+class TestGlobalQueueLevel:
+    """Tenant → the GlobalQueues its work goes through (shares: their fairSharingWeight) →
+    users, as Slurm nests sub-accounts in an account."""
+
+    def test_one_queue_per_tenant_gives_the_reference_settings_factors_unchanged(self) -> None:
+        # The reference setting again, every tenant's work through one weighted queue.
+        def via(a: Association, queue: str) -> Association:
+            return Association(a.tenant, a.user, queue)
+
+        queue = {"proja": "gpu", "projb": "cpu", "root": "ops"}
+        tree = fair_tree(
+            {"proja": 70, "projb": 30, "root": 1},
+            {"proja": ["alice", "root"], "projb": ["bob", "carol"], "root": ["root"]},
+            {via(ALICE, "gpu"): 180.0, via(BOB, "cpu"): 30.0, via(ROOT, "ops"): 60.0},
+            queue_shares={"gpu": 5, "cpu": 2, "ops": 1},
+            default_queue=queue,
+        )
+        assert tree.factor(via(CAROL, "cpu")) == 1.0
+        assert tree.factor(via(BOB, "cpu")) == 0.8
+        assert tree.factor(via(PROJA_ROOT, "gpu")) == 0.6
+        assert tree.factor(via(ALICE, "gpu")) == 0.4
+        assert tree.factor(via(ROOT, "ops")) == pytest.approx(0.2)
+        assert [q.norm_shares for q in tree.queues["proja"]] == [1.0]
+
+    def test_the_queue_used_least_against_its_weight_goes_first(self) -> None:
+        # One tenant, queues weighted 3:1. "big" used 600, "small" 400: big has 75% of the
+        # shares and 60% of the usage (LevelFS 1.25), small 25% and 40% (0.625).
+        big, small = Association("t", "u", "big"), Association("t", "u", "small")
+        tree = fair_tree(
+            {"t": 1}, {}, {big: 600.0, small: 400.0}, queue_shares={"big": 3, "small": 1}
+        )
+        assert tree.factor(big) > tree.factor(small)
+        assert [q.name for q in tree.queues["t"]] == ["big", "small"]
+        assert tree.queues["t"][0].level_fs == pytest.approx(1.25)
+        # Weights ignored (one share each), the same usage puts small first.
+        even = fair_tree({"t": 1}, {}, {big: 600.0, small: 400.0})
+        assert even.factor(small) > even.factor(big)
+
+    def test_a_queue_weighted_zero_comes_last_in_its_tenant(self) -> None:
+        used, unused = Association("t", "a", "zero"), Association("t", "b", "one")
+        tree = fair_tree(
+            {"t": 1}, {}, {used: 0.0}, queue_shares={"zero": 0, "one": 1}, waiting=[unused]
+        )
+        assert tree.queues["t"][-1].name == "zero"
+        assert tree.queues["t"][-1].level_fs == 0.0
+        assert tree.factor(unused) == 1.0 and tree.factor(used) == 0.5
+
+    def test_the_same_user_in_two_queues_has_a_factor_in_each(self) -> None:
+        in_a, in_b = Association("t", "u", "a"), Association("t", "u", "b")
+        tree = fair_tree({"t": 1}, {"t": ["u"]}, {in_a: 10.0}, waiting=[in_b])
+        assert tree.factor(in_b) == 1.0
+        assert tree.factor(in_a) == 0.5
+
+    def test_a_listed_user_with_no_work_sits_in_the_tenants_default_queue(self) -> None:
+        tree = fair_tree({"t": 1}, {"t": ["idle"]}, {}, default_queue={"t": "main"})
+        assert [q.name for q in tree.queues["t"]] == ["main"]
+        assert tree.factor(Association("t", "idle", "main")) == 1.0
+
+
+def _tenant(name: str, *namespaces: str) -> Tenant:
+    return Tenant.model_validate(
+        {"metadata": {"name": name}, "spec": {"namespaces": list(namespaces)}}
+    )
+
+
+def _queue(name: str, **spec: object) -> GlobalQueue:
+    return GlobalQueue.model_validate(
+        {"metadata": {"name": name}, "spec": {"clusterSet": "all", **spec}}
+    )
+
+
+def _local(namespace: str, cluster_queue: str) -> LocalQueue:
+    return LocalQueue.model_validate(
+        {
+            "metadata": {"name": "q", "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+    )
+
+
+class TestDefaultQueue:
+    def _routing(self, *queues: GlobalQueue, locals_: tuple[LocalQueue, ...] = ()) -> Routing:
+        return Routing.of(
+            local_queues=locals_, global_queues=queues, tenants=(), cluster_sets=(), members=()
+        )
+
+    def test_it_is_the_queue_the_tenants_local_queues_are_routed_by(self) -> None:
+        routing = self._routing(
+            _queue("a-first", clusterQueues=["other"]),
+            _queue("b-mine", clusterQueues=["team"]),
+            locals_=(_local("vision", "team"),),
+        )
+        assert tenant_default_queue(_tenant("vision", "vision"), routing) == "b-mine"
+
+    def test_without_local_queues_it_is_the_first_queue_open_to_the_tenant(self) -> None:
+        routing = self._routing(_queue("a", tenants=["someone-else"]), _queue("b"))
+        assert tenant_default_queue(_tenant("vision", "vision"), routing) == "b"
+
+    def test_with_no_global_queue_it_is_no_queue(self) -> None:
+        assert tenant_default_queue(_tenant("vision", "vision"), self._routing()) == ""
