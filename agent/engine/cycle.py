@@ -53,6 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
+from agent.engine.fair_sharing import tournament_key
 from agent.engine.flavors import (
     Assignment,
     Mode,
@@ -60,7 +61,7 @@ from agent.engine.flavors import (
     group_index,
 )
 from agent.engine.gang import largest_admissible, reducible_pod_set
-from agent.engine.ordering import entry_key, namespace_selected
+from agent.engine.ordering import EntryKey, entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
 from agent.engine.preemption import Preemptor, Protected, Target
 from agent.engine.quota import QuotaTree
@@ -255,6 +256,7 @@ class _Cycle:
             admitted=by_cq,
             evicting_cqs=evicting,
             now=self.now,
+            fair=self.snap.config.fair_sharing,
         )
 
     # step 2 -----------------------------------------------------------------------------------
@@ -613,7 +615,8 @@ class _Cycle:
                 active = [n for n in all_queues if cursors[n] < len(queues[n])]
                 if not active:
                     break
-            heads: list[tuple[tuple[bool, bool, int, float, str], Workload, ClusterQueue]] = []
+            heads: list[tuple[EntryKey, Workload, ClusterQueue]] = []
+            fair = self.snap.config.fair_sharing is not None
             still: list[ClusterQueueName] = []
             for name in active:
                 bucket = queues[name]
@@ -653,7 +656,8 @@ class _Cycle:
                     cursors[name] = i - 1  # the head waits for the borrowing phase
                     continue
                 still.append(name)
-                heads.append((entry_key(head, borrowing), head, cq))
+                fair_key = tournament_key(self.tree.cqs[name]) if fair else ()
+                heads.append((entry_key(head, borrowing, fair_key), head, cq))
             heads.sort(key=lambda h: h[0])
             for _, wl, cq in heads:
                 if not self._process(wl, cq):

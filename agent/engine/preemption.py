@@ -35,11 +35,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
+from agent.engine.fair_sharing import share_with, weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
     ClusterQueue,
     ClusterQueueName,
+    FairSharing,
+    FairSharingStrategy,
     FlavorResource,
     PreemptionPolicy,
     Workload,
@@ -126,6 +129,7 @@ class Preemptor:
         "by_cq",
         "cq_specs",
         "evicting_cqs",
+        "fair",
         "members",
         "now",
         "shielded",
@@ -141,8 +145,11 @@ class Preemptor:
         admitted: Mapping[str, list[Workload]],
         evicting_cqs: set[str],
         now: float,
+        fair: FairSharing | None = None,
     ) -> None:
         self.tree = tree
+        self.fair = fair
+        """Fair sharing: victims in other queues are chosen by its strategies (`_select_fair`)."""
         self.cq_specs = cq_specs
         self.admitted = admitted
         """The admitted workloads by cluster queue (their usage is on `tree` already)."""
@@ -349,6 +356,8 @@ class Preemptor:
         """The greedy four-step selection, then minimisation (kueue.md §2.5)."""
         same = [c for c in cands if c.cq == cq.name or c.evicting]
         chosen: list[Candidate] | None
+        if self.fair is not None and len(same) != len(cands):
+            return self._select_fair(self.fair, node, request, cands)
         bwc = cq.preemption.borrow_within_cohort
         if len(same) == len(cands):
             chosen = self._minimal(node, request, frs, cands, borrowing=True, threshold=None)
@@ -369,6 +378,89 @@ class Preemptor:
             if not chosen:
                 chosen = self._minimal(node, request, frs, same, borrowing=True, threshold=None)
         return chosen
+
+    def _select_fair(
+        self,
+        fair: FairSharing,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        cands: list[Candidate],
+    ) -> list[Candidate] | None:
+        """Fair-sharing selection (kueue.md §3.1): candidates being evicted first; then,
+        repeatedly, the next candidate of the queue with the highest weighted share. One of
+        the preemptor's own queue is taken as the policies allowed it; one of another queue
+        only if the first strategy allows it (else that queue is set aside for the next
+        strategy). Stops as soon as the preemptor fits, then minimises as `_minimal` does."""
+        tree = self.tree
+        targets: list[Candidate] = []
+        pools: dict[QuotaNode, list[Candidate]] = {}
+        for c in cands:
+            if c.evicting:
+                targets.append(c)
+            else:
+                pools.setdefault(c.node, []).append(c)
+        for c in targets:
+            tree.remove_usage(c.node, c.usage)
+        ok = fits(tree, node, request, borrowing=True)
+        for strategy in fair.strategies:
+            if ok:
+                break
+            ok = self._fair_pass(strategy, node, request, pools, targets)
+        if not ok:
+            for c in targets:
+                tree.add_usage(c.node, c.usage)
+            return None
+        kept = [targets[-1]]
+        for c in reversed(targets[:-1]):
+            tree.add_usage(c.node, c.usage)
+            if fits(tree, node, request, borrowing=True):
+                continue
+            tree.remove_usage(c.node, c.usage)
+            kept.append(c)
+        for c in kept:
+            tree.add_usage(c.node, c.usage)
+        kept.reverse()
+        return kept
+
+    def _fair_pass(
+        self,
+        strategy: FairSharingStrategy,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        pools: dict[QuotaNode, list[Candidate]],
+        targets: list[Candidate],
+    ) -> bool:
+        """One strategy over the remaining candidates (`pools`, consumed as taken; queues the
+        strategy refuses keep theirs for the next strategy). Appends to `targets` with their
+        usage removed from the tree; returns whether the preemptor fits."""
+        tree = self.tree
+        open_queues = {n for n, cs in pools.items() if cs}
+        while open_queues:
+            target_q = max(open_queues, key=lambda n: (weighted_share(n), n.name))
+            pool = pools[target_q]
+            c = pool[0]
+            if target_q is not node:
+                preemptor_share = share_with(tree, node, request)
+                before = weighted_share(target_q)
+                tree.remove_usage(c.node, c.usage)
+                after = weighted_share(target_q)
+                if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
+                    allowed = preemptor_share <= after
+                else:
+                    allowed = preemptor_share < before
+                if not allowed:
+                    tree.add_usage(c.node, c.usage)
+                    open_queues.discard(target_q)
+                    continue
+            else:
+                tree.remove_usage(c.node, c.usage)
+            pool.pop(0)
+            if not pool:
+                open_queues.discard(target_q)
+            targets.append(c)
+            if fits(tree, node, request, borrowing=True):
+                return True
+        return False
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
