@@ -232,9 +232,15 @@ class CohortBuilder:
         self.name = name
         self._parent: str | None = None
         self._quotas = _Quotas()
+        self._weight = 1000
 
     def parent(self, name: str) -> Self:
         self._parent = name
+        return self
+
+    def weight(self, weight: float) -> Self:
+        """`fairSharing.weight` (preemption-based fair sharing)."""
+        self._weight = round(weight * 1000)
         return self
 
     def quota(
@@ -254,6 +260,7 @@ class CohortBuilder:
             CohortName(self.name),
             None if self._parent is None else CohortName(self._parent),
             self._quotas.build(),
+            self._weight,
         )
 
 

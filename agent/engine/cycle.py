@@ -435,6 +435,7 @@ class _Cycle:
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
             topologies=self.snap.topologies,
             excluded=excluded or None,
+            fair_sharing=self.snap.config.fair_sharing is not None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
