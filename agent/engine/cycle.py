@@ -792,7 +792,7 @@ class _Cycle:
         if a.mode is Mode.PREEMPT and out.targets:
             fresh = [t for t in out.targets if not t.candidate.evicting]
             for t in out.targets:
-                self.preemptor.taken.add(t.candidate.wl.id)
+                self.preemptor.take(t.candidate)
             for t in fresh:
                 self.preempted.append(
                     Preemption(

@@ -36,22 +36,27 @@ __all__ = [
 ]
 
 
-def dominant_resource_share(node: QuotaNode) -> float:
-    """Largest borrowed / lendable ratio over resources (0 at a root or when not borrowing)."""
+def dominant_resource_share(
+    node: QuotaNode, usage: Mapping[FlavorResource, int] | None = None
+) -> float:
+    """Largest borrowed / lendable ratio over resources (0 at a root or when not borrowing).
+    `usage` replaces the node's own usage (a share depends on nothing else that changes)."""
     parent = node.parent
     if parent is None:
         return 0.0
     borrowed: dict[str, int] = {}
-    for fr, used in node.usage.items():
+    for fr, used in (node.usage if usage is None else usage).items():
         over = used - node.subtree.get(fr, 0)
         if over > 0:
             borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
     if not borrowed:
         return 0.0
-    lendable: dict[str, int] = {}
-    for fr in parent.subtree:
-        if fr[1] in borrowed:
-            lendable[fr[1]] = lendable.get(fr[1], 0) + QuotaTree.potential_available(parent, fr)
+    lendable = parent.lendable
+    if lendable is None:
+        lendable = parent.lendable = {}
+        for fr in parent.subtree:
+            room = QuotaTree.potential_available(parent, fr)
+            lendable[fr[1]] = lendable.get(fr[1], 0) + room
     best = 0.0
     for res, amount in borrowed.items():
         room = lendable.get(res, 0)
@@ -60,9 +65,9 @@ def dominant_resource_share(node: QuotaNode) -> float:
     return best
 
 
-def weighted_share(node: QuotaNode) -> float:
-    """DRS divided by the node's weight (`QuotaNode.weight`, milli)."""
-    drs = dominant_resource_share(node)
+def weighted_share(node: QuotaNode, usage: Mapping[FlavorResource, int] | None = None) -> float:
+    """DRS divided by the node's weight (`QuotaNode.weight`, milli); `usage` as above."""
+    drs = dominant_resource_share(node, usage)
     weight = node.weight
     if weight <= 0:
         return math.inf if drs > 0 else 0.0

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
-from agent.engine.fair_sharing import share_with, weighted_share
+from agent.engine.fair_sharing import weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
@@ -130,6 +130,7 @@ class Preemptor:
         "cq_specs",
         "evicting_cqs",
         "fair",
+        "leaving",
         "members",
         "now",
         "shielded",
@@ -150,6 +151,12 @@ class Preemptor:
         self.tree = tree
         self.fair = fair
         """Fair sharing: victims in other queues are chosen by its strategies (`_select_fair`)."""
+        self.leaving: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        """Under fair sharing, the usage of the victims taken this cycle by queue. They still
+        hold their quota on the tree (and their preemptors hold a reservation too), but a
+        fair-sharing search runs without them: otherwise every later preemptor of the cycle
+        would see their queue's share as if nothing had been taken from it, and would have
+        to free the earlier preemptors' reservations as well as its own request."""
         self.cq_specs = cq_specs
         self.admitted = admitted
         """The admitted workloads by cluster queue (their usage is on `tree` already)."""
@@ -240,6 +247,23 @@ class Preemptor:
             self.borrowing[key] = found
         return found
 
+    def take(self, c: Candidate) -> None:
+        """A victim chosen by the cycle: nobody else may count on it."""
+        self.taken.add(c.wl.id)
+        if self.fair is not None:
+            leaving = self.leaving.setdefault(c.node, {})
+            for fr, amount in c.usage.items():
+                leaving[fr] = leaving.get(fr, 0) + amount
+
+    def _share(self, node: QuotaNode, plus: Mapping[FlavorResource, int] | None = None) -> float:
+        """The node's weighted share now, with `plus` added."""
+        if not plus:
+            return weighted_share(node)
+        usage = dict(node.usage)
+        for fr, amount in plus.items():
+            usage[fr] = usage.get(fr, 0) + amount
+        return weighted_share(node, usage)
+
     def changed(self) -> None:
         """The cycle committed usage (an admission or a reservation): borrowing may differ."""
         self.borrowing.clear()
@@ -322,6 +346,26 @@ class Preemptor:
     ) -> list[Target] | Protected | None:
         """Victims that let `wl` fit with `request` in `cq`; `Protected` if only protection
         stands in the way; None if preempting cannot make room."""
+        if self.fair is None or not self.leaving:
+            return self._find_targets(wl, cq, request, frs)
+        tree = self.tree
+        for n, usage in self.leaving.items():
+            tree.remove_usage(n, usage)
+        self.borrowing.clear()
+        try:
+            return self._find_targets(wl, cq, request, frs)
+        finally:
+            for n, usage in self.leaving.items():
+                tree.add_usage(n, usage)
+            self.borrowing.clear()
+
+    def _find_targets(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+    ) -> list[Target] | Protected | None:
         node = self.tree.cqs[cq.name]
         shielded: list[Candidate] = []
         cands = self.candidates(wl, cq, frs, shielded)
@@ -406,7 +450,9 @@ class Preemptor:
             if ok:
                 break
             ok = self._fair_pass(strategy, node, request, pools, targets)
-        if not ok:
+        if not ok or not targets:
+            # Fitting with no victim at all: room the victims taken earlier this cycle free
+            # beyond their preemptors' requests. No plan now; the next cycle admits it.
             for c in targets:
                 tree.add_usage(c.node, c.usage)
             return None
@@ -436,14 +482,14 @@ class Preemptor:
         tree = self.tree
         open_queues = {n for n, cs in pools.items() if cs}
         while open_queues:
-            target_q = max(open_queues, key=lambda n: (weighted_share(n), n.name))
+            target_q = max(open_queues, key=lambda n: (self._share(n), n.name))
             pool = pools[target_q]
             c = pool[0]
             if target_q is not node:
-                preemptor_share = share_with(tree, node, request)
-                before = weighted_share(target_q)
+                preemptor_share = self._share(node, request)
+                before = self._share(target_q)
                 tree.remove_usage(c.node, c.usage)
-                after = weighted_share(target_q)
+                after = self._share(target_q)
                 if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
                     allowed = preemptor_share <= after
                 else:

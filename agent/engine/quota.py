@@ -46,6 +46,7 @@ class QuotaNode:
         "children",
         "guaranteed",
         "is_cq",
+        "lendable",
         "lending_limit",
         "name",
         "nominal",
@@ -67,6 +68,10 @@ class QuotaNode:
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
         self.weight = 1000
+        self.lendable: dict[str, int] | None = None
+        """Per resource, what this cohort could lend its children at most (summed over
+        flavors; fair sharing's denominator): fixed once the tree is built, so computed
+        once, on first use (`fair_sharing.dominant_resource_share`)."""
         """`fairSharing.weight` in milli-units (fair sharing divides its share by it)."""
 
     def load_groups(self, groups: Iterable[ResourceGroup]) -> None:
