@@ -44,7 +44,7 @@ from api.meta import (
     label_map_errors,
 )
 from api.quantity import Quantity
-from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 from api.v1alpha1.queues import (
     ClusterQueue,
     Cohort,
@@ -411,6 +411,8 @@ class ConfigSync(StrictModel):
     wait_for_pods_ready: WaitForPodsReady | None = None
     # This cluster's MemberCluster.spec.admissionFairSharing (None: the agent's own setting).
     admission_fair_sharing: AdmissionFairSharing | None = None
+    # This cluster's MemberCluster.spec.fairSharing (None: the agent's own setting).
+    fair_sharing: FairSharing | None = None
 
     def objects(self) -> Iterator[tuple[str, int, Object]]:
         """(field, index, object) for every object carried."""
