@@ -221,6 +221,15 @@ class QueueCapacity(StrictModel):
     headroom: Quantity  # what a new workload could still get, borrowing included
 
 
+class WeightedShare(StrictModel):
+    """Fair sharing: a ClusterQueue's or Cohort's weighted share in this cluster, per mille
+    (Kueue's `status.fairSharing.weightedShare`; the largest int64 when infinite)."""
+
+    kind: Literal["ClusterQueue", "Cohort"]
+    name: str
+    weighted_share: int
+
+
 class NodeSummary(StrictModel):
     total: int = 0
     ready: int = 0
@@ -291,6 +300,8 @@ class CapacityReport(StrictModel):
     local_queues: list[LocalQueueUsage] = Field(default_factory=list)
     """Admission fair sharing: the usage of every local queue whose cluster queue orders by
     it (none when it is off)."""
+    weighted_shares: list[WeightedShare] = Field(default_factory=list)
+    """Fair sharing: every cluster queue's and cohort's weighted share (none when it is off)."""
 
 
 class PodCounts(StrictModel):
