@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
-from agent.engine.fair_sharing import weighted_share
+from agent.engine.fair_sharing import tournament_key, weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
@@ -250,19 +250,61 @@ class Preemptor:
     def take(self, c: Candidate) -> None:
         """A victim chosen by the cycle: nobody else may count on it."""
         self.taken.add(c.wl.id)
+        queue = self.by_cq.get(c.cq)
+        if queue is not None and c in queue:
+            # Out of its queue's list, so later searches of the cycle do not walk past it.
+            queue.remove(c)
         if self.fair is not None:
             leaving = self.leaving.setdefault(c.node, {})
             for fr, amount in c.usage.items():
                 leaving[fr] = leaving.get(fr, 0) + amount
 
-    def _share(self, node: QuotaNode, plus: Mapping[FlavorResource, int] | None = None) -> float:
-        """The node's weighted share now, with `plus` added."""
-        if not plus:
-            return weighted_share(node)
-        usage = dict(node.usage)
-        for fr, amount in plus.items():
-            usage[fr] = usage.get(fr, 0) + amount
-        return weighted_share(node, usage)
+    def _no_fair_victim(
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+    ) -> bool:
+        """Whether no strategy could allow any victim, known without listing candidates:
+        nothing is being evicted, the own queue offers none (withinClusterQueue Never), and
+        no borrowing queue's side holds a share at least the preemptor's side would have
+        with the request admitted. Both strategies need that (a victim's queue's share only
+        falls when it is taken), so the full search would find nothing either; in a cohort
+        at its fair shares this spares every head's search of every cycle."""
+        if self.evicting_cqs or cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER:
+            return False
+        if cq.preemption.reclaim_within_cohort is PreemptionPolicy.NEVER:
+            return True
+        tree = self.tree
+        borrowers = self._borrowers(node, tuple(frs))
+        for member in borrowers:
+            if member is node:
+                continue
+            mine, theirs = self._sides(node, member)
+            tree.add_usage(node, request)
+            preemptor_share = weighted_share(mine)
+            tree.remove_usage(node, request)
+            if weighted_share(theirs) >= preemptor_share:
+                return False
+        return True
+
+    @staticmethod
+    def _sides(preemptor: QuotaNode, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
+        """The children of the two queues' lowest common cohort on either side (the queues
+        themselves when they share their cohort): hierarchical fair sharing compares these."""
+        ancestors: list[QuotaNode] = []
+        n: QuotaNode | None = preemptor
+        while n is not None:
+            ancestors.append(n)
+            n = n.parent
+        index = {id(a): i for i, a in enumerate(ancestors)}
+        t = target
+        while t.parent is not None and id(t.parent) not in index:
+            t = t.parent
+        if t.parent is None:  # different trees: never candidates of each other
+            return preemptor, target
+        return ancestors[index[id(t.parent)] - 1], t
 
     def changed(self) -> None:
         """The cycle committed usage (an admission or a reservation): borrowing may differ."""
@@ -367,6 +409,8 @@ class Preemptor:
         frs: set[FlavorResource],
     ) -> list[Target] | Protected | None:
         node = self.tree.cqs[cq.name]
+        if self.fair is not None and self._no_fair_victim(cq, node, request, frs):
+            return None
         shielded: list[Candidate] = []
         cands = self.candidates(wl, cq, frs, shielded)
         chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
@@ -430,11 +474,13 @@ class Preemptor:
         request: Mapping[FlavorResource, int],
         cands: list[Candidate],
     ) -> list[Candidate] | None:
-        """Fair-sharing selection (kueue.md §3.1): candidates being evicted first; then,
-        repeatedly, the next candidate of the queue with the highest weighted share. One of
-        the preemptor's own queue is taken as the policies allowed it; one of another queue
-        only if the first strategy allows it (else that queue is set aside for the next
-        strategy). Stops as soon as the preemptor fits, then minimises as `_minimal` does."""
+        """Fair-sharing selection (kueue.md §3.1, §3.2): candidates being evicted first; then,
+        repeatedly, the next candidate of the queue that wins the tournament from the top
+        (highest weighted share, compared at the lowest common cohort). One of the
+        preemptor's own queue is taken as the policies allowed it; one of another queue only
+        if the strategy allows it, comparing the two sides' nodes below their lowest common
+        cohort (else that queue is set aside for the next strategy). Stops as soon as the
+        preemptor fits, then minimises as `_minimal` does."""
         tree = self.tree
         targets: list[Candidate] = []
         pools: dict[QuotaNode, list[Candidate]] = {}
@@ -482,14 +528,17 @@ class Preemptor:
         tree = self.tree
         open_queues = {n for n, cs in pools.items() if cs}
         while open_queues:
-            target_q = max(open_queues, key=lambda n: (self._share(n), n.name))
+            target_q = max(open_queues, key=tournament_key)
             pool = pools[target_q]
             c = pool[0]
             if target_q is not node:
-                preemptor_share = self._share(node, request)
-                before = self._share(target_q)
+                mine, theirs = self._sides(node, target_q)
+                tree.add_usage(node, request)
+                preemptor_share = weighted_share(mine)
+                tree.remove_usage(node, request)
+                before = weighted_share(theirs)
                 tree.remove_usage(c.node, c.usage)
-                after = self._share(target_q)
+                after = weighted_share(theirs)
                 if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
                     allowed = preemptor_share <= after
                 else:
