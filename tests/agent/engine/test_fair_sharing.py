@@ -228,3 +228,39 @@ def test_preemption_across_queues_follows_the_strategies(
     incoming = wl("new").queue("a").request("cpu", cpu).created(50)
     result = run(snapshot(cqs=cqs, workloads=[*admitted, incoming], config=config))
     assert preempted_ids(result) == ids(*victims)
+
+
+# Hierarchical cohorts: root owns 10 CPUs; cohorts left (x1, x2) and right (y1) own nothing.
+# x2 and y1 hold 5 each; x1 submits 1 CPU.
+@pytest.mark.parametrize(
+    ("left_weight", "victims"),
+    [
+        pytest.param(
+            1.0,
+            ["x2-4"],
+            id="the sides below the common cohort are compared: left would pass right, so "
+            "x1 takes from its sibling x2 instead",
+        ),
+        pytest.param(
+            2.0,
+            ["y1-4"],
+            id="with left weighted 2 its side stays below right's: y1 gives back",
+        ),
+    ],
+)
+def test_hierarchical_preemption_compares_the_sides_below_the_common_cohort(
+    left_weight: float, victims: list[str]
+) -> None:
+    cqs = [
+        cq(name).cohort(parent).quota("cpu", nominal="0").preemption(reclaim="Any")
+        for name, parent in (("x1", "left"), ("x2", "left"), ("y1", "right"))
+    ]
+    cohorts = [
+        cohort("root").quota("cpu", nominal="10"),
+        cohort("left").parent("root").weight(left_weight),
+        cohort("right").parent("root"),
+    ]
+    incoming = wl("new").queue("x1").request("cpu", "1").created(50)
+    workloads = [*running("x2", 5), *running("y1", 5), incoming]
+    result = run(snapshot(cqs=cqs, cohorts=cohorts, workloads=workloads, config=FAIR))
+    assert preempted_ids(result) == ids(*victims)
