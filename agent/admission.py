@@ -50,7 +50,7 @@ from agent.state import StateStore
 from agent.status import observe
 from agent.topology_landing import NODE_FAILURES, TopologyLander, workload_lost_domains
 from agent.tracing import AgentTracing
-from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
@@ -115,6 +115,7 @@ class AdmissionShell:
         metrics: AgentMetrics | None = None,
         wait_for_pods_ready: WaitForPodsReady | None = None,
         admission_fair_sharing: AdmissionFairSharing | None = None,
+        fair_sharing: FairSharing | None = None,
     ) -> None:
         self.store = store
         self.before_stop: Callable[[str, int, asyncio.Event], Awaitable[None]] | None = None
@@ -144,7 +145,9 @@ class AdmissionShell:
         self.held = self.book.records
         self.usage = UsageBook(save=store.save_fair_usage)
         """Admission fair sharing: local queues' decayed usage, kept in the state dir."""
-        self._snapshots = SnapshotCache(wait_for_pods_ready, admission_fair_sharing, self.usage)
+        self._snapshots = SnapshotCache(
+            wait_for_pods_ready, admission_fair_sharing, self.usage, fair_sharing
+        )
         self.cycles = 0
         self.last_result: CycleResult | None = None
         """The last cycle's decisions (the metrics read its pending reasons)."""

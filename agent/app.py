@@ -135,6 +135,7 @@ class Agent:
             tracing=AgentTracing(cluster=settings.cluster),
             wait_for_pods_ready=settings.wait_for_pods_ready,
             admission_fair_sharing=settings.admission_fair_sharing,
+            fair_sharing=settings.fair_sharing,
             metrics=self.metrics,
         )
         self.logs = LogStreams(

@@ -2,7 +2,9 @@
 — what a new workload could still get there, borrowing included — computed from the engine's
 quota tree over the current snapshot, plus the node summary from the inventory and, per
 flavor with a topology, the room of its domains (agent.topology_summary), and under admission
-fair sharing each tracked local queue's usage (the hub shows it in LocalQueue status).
+fair sharing each tracked local queue's usage (the hub shows it in LocalQueue status), and
+under fair sharing every cluster queue's and cohort's weighted share (ClusterQueue and Cohort
+status).
 
 `capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then at most
 once per `debounce` after a change and at least once per `heartbeat`.
@@ -15,11 +17,18 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+from agent.engine.fair_sharing import weighted_share_milli
 from agent.engine.quota import QuotaTree
 from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
 from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
-from api.v1alpha1.messages import CapacityReport, LocalQueueUsage, NodeSummary, QueueCapacity
+from api.v1alpha1.messages import (
+    CapacityReport,
+    LocalQueueUsage,
+    NodeSummary,
+    QueueCapacity,
+    WeightedShare,
+)
 
 __all__ = ["CapacityPacer", "capacity_report"]
 
@@ -53,8 +62,19 @@ def capacity_report(
                             headroom=Quantity.from_milli(max(0, headroom)),
                         )
                     )
+    shares: list[WeightedShare] = []
+    if snapshot.config.fair_sharing is not None:
+        shares += [
+            WeightedShare(kind="ClusterQueue", name=n, weighted_share=weighted_share_milli(node))
+            for n, node in sorted(tree.cqs.items())
+        ]
+        shares += [
+            WeightedShare(kind="Cohort", name=n, weighted_share=weighted_share_milli(node))
+            for n, node in sorted(tree.cohorts.items())
+        ]
     return CapacityReport(
         cluster=cluster,
+        weighted_shares=shares,
         observed_at=observed_at,
         config_revision=config_revision,
         queues=cells,

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 
 __all__ = ["AgentSettings", "Timings", "parse_args"]
 
@@ -113,6 +113,8 @@ class AgentSettings(BaseModel):
     wait_for_pods_ready: WaitForPodsReady | None = None
     """This agent's waitForPodsReady when the hub sends none for its cluster (None: off)."""
     admission_fair_sharing: AdmissionFairSharing | None = None
+    fair_sharing: FairSharing | None = None
+    """This agent's preemption-based fair sharing when the hub sends none (None: off)."""
     """This agent's admission fair sharing when the hub sends none for its cluster (None:
     off)."""
 
@@ -177,6 +179,14 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         "(off by default; a MemberCluster's spec.waitForPodsReady, sent by the hub, wins)",
     )
     parser.add_argument(
+        "--fair-sharing",
+        metavar="STRATEGIES",
+        default=env("MULTIQ_AGENT_FAIR_SHARING"),
+        help="preemption-based fair sharing with these comma-separated preemption strategies "
+        "(LessThanOrEqualToFinalShare, LessThanInitialShare; 'default' for both in that order); "
+        "off by default; a MemberCluster's spec.fairSharing, sent by the hub, wins",
+    )
+    parser.add_argument(
         "--admission-fair-sharing-half-life",
         type=int,
         metavar="SECONDS",
@@ -238,6 +248,17 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         )
         if args.admission_fair_sharing_half_life is not None
         else None,
+        fair_sharing=_fair_sharing(args.fair_sharing),
         log_ship_limit_bytes=int(args.log_ship_limit_bytes),
         log_ship_stop_wait_seconds=float(args.log_ship_stop_wait_seconds),
     )
+
+
+def _fair_sharing(value: str | None) -> FairSharing | None:
+    """`--fair-sharing`: None or empty is off; "default" both strategies in Kueue's order."""
+    if not value:
+        return None
+    if value.strip() == "default":
+        return FairSharing()
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return FairSharing.model_validate({"preemptionStrategies": parts})

@@ -44,6 +44,7 @@ from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import AdmissionFairSharing as EngineAdmissionFairSharing
 from agent.engine.snapshot import (
     EngineConfig,
+    FairSharingStrategy,
     LocalQueueKey,
     Node,
     RequeueTimestamp,
@@ -52,6 +53,7 @@ from agent.engine.snapshot import (
     Taint,
     WorkloadId,
 )
+from agent.engine.snapshot import FairSharing as EngineFairSharing
 from agent.engine.snapshot import TopologyAssignment as EngineTopologyAssignment
 from agent.engine.snapshot import WaitForPodsReady as EngineWaitForPodsReady
 from agent.engine.snapshot import Workload as EngineWorkload
@@ -60,7 +62,7 @@ from agent.labels import Labels
 from agent.records import Record
 from api.k8s.pod import PodSpec, effective_pod_requests
 from api.quantity import Quantity
-from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 from api.v1alpha1.messages import ConfigSync
 from api.v1alpha1.workload import (
     Admission,
@@ -256,17 +258,28 @@ def engine_admission_fair_sharing(
     )
 
 
+def engine_fair_sharing(cfg: FairSharing | None) -> EngineFairSharing | None:
+    if cfg is None:
+        return None
+    return EngineFairSharing(tuple(FairSharingStrategy(s) for s in cfg.preemption_strategies))
+
+
 def engine_config(
-    ready: WaitForPodsReady | None, fair: AdmissionFairSharing | None = None
+    ready: WaitForPodsReady | None,
+    fair: AdmissionFairSharing | None = None,
+    preemption_fair: FairSharing | None = None,
 ) -> EngineConfig:
-    """The engine's settings: waitForPodsReady and admission fair sharing as the hub sent
-    them for this cluster, or as the agent was started with (None: off)."""
+    """The engine's settings: waitForPodsReady, admission fair sharing and (preemption-based)
+    fair sharing as the hub sent them for this cluster, or as the agent was started with
+    (None: off)."""
     fair_sharing = engine_admission_fair_sharing(fair)
+    preempting = engine_fair_sharing(preemption_fair)
     if ready is None:
-        return EngineConfig(admission_fair_sharing=fair_sharing)
+        return EngineConfig(admission_fair_sharing=fair_sharing, fair_sharing=preempting)
     strategy = ready.requeuing_strategy
     return EngineConfig(
         admission_fair_sharing=fair_sharing,
+        fair_sharing=preempting,
         wait_for_pods_ready=EngineWaitForPodsReady(
             enabled=True,
             timeout_seconds=float(ready.timeout_seconds),
@@ -285,17 +298,20 @@ def engine_config(
 class SnapshotCache:
     """The engine's view of the held workloads, kept between cycles: only the workloads the
     shell names as changed are looked at again (a full walk when it cannot name them).
-    `wait_for_pods_ready`, `admission_fair_sharing`: the agent's own settings, used when the
-    hub sends none; `usage`: the book of local queues' usage (a new, unsaved one if None)."""
+    `wait_for_pods_ready`, `admission_fair_sharing`, `fair_sharing`: the agent's own settings,
+    used when the hub sends none; `usage`: the book of local queues' usage (a new, unsaved one
+    if None)."""
 
     def __init__(
         self,
         wait_for_pods_ready: WaitForPodsReady | None = None,
         admission_fair_sharing: AdmissionFairSharing | None = None,
         usage: UsageBook | None = None,
+        fair_sharing: FairSharing | None = None,
     ) -> None:
         self._ready_default = wait_for_pods_ready
         self._fair_default = admission_fair_sharing
+        self._preemption_fair_default = fair_sharing
         self.usage = usage if usage is not None else UsageBook()
         self._scores: dict[LocalQueueKey, float] = {}
         """The local queues' scores the converted workloads are stamped with."""
@@ -342,6 +358,7 @@ class SnapshotCache:
                 config=engine_config(
                     cfg.wait_for_pods_ready or self._ready_default,
                     cfg.admission_fair_sharing or self._fair_default,
+                    cfg.fair_sharing or self._preemption_fair_default,
                 ),
             )
             self._namespaces = namespaces

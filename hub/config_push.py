@@ -71,7 +71,7 @@ class ConfigPusher:
 
     def build(self, cluster: str | None = None) -> ConfigSync:
         """The configuration, with `cluster`'s own settings (waitForPodsReady, admission fair
-        sharing) when named."""
+        sharing, fair sharing) when named."""
         sync = self._build()
         return self.for_cluster(sync, cluster) if cluster is not None else sync
 
@@ -82,13 +82,14 @@ class ConfigPusher:
         own = {
             "wait_for_pods_ready": member.spec.wait_for_pods_ready,
             "admission_fair_sharing": member.spec.admission_fair_sharing,
+            "fair_sharing": member.spec.fair_sharing,
         }
         update = {name: value for name, value in own.items() if value is not None}
         return sync.model_copy(update=update) if update else sync
 
     def _member_settings(self) -> dict[str, object]:
         return {
-            m.name: (m.spec.wait_for_pods_ready, m.spec.admission_fair_sharing)
+            m.name: (m.spec.wait_for_pods_ready, m.spec.admission_fair_sharing, m.spec.fair_sharing)
             for m in self.state.objects(MemberCluster)
             if isinstance(m, MemberCluster)
         }

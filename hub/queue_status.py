@@ -1,7 +1,9 @@
 """The status of the hub's queueing objects: each GlobalQueue's workloads pending at the hub,
 offered to clusters and bound to one, and its fleet usage; each ClusterSet's member clusters
-and how many of them are connected; each LocalQueue's admission fair sharing usage, as the
-agents' capacity reports last gave it per cluster (`status.fairSharing`), summed.
+and how many of them are connected; each ClusterQueue's and Cohort's fair-sharing weighted
+share (`status.fairSharing.weightedShare`, the largest its clusters report); each
+LocalQueue's admission fair sharing usage, as the agents' capacity reports last gave it per
+cluster (`status.fairSharing`), summed.
 
 Every `interval_seconds`, works out what each object's status should say (from the
 dispatcher's queue tallies and the fleet's connections) and writes only the objects whose
@@ -24,6 +26,8 @@ from api.v1alpha1.federation import ClusterSet, GlobalQueue
 from api.v1alpha1.messages import LocalQueueUsage
 from api.v1alpha1.queues import (
     AdmissionFairSharingStatus,
+    ClusterQueue,
+    Cohort,
     LocalQueue,
     LocalQueueClusterUsage,
     LocalQueueFairSharingStatus,
@@ -79,6 +83,16 @@ class QueueStatusWriter:
                 connected += cluster is not None and cluster.connected
             status = {"clusters": clusters, "connectedClusters": connected}
             written += await self._write_if_changed(cs, status)
+        shares = self._weighted_shares()
+        for kind in (ClusterQueue, Cohort):
+            for obj in self.state.objects(kind):
+                assert isinstance(obj, ClusterQueue | Cohort)
+                share = shares.get((obj.KIND, obj.metadata.name))
+                stored = obj.status.fair_sharing if obj.status is not None else None
+                if share is None and stored is None:
+                    continue
+                want = None if share is None else {"weightedShare": share}
+                written += await self._write_if_changed(obj, {"fairSharing": want})
         reported = self._local_queue_usage()
         for lq in self.state.objects(LocalQueue):
             assert isinstance(lq, LocalQueue)
@@ -88,6 +102,17 @@ class QueueStatusWriter:
                 continue
             written += await self._write_if_changed(lq, {"fairSharing": _fair_sharing(parts)})
         return written
+
+    def _weighted_shares(self) -> dict[tuple[str, str], int]:
+        """Fair sharing: each cluster queue's and cohort's weighted share, the largest any
+        cluster reports (the cluster where it borrows the most, relative to its weight)."""
+        out: dict[tuple[str, str], int] = {}
+        for cluster in self.fleet.clusters.values():
+            report = cluster.capacity
+            for share in report.weighted_shares if report is not None else ():
+                key = (share.kind, share.name)
+                out[key] = max(out.get(key, 0), share.weighted_share)
+        return out
 
     def _local_queue_usage(self) -> dict[str, list[tuple[str, LocalQueueUsage]]]:
         """Each local queue's usage (by `namespace/name`) in every cluster that reports it."""

@@ -180,6 +180,11 @@ _CLUSTER_QUEUE = (
     ),
     Column("PENDING", lambda o: str(_get(o, "status", "pendingWorkloads", default=0))),
     Column("ADMITTED", lambda o: str(_get(o, "status", "admittedWorkloads", default=0))),
+    Column(
+        "WEIGHTED-SHARE",
+        lambda o: str(_get(o, "status", "fairSharing", "weightedShare", default="-")),
+        wide_only=True,
+    ),
     Column("AGE", _age),
 )
 

@@ -136,6 +136,7 @@ class CQBuilder:
         self._selector: LabelSelector | None = LabelSelector()
         self._stop = StopPolicy.NONE
         self._usage_ordered = False
+        self._weight = 1000
 
     def cohort(self, name: str) -> Self:
         self._cohort = name
@@ -206,6 +207,11 @@ class CQBuilder:
         self._usage_ordered = True
         return self
 
+    def weight(self, weight: float) -> Self:
+        """`fairSharing.weight` (preemption-based fair sharing)."""
+        self._weight = round(weight * 1000)
+        return self
+
     def build(self) -> ClusterQueue:
         return ClusterQueue(
             ClusterQueueName(self.name),
@@ -217,6 +223,7 @@ class CQBuilder:
             self._fungibility,
             self._stop,
             admission_fair_sharing=self._usage_ordered,
+            fair_sharing_weight=self._weight,
         )
 
 
@@ -225,9 +232,15 @@ class CohortBuilder:
         self.name = name
         self._parent: str | None = None
         self._quotas = _Quotas()
+        self._weight = 1000
 
     def parent(self, name: str) -> Self:
         self._parent = name
+        return self
+
+    def weight(self, weight: float) -> Self:
+        """`fairSharing.weight` (preemption-based fair sharing)."""
+        self._weight = round(weight * 1000)
         return self
 
     def quota(
@@ -247,6 +260,7 @@ class CohortBuilder:
             CohortName(self.name),
             None if self._parent is None else CohortName(self._parent),
             self._quotas.build(),
+            self._weight,
         )
 
 

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
+from agent.engine.fair_sharing import tournament_key
 from agent.engine.flavors import (
     Assignment,
     Mode,
@@ -60,7 +61,7 @@ from agent.engine.flavors import (
     group_index,
 )
 from agent.engine.gang import largest_admissible, reducible_pod_set
-from agent.engine.ordering import entry_key, namespace_selected
+from agent.engine.ordering import EntryKey, entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
 from agent.engine.preemption import Preemptor, Protected, Target
 from agent.engine.quota import QuotaTree
@@ -255,6 +256,7 @@ class _Cycle:
             admitted=by_cq,
             evicting_cqs=evicting,
             now=self.now,
+            fair=self.snap.config.fair_sharing,
         )
 
     # step 2 -----------------------------------------------------------------------------------
@@ -433,6 +435,7 @@ class _Cycle:
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
             topologies=self.snap.topologies,
             excluded=excluded or None,
+            fair_sharing=self.snap.config.fair_sharing is not None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -613,7 +616,8 @@ class _Cycle:
                 active = [n for n in all_queues if cursors[n] < len(queues[n])]
                 if not active:
                     break
-            heads: list[tuple[tuple[bool, bool, int, float, str], Workload, ClusterQueue]] = []
+            heads: list[tuple[EntryKey, Workload, ClusterQueue]] = []
+            fair = self.snap.config.fair_sharing is not None
             still: list[ClusterQueueName] = []
             for name in active:
                 bucket = queues[name]
@@ -653,7 +657,8 @@ class _Cycle:
                     cursors[name] = i - 1  # the head waits for the borrowing phase
                     continue
                 still.append(name)
-                heads.append((entry_key(head, borrowing), head, cq))
+                fair_key = tournament_key(self.tree.cqs[name]) if fair else ()
+                heads.append((entry_key(head, borrowing, fair_key), head, cq))
             heads.sort(key=lambda h: h[0])
             for _, wl, cq in heads:
                 if not self._process(wl, cq):
@@ -787,7 +792,7 @@ class _Cycle:
         if a.mode is Mode.PREEMPT and out.targets:
             fresh = [t for t in out.targets if not t.candidate.evicting]
             for t in out.targets:
-                self.preemptor.taken.add(t.candidate.wl.id)
+                self.preemptor.take(t.candidate)
             for t in fresh:
                 self.preempted.append(
                     Preemption(

@@ -149,6 +149,7 @@ def assign_flavors(
     oracle: Callable[[dict[FlavorResource, int], set[FlavorResource]], bool] | None = None,
     topologies: Mapping[str, Topology] | None = None,
     excluded: Mapping[int, Mapping[FlavorName, str]] | None = None,
+    fair_sharing: bool = False,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
 
@@ -158,7 +159,8 @@ def assign_flavors(
     (the snapshot's) let flavors with a topology take only pod sets that ask for one, and
     pod sets that ask for one only flavors whose topology has the levels asked for.
     `excluded`: pod set index → flavors it may not take, with why (its pods did not fit the
-    flavor's topology).
+    flavor's topology). `fair_sharing`: a request beyond nominal may preempt too, as with
+    borrowWithinCohort (the fair-sharing strategies then decide which victims are fair).
     """
     implied: bool | None = None
     out = Assignment()
@@ -167,7 +169,9 @@ def assign_flavors(
     covers_pods = PODS in groups
     fungibility = cq.flavor_fungibility
     may_preempt = _can_preempt(cq)
-    may_borrow_preempt = cq.preemption.borrow_within_cohort.policy is not PreemptionPolicy.NEVER
+    may_borrow_preempt = (
+        fair_sharing or cq.preemption.borrow_within_cohort.policy is not PreemptionPolicy.NEVER
+    )
     deep = node.parent is not None and node.parent.parent is not None
     for idx, ps in enumerate(wl.pod_sets):
         count = ps.count if counts is None else counts[idx]

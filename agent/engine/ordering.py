@@ -8,7 +8,9 @@ Owns the ordering rules `cycle` applies (kueue.md §2.2–2.3):
   priority (higher first), then the queue-order timestamp (creation, or eviction time after
   a pods-ready requeue), then id — precomputed as `Workload.order_key`;
 - across cluster queues within one round of a cycle: entries that would not borrow before
-  entries that would, then priority, then timestamp (Kueue's classical iterator);
+  entries that would, then priority, then timestamp (Kueue's classical iterator); under
+  fair sharing the cluster queues' fair-sharing order (`fair_sharing.tournament_key`, lower
+  weighted share first) comes before all of that;
 - namespace selectors: None selects no namespace, the empty selector every namespace.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 
 from agent.engine.snapshot import ClusterQueue, Workload
 
-__all__ = ["entry_key", "namespace_selected"]
+__all__ = ["EntryKey", "FairKey", "entry_key", "namespace_selected"]
 
 
 def namespace_selected(cq: ClusterQueue, labels: Mapping[str, str] | None) -> bool:
@@ -28,6 +30,11 @@ def namespace_selected(cq: ClusterQueue, labels: Mapping[str, str] | None) -> bo
     return selector.matches(labels or {})
 
 
-def entry_key(wl: Workload, borrowing: bool) -> tuple[bool, bool, int, float, str]:
-    """Order of heads from different cluster queues within one round of a cycle."""
-    return (not wl.preempting, borrowing, -wl.priority, wl.queue_timestamp, wl.id)
+FairKey = tuple[tuple[float, str], ...]
+EntryKey = tuple[bool, FairKey, bool, int, float, str]
+
+
+def entry_key(wl: Workload, borrowing: bool, fair: FairKey = ()) -> EntryKey:
+    """Order of heads from different cluster queues within one round of a cycle; `fair` is
+    the queue's tournament key under fair sharing (empty otherwise)."""
+    return (not wl.preempting, fair, borrowing, -wl.priority, wl.queue_timestamp, wl.id)

@@ -35,11 +35,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
+from agent.engine.fair_sharing import tournament_key, weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
     ClusterQueue,
     ClusterQueueName,
+    FairSharing,
+    FairSharingStrategy,
     FlavorResource,
     PreemptionPolicy,
     Workload,
@@ -126,6 +129,8 @@ class Preemptor:
         "by_cq",
         "cq_specs",
         "evicting_cqs",
+        "fair",
+        "leaving",
         "members",
         "now",
         "shielded",
@@ -141,8 +146,17 @@ class Preemptor:
         admitted: Mapping[str, list[Workload]],
         evicting_cqs: set[str],
         now: float,
+        fair: FairSharing | None = None,
     ) -> None:
         self.tree = tree
+        self.fair = fair
+        """Fair sharing: victims in other queues are chosen by its strategies (`_select_fair`)."""
+        self.leaving: dict[QuotaNode, dict[FlavorResource, int]] = {}
+        """Under fair sharing, the usage of the victims taken this cycle by queue. They still
+        hold their quota on the tree (and their preemptors hold a reservation too), but a
+        fair-sharing search runs without them: otherwise every later preemptor of the cycle
+        would see their queue's share as if nothing had been taken from it, and would have
+        to free the earlier preemptors' reservations as well as its own request."""
         self.cq_specs = cq_specs
         self.admitted = admitted
         """The admitted workloads by cluster queue (their usage is on `tree` already)."""
@@ -233,6 +247,65 @@ class Preemptor:
             self.borrowing[key] = found
         return found
 
+    def take(self, c: Candidate) -> None:
+        """A victim chosen by the cycle: nobody else may count on it."""
+        self.taken.add(c.wl.id)
+        queue = self.by_cq.get(c.cq)
+        if queue is not None and c in queue:
+            # Out of its queue's list, so later searches of the cycle do not walk past it.
+            queue.remove(c)
+        if self.fair is not None:
+            leaving = self.leaving.setdefault(c.node, {})
+            for fr, amount in c.usage.items():
+                leaving[fr] = leaving.get(fr, 0) + amount
+
+    def _no_fair_victim(
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+    ) -> bool:
+        """Whether no strategy could allow any victim, known without listing candidates:
+        nothing is being evicted, the own queue offers none (withinClusterQueue Never), and
+        no borrowing queue's side holds a share at least the preemptor's side would have
+        with the request admitted. Both strategies need that (a victim's queue's share only
+        falls when it is taken), so the full search would find nothing either; in a cohort
+        at its fair shares this spares every head's search of every cycle."""
+        if self.evicting_cqs or cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER:
+            return False
+        if cq.preemption.reclaim_within_cohort is PreemptionPolicy.NEVER:
+            return True
+        tree = self.tree
+        borrowers = self._borrowers(node, tuple(frs))
+        for member in borrowers:
+            if member is node:
+                continue
+            mine, theirs = self._sides(node, member)
+            tree.add_usage(node, request)
+            preemptor_share = weighted_share(mine)
+            tree.remove_usage(node, request)
+            if weighted_share(theirs) >= preemptor_share:
+                return False
+        return True
+
+    @staticmethod
+    def _sides(preemptor: QuotaNode, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
+        """The children of the two queues' lowest common cohort on either side (the queues
+        themselves when they share their cohort): hierarchical fair sharing compares these."""
+        ancestors: list[QuotaNode] = []
+        n: QuotaNode | None = preemptor
+        while n is not None:
+            ancestors.append(n)
+            n = n.parent
+        index = {id(a): i for i, a in enumerate(ancestors)}
+        t = target
+        while t.parent is not None and id(t.parent) not in index:
+            t = t.parent
+        if t.parent is None:  # different trees: never candidates of each other
+            return preemptor, target
+        return ancestors[index[id(t.parent)] - 1], t
+
     def changed(self) -> None:
         """The cycle committed usage (an admission or a reservation): borrowing may differ."""
         self.borrowing.clear()
@@ -315,7 +388,29 @@ class Preemptor:
     ) -> list[Target] | Protected | None:
         """Victims that let `wl` fit with `request` in `cq`; `Protected` if only protection
         stands in the way; None if preempting cannot make room."""
+        if self.fair is None or not self.leaving:
+            return self._find_targets(wl, cq, request, frs)
+        tree = self.tree
+        for n, usage in self.leaving.items():
+            tree.remove_usage(n, usage)
+        self.borrowing.clear()
+        try:
+            return self._find_targets(wl, cq, request, frs)
+        finally:
+            for n, usage in self.leaving.items():
+                tree.add_usage(n, usage)
+            self.borrowing.clear()
+
+    def _find_targets(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+    ) -> list[Target] | Protected | None:
         node = self.tree.cqs[cq.name]
+        if self.fair is not None and self._no_fair_victim(cq, node, request, frs):
+            return None
         shielded: list[Candidate] = []
         cands = self.candidates(wl, cq, frs, shielded)
         chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
@@ -349,6 +444,8 @@ class Preemptor:
         """The greedy four-step selection, then minimisation (kueue.md §2.5)."""
         same = [c for c in cands if c.cq == cq.name or c.evicting]
         chosen: list[Candidate] | None
+        if self.fair is not None and len(same) != len(cands):
+            return self._select_fair(self.fair, node, request, cands)
         bwc = cq.preemption.borrow_within_cohort
         if len(same) == len(cands):
             chosen = self._minimal(node, request, frs, cands, borrowing=True, threshold=None)
@@ -369,6 +466,96 @@ class Preemptor:
             if not chosen:
                 chosen = self._minimal(node, request, frs, same, borrowing=True, threshold=None)
         return chosen
+
+    def _select_fair(
+        self,
+        fair: FairSharing,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        cands: list[Candidate],
+    ) -> list[Candidate] | None:
+        """Fair-sharing selection (kueue.md §3.1, §3.2): candidates being evicted first; then,
+        repeatedly, the next candidate of the queue that wins the tournament from the top
+        (highest weighted share, compared at the lowest common cohort). One of the
+        preemptor's own queue is taken as the policies allowed it; one of another queue only
+        if the strategy allows it, comparing the two sides' nodes below their lowest common
+        cohort (else that queue is set aside for the next strategy). Stops as soon as the
+        preemptor fits, then minimises as `_minimal` does."""
+        tree = self.tree
+        targets: list[Candidate] = []
+        pools: dict[QuotaNode, list[Candidate]] = {}
+        for c in cands:
+            if c.evicting:
+                targets.append(c)
+            else:
+                pools.setdefault(c.node, []).append(c)
+        for c in targets:
+            tree.remove_usage(c.node, c.usage)
+        ok = fits(tree, node, request, borrowing=True)
+        for strategy in fair.strategies:
+            if ok:
+                break
+            ok = self._fair_pass(strategy, node, request, pools, targets)
+        if not ok or not targets:
+            # Fitting with no victim at all: room the victims taken earlier this cycle free
+            # beyond their preemptors' requests. No plan now; the next cycle admits it.
+            for c in targets:
+                tree.add_usage(c.node, c.usage)
+            return None
+        kept = [targets[-1]]
+        for c in reversed(targets[:-1]):
+            tree.add_usage(c.node, c.usage)
+            if fits(tree, node, request, borrowing=True):
+                continue
+            tree.remove_usage(c.node, c.usage)
+            kept.append(c)
+        for c in kept:
+            tree.add_usage(c.node, c.usage)
+        kept.reverse()
+        return kept
+
+    def _fair_pass(
+        self,
+        strategy: FairSharingStrategy,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        pools: dict[QuotaNode, list[Candidate]],
+        targets: list[Candidate],
+    ) -> bool:
+        """One strategy over the remaining candidates (`pools`, consumed as taken; queues the
+        strategy refuses keep theirs for the next strategy). Appends to `targets` with their
+        usage removed from the tree; returns whether the preemptor fits."""
+        tree = self.tree
+        open_queues = {n for n, cs in pools.items() if cs}
+        while open_queues:
+            target_q = max(open_queues, key=tournament_key)
+            pool = pools[target_q]
+            c = pool[0]
+            if target_q is not node:
+                mine, theirs = self._sides(node, target_q)
+                tree.add_usage(node, request)
+                preemptor_share = weighted_share(mine)
+                tree.remove_usage(node, request)
+                before = weighted_share(theirs)
+                tree.remove_usage(c.node, c.usage)
+                after = weighted_share(theirs)
+                if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
+                    allowed = preemptor_share <= after
+                else:
+                    allowed = preemptor_share < before
+                if not allowed:
+                    tree.add_usage(c.node, c.usage)
+                    open_queues.discard(target_q)
+                    continue
+            else:
+                tree.remove_usage(c.node, c.usage)
+            pool.pop(0)
+            if not pool:
+                open_queues.discard(target_q)
+            targets.append(c)
+            if fits(tree, node, request, borrowing=True):
+                return True
+        return False
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)

@@ -46,12 +46,14 @@ class QuotaNode:
         "children",
         "guaranteed",
         "is_cq",
+        "lendable",
         "lending_limit",
         "name",
         "nominal",
         "parent",
         "subtree",
         "usage",
+        "weight",
     )
 
     def __init__(self, name: str, *, is_cq: bool) -> None:
@@ -65,6 +67,12 @@ class QuotaNode:
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.weight = 1000
+        self.lendable: dict[str, int] | None = None
+        """Per resource, what this cohort could lend its children at most (summed over
+        flavors; fair sharing's denominator): fixed once the tree is built, so computed
+        once, on first use (`fair_sharing.dominant_resource_share`)."""
+        """`fairSharing.weight` in milli-units (fair sharing divides its share by it)."""
 
     def load_groups(self, groups: Iterable[ResourceGroup]) -> None:
         for group in groups:
@@ -106,6 +114,7 @@ class QuotaTree:
         for name, spec in cohorts.items():
             node = self._cohort(name)
             node.load_groups(spec.resource_groups)
+            node.weight = spec.fair_sharing_weight
         # Parents after all cohorts exist; a parent that is not an object is implicit.
         for name, spec in cohorts.items():
             if spec.parent is not None:
@@ -113,6 +122,7 @@ class QuotaTree:
         for cq_name, cq in cluster_queues.items():
             cq_node = QuotaNode(cq_name, is_cq=True)
             cq_node.load_groups(cq.resource_groups)
+            cq_node.weight = cq.fair_sharing_weight
             self.cqs[cq_name] = cq_node
             if cq.cohort is not None:
                 self._link(cq_node, self._cohort(cq.cohort))

@@ -34,6 +34,8 @@ __all__ = [
     "Cohort",
     "CohortName",
     "EngineConfig",
+    "FairSharing",
+    "FairSharingStrategy",
     "FlavorFungibility",
     "FlavorName",
     "FlavorQuotas",
@@ -342,7 +344,8 @@ class ClusterQueue:
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     stop_policy: StopPolicy = StopPolicy.NONE
-    fair_sharing_weight: int = 1000  # milli; carried for fair sharing (a later issue)
+    fair_sharing_weight: int = 1000
+    """milli; divides its dominant resource share under fair sharing (`fair_sharing`)."""
     admission_fair_sharing: bool = False
     """`admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: its waiting workloads
     are ordered by their local queue's decayed usage first (`Workload.queue_usage`)."""
@@ -540,11 +543,35 @@ class AdmissionFairSharing:
     """Weight of each resource in the usage score; a resource not named weighs 1."""
 
 
+class FairSharingStrategy(enum.StrEnum):
+    """Kueue's `fairSharing.preemptionStrategies`: when a preemptor may take a workload of
+    another cluster queue (shares compared with the preemptor's workload admitted)."""
+
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    """The preemptor's share after admission ≤ the target queue's share without the victim."""
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+    """The preemptor's share after admission < the target queue's share before preemption."""
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    """Kueue's `fairSharing` configuration (preemption-based fair sharing, kueue.md §3.1):
+    when set, heads across cluster queues go in the fair-sharing order and preemption across
+    cluster queues follows `strategies`, tried in order, instead of borrowWithinCohort."""
+
+    strategies: tuple[FairSharingStrategy, ...] = (
+        FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     undeclared_resources: UndeclaredResources = UndeclaredResources.BLOCK
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     admission_fair_sharing: AdmissionFairSharing | None = None
+    fair_sharing: FairSharing | None = None
+    """Preemption-based fair sharing; None is Kueue's classic (disabled) behaviour."""
     max_admissions_per_queue: int | None = None
     """None admits as many as fit per cluster queue per cycle; 1 reproduces Kueue."""
 

@@ -40,6 +40,7 @@ __all__ = [
     "ClusterSet",
     "ClusterSetSpec",
     "DispatchPolicy",
+    "FairSharing",
     "GlobalQueue",
     "GlobalQueueSpec",
     "IncrementalDispatch",
@@ -175,6 +176,24 @@ def admission_fair_sharing_errors(path: Path, cfg: AdmissionFairSharing) -> list
     return errors
 
 
+FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+_DEFAULT_STRATEGIES: tuple[FairSharingStrategy, ...] = (
+    "LessThanOrEqualToFinalShare",
+    "LessThanInitialShare",
+)
+
+
+class FairSharing(StrictModel):
+    """Kueue's `fairSharing` configuration for this cluster (preemption-based fair sharing):
+    cluster queues in a cohort admit in the order of their weighted dominant resource share
+    (lowest first) and preempt across queues by `preemptionStrategies`, tried in order,
+    instead of by borrowWithinCohort."""
+
+    preemption_strategies: list[FairSharingStrategy] = Field(
+        default_factory=lambda: list(_DEFAULT_STRATEGIES)
+    )
+
+
 class MemberClusterSpec(StrictModel):
     """How the hub knows this cluster's agent, and what it may send there.
 
@@ -193,6 +212,8 @@ class MemberClusterSpec(StrictModel):
     # None: off, unless the cluster's agent turns it on itself (its
     # --admission-fair-sharing-half-life).
     admission_fair_sharing: AdmissionFairSharing | None = None
+    # None: off, unless the cluster's agent turns it on itself (its --fair-sharing).
+    fair_sharing: FairSharing | None = None
     description: str = ""
 
 

@@ -44,7 +44,7 @@ from api.meta import (
     label_map_errors,
 )
 from api.quantity import Quantity
-from api.v1alpha1.federation import AdmissionFairSharing, WaitForPodsReady
+from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 from api.v1alpha1.queues import (
     ClusterQueue,
     Cohort,
@@ -221,6 +221,15 @@ class QueueCapacity(StrictModel):
     headroom: Quantity  # what a new workload could still get, borrowing included
 
 
+class WeightedShare(StrictModel):
+    """Fair sharing: a ClusterQueue's or Cohort's weighted share in this cluster, per mille
+    (Kueue's `status.fairSharing.weightedShare`; the largest int64 when infinite)."""
+
+    kind: Literal["ClusterQueue", "Cohort"]
+    name: str
+    weighted_share: int
+
+
 class NodeSummary(StrictModel):
     total: int = 0
     ready: int = 0
@@ -291,6 +300,8 @@ class CapacityReport(StrictModel):
     local_queues: list[LocalQueueUsage] = Field(default_factory=list)
     """Admission fair sharing: the usage of every local queue whose cluster queue orders by
     it (none when it is off)."""
+    weighted_shares: list[WeightedShare] = Field(default_factory=list)
+    """Fair sharing: every cluster queue's and cohort's weighted share (none when it is off)."""
 
 
 class PodCounts(StrictModel):
@@ -411,6 +422,8 @@ class ConfigSync(StrictModel):
     wait_for_pods_ready: WaitForPodsReady | None = None
     # This cluster's MemberCluster.spec.admissionFairSharing (None: the agent's own setting).
     admission_fair_sharing: AdmissionFairSharing | None = None
+    # This cluster's MemberCluster.spec.fairSharing (None: the agent's own setting).
+    fair_sharing: FairSharing | None = None
 
     def objects(self) -> Iterator[tuple[str, int, Object]]:
         """(field, index, object) for every object carried."""

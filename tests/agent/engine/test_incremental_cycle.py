@@ -28,6 +28,8 @@ from agent.engine.result import CycleResult
 from agent.engine.snapshot import (
     AdmissionFairSharing,
     EngineConfig,
+    FairSharing,
+    FairSharingStrategy,
     LocalQueueKey,
     Namespace,
     Snapshot,
@@ -37,14 +39,23 @@ from agent.engine.snapshot import (
 )
 from tests.builders import CQBuilder, cohort, cq, lq, snapshot, wl
 
+FAIR = [
+    FairSharing(),
+    FairSharing((FairSharingStrategy.LESS_THAN_INITIAL_SHARE,)),
+    FairSharing((FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)),
+]
 AFS = AdmissionFairSharing(usage_half_life_seconds=4.0, usage_sampling_interval_seconds=1.0)
 
 
 def _config(
-    rng: random.Random, snap_workloads: dict[WorkloadId, Workload], afs: bool = False
+    rng: random.Random,
+    snap_workloads: dict[WorkloadId, Workload],
+    afs: bool = False,
+    fair: bool = False,
 ) -> Snapshot:
     """A random cohort tree with borrowing, queues with random policies, and `snap_workloads`;
-    with `afs`, admission fair sharing configured and most queues ordering by usage."""
+    with `afs`, admission fair sharing configured and most queues ordering by usage; with
+    `fair`, preemption-based fair sharing with random weights (0 included) and strategies."""
     cohorts = [cohort("co0").quota("cpu", nominal=str(rng.randint(0, 4)))]
     if rng.random() < 0.5:
         cohorts.append(
@@ -75,6 +86,8 @@ def _config(
             q.namespace_selector({"team": "a"})
         if afs and rng.random() < 0.8:
             q.admission_fair_sharing()
+        if fair:
+            q.weight(rng.choice([0.0, 1.0, 1.0, 2.0, 4.0]))
         cqs.append(q)
     ready = WaitForPodsReady(
         enabled=rng.random() < 0.2, timeout_seconds=3.0, block_admission=rng.random() < 0.5
@@ -83,6 +96,7 @@ def _config(
         wait_for_pods_ready=ready,
         max_admissions_per_queue=rng.choice([None, None, None, 1, 2]),
         admission_fair_sharing=AFS if afs else None,
+        fair_sharing=rng.choice(FAIR) if fair else None,
     )
     lqs = [lq("stopped", rng.choice(["q0", "q2"]), stop="Hold"), lq("q0", "q0", namespace="b")]
     lqs += [lq("q0-light", "q0", weight=rng.choice([1.0, 2.0])), lq("q1-light", "q1")]
@@ -170,13 +184,13 @@ def _same(full: CycleResult, inc: CycleResult) -> None:
     }
 
 
-def _run_stream(seed: int, steps: int = 40, afs: bool = False) -> int:
+def _run_stream(seed: int, steps: int = 40, afs: bool = False, fair: bool = False) -> int:
     """One stream; returns how many cycles skipped a tail. With `afs`, each cycle's snapshot
     carries the local queues' usage as the agent keeps it: sampled, then penalised by the
     cycle's admissions."""
     rng = random.Random(seed)
     odd = rng.choice([0.0, 0.02, 0.1, 0.3])
-    snap = _config(rng, {}, afs)
+    snap = _config(rng, {}, afs, fair)
     usage: dict[LocalQueueKey, LocalQueueUsage] = {}
     carry: Carry | None = None
     previous: CycleResult | None = None
@@ -184,7 +198,8 @@ def _run_stream(seed: int, steps: int = 40, afs: bool = False) -> int:
     last = snap  # what the last cycle saw: `changed` is counted from it
     for step in range(steps):
         if step and rng.random() < 0.08:
-            snap = _config(rng, dict(snap.workloads), afs)  # a quota change: new configuration
+            # A quota change: a new configuration.
+            snap = _config(rng, dict(snap.workloads), afs, fair)
         snap, n = _events(rng, snap, now, n, odd)
         if afs:
             held = admitted_usage(snap.workloads.values())
@@ -228,6 +243,12 @@ def test_the_incremental_cycle_decides_as_the_full_cycle_with_admission_fair_sha
     block: int,
 ) -> None:
     skipped = sum(_run_stream(seed, afs=True) for seed in range(block * 25, block * 25 + 25))
+    assert skipped > 0, "no stream exercised a skipped tail"
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_incremental_cycle_decides_as_the_full_cycle_with_fair_sharing(block: int) -> None:
+    skipped = sum(_run_stream(seed, fair=True) for seed in range(block * 25, block * 25 + 25))
     assert skipped > 0, "no stream exercised a skipped tail"
 
 
