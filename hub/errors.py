@@ -1,6 +1,7 @@
 """The hub's errors, and the one place they become HTTP statuses.
 
     HubError                          500  something the hub did not expect
+    ├── UnreadableWriteError          500  the hub's own write would make an object unreadable
     ├── BadRequestError               400  malformed request (bad JSON/YAML, bad query parameter)
     │   └── InvalidObjectError        422  an object broke rules; carries every FieldError
     ├── UnauthorizedError             401  no or unknown bearer token
@@ -43,6 +44,7 @@ __all__ = [
     "SettingsError",
     "UnauthorizedError",
     "UnavailableError",
+    "UnreadableWriteError",
     "UnsupportedMediaTypeError",
     "from_api_error",
     "status_body",
@@ -61,6 +63,12 @@ class HubError(Exception):
         self.causes = tuple(causes)
         if status is not None:
             self.status = status
+
+
+class UnreadableWriteError(HubError):
+    """A server-side read-modify-write (status the hub computes) produced an object its own
+    models refuse: a bug in the hub, caught before it is stored. Written, such an object
+    would make every later read of it fail (the hub's mirrors included)."""
 
 
 class BadRequestError(HubError):

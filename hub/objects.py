@@ -13,6 +13,7 @@ Called by: hub.http handlers, the dispatch loop and the agent-session handlers.
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -31,10 +32,13 @@ from hub.errors import (
     HubError,
     NotFoundError,
     UnavailableError,
+    UnreadableWriteError,
     from_api_error,
 )
 from hub.store import base as store_base
 from hub.store.base import JsonObject, Revision, Store, StoredObject
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "ObjectRepository",
@@ -269,9 +273,29 @@ class ObjectRepository:
         namespace: str | None,
         mutate: Callable[[JsonObject], JsonObject],
     ) -> JsonObject:
-        """Server-side read-modify-write (status updates), retried on conflicts."""
+        """Server-side read-modify-write (status updates), retried on conflicts.
+
+        The result is validated against the kind's model before it is written: a field the
+        model lacks or a value it refuses raises UnreadableWriteError and stores nothing,
+        where writing it would make the object unreadable to every later read."""
+
+        def checked(value: JsonObject) -> JsonObject:
+            new = mutate(value)
+            try:
+                decode(copy.deepcopy(new), REGISTRY)
+            except ApiError as exc:
+                where = f"{namespace}/{name}" if namespace else name
+                error = UnreadableWriteError(
+                    f"refusing to write {kind.KIND} {where}: the result is not a valid "
+                    f"{kind.KIND}: {exc}",
+                )
+                # A bug in the hub, whichever caller swallows the error: say so loudly.
+                _log.error("%s", error)
+                raise error from exc
+            return new
+
         try:
-            stored = await store_base.modify(self.store, object_key(kind, name, namespace), mutate)
+            stored = await store_base.modify(self.store, object_key(kind, name, namespace), checked)
         except store_base.StoreError as exc:
             raise translate_store_error(exc) from exc
         return to_wire(stored)
