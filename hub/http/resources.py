@@ -26,8 +26,10 @@ Who may do what is data (`ACCESS`) and hub.auth: configuration kinds are readabl
 user and writable by admins; namespaced kinds are readable in the caller's tenants'
 namespaces (everywhere by admins and viewers, `multiq:viewers`); agents reach none of it.
 Workloads are created through submissions (hub.http.submit), not here, and deleted by the
-users of their namespace's tenants. A forbidden request is a 403 whether or not the object
-exists, as in Kubernetes (which answers 403, not 404, to a namespaced read it forbids).
+users of their namespace's tenants; those users may also replace one to flip `spec.active`
+alone (stop or resume it, `qctl stop|resume workload`), any other change to it is an admin's.
+A forbidden request is a 403 whether or not the object exists, as in Kubernetes (which answers
+403, not 404, to a namespaced read it forbids).
 
 Called by: hub.app (routes). Uses hub.objects for storage semantics.
 """
@@ -278,8 +280,21 @@ class ResourceRoutes:
 
     async def replace(self, request: web.Request) -> web.Response:
         kind = self._kind(request)
-        self._check_write(request[PRINCIPAL], kind, "update")
-        obj = await self._replacement(request, kind)
+        principal: Principal = request[PRINCIPAL]
+        ns = request.match_info.get("ns")
+        if kind.KIND == "Workload" and ns is not None and not principal.is_admin:
+            tenants = await self._tenants()
+            require_namespace(principal, ns, tenants, "stop or resume workloads", write=True)
+            obj = await self._replacement(request, kind)
+            stored = await self.repo.get_wire(kind, obj.metadata.name, ns)
+            _require_only_active_changed(principal, kind, stored, obj)
+            # Compared with this revision: a change in between is a conflict, not overwritten.
+            obj.metadata.resource_version = (
+                obj.metadata.resource_version or stored["metadata"]["resourceVersion"]
+            )
+        else:
+            self._check_write(principal, kind, "update")
+            obj = await self._replacement(request, kind)
         if _dry_run(request):
             ns = request.match_info.get("ns")
             stored = await self.repo.get_wire(kind, obj.metadata.name, ns)
@@ -315,6 +330,24 @@ class ResourceRoutes:
             kind, request.match_info["name"], ns, expected=request.query.get("resourceVersion")
         )
         return web.json_response(deleted)
+
+
+def _require_only_active_changed(
+    principal: Principal, kind: type[Object], stored: Mapping[str, Any], new: Object
+) -> None:
+    """A namespace's users may stop and resume its workloads (`spec.active`), nothing more:
+    the spec, labels and annotations they send must otherwise be what is stored."""
+
+    def rest(wire: Mapping[str, Any]) -> tuple[Any, ...]:
+        spec = {k: v for k, v in (wire.get("spec") or {}).items() if k != "active"}
+        meta = wire.get("metadata") or {}
+        return spec, meta.get("labels") or {}, meta.get("annotations") or {}
+
+    if rest(kind.model_validate(dict(stored)).to_wire()) != rest(new.to_wire()):
+        raise ForbiddenError(
+            f"{principal.name} may only change spec.active of a workload (stop or resume "
+            "it); any other change to it is an admin's"
+        )
 
 
 def _dry_run(request: web.Request) -> bool:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import copy
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 import aiohttp
@@ -159,6 +160,8 @@ ROWS: dict[tuple[str, str], Rule] = {
     **namespaced("jobtemplates", status=False),
     **namespaced("volumebundles", status=False),
     **namespaced("workloads", status=True, create=False, delete=TENANT_WRITES),
+    # Its namespace's users may stop and resume a workload (spec.active alone; beside the table).
+    ("PUT", f"{API}/namespaces/{{namespace}}/workloads/{{name}}"): TENANT_WRITES,
     **namespaced("jobsets", status=True),
 }
 
@@ -563,6 +566,71 @@ class TestStatus:
         await hub.apply(flavor)
         status, body = await hub.call("PUT", f"{API}/resourceflavors/default/status", body=flavor)
         assert status == 404 and body["message"] == "resourceflavors have no status"
+
+
+# --- stop and resume ------------------------------------------------------------------------
+
+
+async def put_as(
+    hub: HubUnderTest, token: str, path: str, change: Callable[[dict[str, Any]], None]
+) -> tuple[int, dict[str, Any]]:
+    """GET, change, PUT as `token`; again while the dispatcher's status writes make it a 409."""
+    status, body = 409, dict[str, Any]()
+    while status == 409:
+        _, current = await hub.call("GET", path)
+        changed = copy.deepcopy(current)
+        change(changed)
+        status, body = await hub.call("PUT", path, token=token, body=changed)
+    return status, body
+
+
+class TestStopAndResume:
+    PATH = f"{API}/namespaces/vision/workloads/job-train"
+
+    async def test_a_tenants_user_stops_and_resumes_a_workload_of_their_namespace(
+        self, hub: HubUnderTest
+    ) -> None:
+        await two_tenants(hub)
+        status, body = await put_as(hub, ALICE, self.PATH, lambda w: w["spec"].update(active=False))
+        assert status == 200, body
+        assert body["spec"]["active"] is False
+        status, body = await put_as(hub, ALICE, self.PATH, lambda w: w["spec"].update(active=True))
+        assert status == 200, body
+        assert body["spec"].get("active", True) is True
+
+    async def test_a_tenants_user_changes_nothing_else_of_a_workload(
+        self, hub: HubUnderTest
+    ) -> None:
+        await two_tenants(hub)
+        _, before = await hub.call("GET", self.PATH)
+
+        def raise_priority(wl: dict[str, Any]) -> None:
+            wl["spec"]["active"] = False
+            wl["spec"]["priority"] = 1_000_000
+
+        status, body = await put_as(hub, ALICE, self.PATH, raise_priority)
+        assert status == 403
+        assert body["message"] == (
+            "alice may only change spec.active of a workload (stop or resume it); any other "
+            "change to it is an admin's"
+        )
+        status, _ = await put_as(
+            hub, ALICE, self.PATH, lambda w: w["metadata"].update(labels={"team": "a"})
+        )
+        assert status == 403
+        _, after = await hub.call("GET", self.PATH)
+        assert after["spec"] == before["spec"]
+        assert after["metadata"].get("labels") == before["metadata"].get("labels")
+
+    @pytest.mark.parametrize("token", [BOB, VIEWER])
+    async def test_nobody_else_stops_a_tenants_workload(
+        self, hub: HubUnderTest, token: str
+    ) -> None:
+        await two_tenants(hub)
+        status, body = await put_as(hub, token, self.PATH, lambda w: w["spec"].update(active=False))
+        assert status == 403, body
+        _, after = await hub.call("GET", self.PATH)
+        assert after["spec"].get("active", True) is True
 
 
 # --- agents ---------------------------------------------------------------------------------
