@@ -8,7 +8,8 @@ Until its `pod-group-total-count` pods are in, it waits at the hub (Kueue waits 
 count as well): annotated `multiq.dev/pod-group-waiting: <given>/<total>`, its QuotaReserved
 condition False with reason WaitingForPodGroup, never dispatched (hub.state.is_pending). Each
 further pod of the group joins it (`_join_group`); the last one makes it pending like any
-other workload. A pod of a name the group already has is a 409, one too many a 422.
+other workload. A pod of a name the group already has is a 409, one too many a 422. Pods of
+one group sent at once are taken one at a time (a lock per group), all of them.
 
 The object is validated, converted to a Workload (queue from `?queue=` or the job's
 `multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
@@ -32,6 +33,9 @@ submitted through `SubmitRoutes.accept`, as if qctl submit had sent it).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +43,7 @@ from aiohttp import web
 
 from api.errors import FieldError
 from api.k8s.pod import Pod
-from api.meta import API_VERSION
+from api.meta import API_VERSION, Object
 from api.v1alpha1.conversions import (
     ANNOTATION_PREFIXES,
     POD_GROUP_WAITING_ANNOTATION,
@@ -126,6 +130,22 @@ class SubmitRoutes:
     def __init__(self, repo: ObjectRepository, state: HubState) -> None:
         self.repo = repo
         self.state = state
+        self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per pod group being submitted: its lock and how many submissions hold or await it."""
+
+    @contextlib.asynccontextmanager
+    async def _group_lock(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._group_locks.get(key, (asyncio.Lock(), 0))
+        self._group_locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._group_locks[key]
+            if users == 1:
+                del self._group_locks[key]
+            else:
+                self._group_locks[key] = (lock, users - 1)
 
     def add_to(self, app: web.Application) -> None:
         path = f"/apis/{API_VERSION}/namespaces/{{ns}}/submissions"
@@ -220,6 +240,23 @@ class SubmitRoutes:
             if key in self.state.workloads:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
             return workload.to_wire()
+        if not group:
+            return await self._store(key, workload, source, group, priorities)
+        # A group's pods may come all at once (`xargs -P`): one at a time per group, so the
+        # first creates it and the others join it, none overwriting another's pods.
+        async with self._group_lock(key):
+            return await self._store(key, workload, source, group, priorities)
+
+    async def _store(
+        self,
+        key: str,
+        workload: Workload,
+        source: Object,
+        group: list[Pod],
+        priorities: dict[str, int],
+    ) -> dict[str, Any]:
+        """Store the submitted object (or join its pod group) and then its Workload."""
+        ns = workload.metadata.namespace or ""
         if not isinstance(source, Workload):
             existing = self.state.workloads.get(key)
             if group and existing is not None and _waiting(existing.workload):
@@ -292,9 +329,9 @@ class SubmitRoutes:
     async def _join_group(
         self, ns: str, name: str, pods: list[Pod], priorities: dict[str, int]
     ) -> dict[str, Any]:
-        """Add `pods` to the waiting pod group `ns/name`: its source (compare-and-swap: of two
-        pods sent at once, one is a 409 to send again) and its Workload, made again from
-        every pod so far — dispatched once the last pod is in."""
+        """Add `pods` to the waiting pod group `ns/name`: its source (compare-and-swap; the
+        caller holds the group's lock, so only another hub could conflict) and its Workload,
+        made again from every pod so far — dispatched once the last pod is in."""
         store, key = self.repo.store, f"{ns}/{name}"
         source_key = f"{SOURCE_PREFIX}{key}"
         try:

@@ -108,6 +108,25 @@ async def test_a_group_submitted_pod_by_pod_waits_at_the_hub_until_its_last_pod(
     assert status == 409, body  # the group is whole: it is an ordinary workload now
 
 
+async def test_a_groups_pods_submitted_all_at_once_are_all_taken(hub: HubUnderTest) -> None:
+    # As `xargs -P` would send them: the first pods race to create the group, the rest to join.
+    await hub.apply(*fleet_objects())
+    total = 6
+    answers = await asyncio.gather(
+        *(
+            hub.call("POST", SUBMIT, token=ALICE, body=pod(f"ring-{i}", total=total))
+            for i in range(total)
+        )
+    )
+    assert [status for status, _ in answers] == [201] * total, answers
+    source = await hub.hub.store.get("/workloadsources/vision/pod-group-ring")
+    names = sorted(p["metadata"]["name"] for p in source.value["items"])
+    assert names == [f"ring-{i}" for i in range(total)]
+    stored = await hub.hub.store.get("/workloads/vision/pod-group-ring")
+    assert "multiq.dev/pod-group-waiting" not in stored.value["metadata"]["annotations"]
+    assert [ps["count"] for ps in stored.value["spec"]["podSets"]] == [total]
+
+
 async def test_a_pod_too_many_for_a_waiting_group_is_a_422_that_changes_nothing(
     hub: HubUnderTest,
 ) -> None:
