@@ -107,6 +107,8 @@ class Lane:
         """The highest peer sequence number we acknowledged."""
         self.peer_acked = 0
         """Our highest sequence number the peer acknowledged."""
+        self.unknown_fields: set[str] = set()
+        """Paths of fields a newer hub sent that this agent ignored (each logged once)."""
         self._lock = asyncio.Lock()
 
     async def send(self, payload: Payload) -> int:
@@ -448,10 +450,18 @@ class HubSession:
                     break
                 continue
             try:
-                env = Envelope.decode(msg.data)
+                env, unknown = Envelope.decode_from_peer(msg.data)
             except MessageInvalidError as exc:
                 log.error("%s lane: invalid message from the hub: %s", lane.name, exc)
                 continue
+            if unknown and not lane.unknown_fields.issuperset(unknown):
+                lane.unknown_fields.update(unknown)
+                log.warning(
+                    "%s lane: the hub sends fields this agent does not know (a newer hub: "
+                    "upgrade the agent to use them); ignored: %s",
+                    lane.name,
+                    ", ".join(sorted(unknown)),
+                )
             fresh = lane.accept(env)
             if lane is self.control:
                 self.outbox.acknowledge(lane.peer_acked)

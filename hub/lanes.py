@@ -49,6 +49,8 @@ class Lane:
         self._queue: asyncio.Queue[Envelope | None] = asyncio.Queue(maxsize=queue_size)
         self._seq = 0
         self._received = 0
+        self._unknown_fields: set[str] = set()
+        """Paths of fields a newer agent sent that this hub ignored (each logged once)."""
         self._acked_received = 0
         self._closed = False
         self._writer = asyncio.create_task(self._write_loop(), name=f"lane-writer:{name}")
@@ -87,11 +89,19 @@ class Lane:
                     log.info("lane %s: %s", self.name, self.ws.exception())
                 continue
             try:
-                envelope = Envelope.decode(msg.data)
+                envelope, unknown = Envelope.decode_from_peer(msg.data)
             except MessageInvalidError as exc:
                 log.warning("lane %s: dropping an invalid message: %s", self.name, exc)
                 self.metrics.lane_dropped.labels(self.kind, "invalid").inc()
                 continue
+            if unknown and not self._unknown_fields.issuperset(unknown):
+                self._unknown_fields.update(unknown)
+                log.warning(
+                    "lane %s: the agent sends fields this hub does not know (a newer agent: "
+                    "upgrade the hub); ignored: %s",
+                    self.name,
+                    ", ".join(sorted(unknown)),
+                )
             if envelope.seq and envelope.seq <= self._received:
                 continue  # a redelivery of something already handled
             self._received = max(self._received, envelope.seq)

@@ -25,6 +25,7 @@ with `Envelope.to_json` / `Envelope.from_json`), tests.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -620,6 +621,39 @@ class Envelope(StrictModel):
             raise MessageInvalidError(errors)
         return envelope
 
+    @classmethod
+    def decode_from_peer(cls, text: str | bytes) -> tuple[Envelope, tuple[str, ...]]:
+        """`decode` for a message off the wire, tolerant of a newer peer: fields this side's
+        models do not know are dropped, and their paths returned for the caller to log.
+
+        Within one protocol version, messages only gain optional fields (docs/protocol.md),
+        so a hub and its agents can be upgraded in any order: an older side ignores what it
+        does not know yet, as Kubernetes clients do. Anything else invalid still raises
+        `MessageInvalidError`; a message whose only faults are unknown fields costs a second
+        parse, and only then."""
+        try:
+            return cls.decode(text), ()
+        except MessageInvalidError as exc:
+            strict = exc
+        try:
+            cls.model_validate_json(text)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not errors or any(e["type"] != "extra_forbidden" for e in errors):
+                raise strict from None
+            data = json.loads(text)
+            dropped = tuple(_drop(data, e["loc"]) for e in errors)
+        else:
+            raise strict  # the schema was fine: the carried objects broke their rules
+        try:
+            envelope = cls.model_validate(data)
+        except ValidationError as exc:
+            raise MessageInvalidError(message_field_errors(exc)) from exc
+        errors_left = envelope.semantic_errors()
+        if errors_left:
+            raise MessageInvalidError(errors_left)
+        return envelope, dropped
+
     def semantic_errors(self) -> list[FieldError]:
         """The rules of the objects carried (configuration, offered workload) and of the
         message itself, with paths from the envelope (e.g. `payload.clusterQueues[0].spec…`)."""
@@ -671,6 +705,24 @@ class MessageInvalidError(ApiError):
     def __init__(self, errors: Sequence[FieldError]) -> None:
         self.errors = tuple(errors)
         super().__init__("invalid message: " + "; ".join(str(e) for e in self.errors))
+
+
+def _drop(data: Any, loc: tuple[int | str, ...]) -> str:
+    """Remove the unknown field at pydantic's `loc` from `data`; its dotted path. A `loc`
+    names the payload's union member (`payload.LogClose.bogus`), which the data has not."""
+    node, path = data, []
+    for i, step in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and isinstance(step, str) and step not in node and not last:
+            continue  # the union tag
+        if last:
+            if isinstance(node, dict):
+                node.pop(step, None)
+            path.append(str(step))
+            break
+        node = node[step]
+        path.append(f"[{step}]" if isinstance(step, int) else str(step))
+    return ".".join(path).replace(".[", "[")
 
 
 def message_field_errors(exc: ValidationError) -> list[FieldError]:

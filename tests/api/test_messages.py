@@ -3,6 +3,7 @@ type and the payload's agree, and the objects carried are validated with envelop
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -359,3 +360,43 @@ def test_an_offer_is_bound_unless_it_says_it_asks_for_a_reservation() -> None:
 def test_a_lease_grant_names_positive_durations() -> None:
     with pytest.raises(ValidationError, match="leaseSeconds"):
         LeaseGrant.model_validate({"id": 1, "leaseSeconds": 0, "graceSeconds": 1})
+
+
+def test_a_newer_peers_unknown_fields_are_dropped_and_named_when_decoded_from_the_wire() -> None:
+    text = (
+        '{"type": "LogClose", "seq": 1, "newEnvelopeField": true,'
+        ' "payload": {"streamId": "s", "bogus": 1}}'
+    )
+    envelope, dropped = Envelope.decode_from_peer(text)
+    assert isinstance(envelope.payload, LogClose)
+    assert envelope.payload.stream_id == "s"
+    assert sorted(dropped) == ["newEnvelopeField", "payload.bogus"]
+
+
+def test_a_newer_peers_unknown_field_deep_in_a_report_is_dropped_with_its_path() -> None:
+    body = {
+        "type": "WorkloadStatus",
+        "seq": 2,
+        "payload": {
+            "workload": "team/job-a",
+            "generation": 1,
+            "phase": "Running",
+            "pods": {"running": 1, "newCount": 4},
+        },
+    }
+    envelope, dropped = Envelope.decode_from_peer(json.dumps(body))
+    assert envelope.type is MessageType.WORKLOAD_STATUS
+    assert dropped == ("payload.pods.newCount",)
+
+
+def test_a_message_wrong_in_more_than_unknown_fields_is_still_refused_from_the_wire() -> None:
+    text = '{"type": "LogClose", "seq": 1, "payload": {"bogus": 1}}'  # streamId missing
+    with pytest.raises(MessageInvalidError) as info:
+        Envelope.decode_from_peer(text)
+    assert any(e.path == "payload.streamId" for e in info.value.errors)
+
+
+def test_a_message_without_unknown_fields_decodes_from_the_wire_with_nothing_dropped() -> None:
+    text = '{"type": "LogClose", "seq": 1, "payload": {"streamId": "s"}}'
+    envelope, dropped = Envelope.decode_from_peer(text)
+    assert isinstance(envelope.payload, LogClose) and dropped == ()
