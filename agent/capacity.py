@@ -6,8 +6,9 @@ fair sharing each tracked local queue's usage (the hub shows it in LocalQueue st
 under fair sharing every cluster queue's and cohort's weighted share (ClusterQueue and Cohort
 status).
 
-`capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then at most
-once per `debounce` after a change and at least once per `heartbeat`.
+`capacity_report` is pure. `CapacityPacer` decides when to send: after Hello, then a change
+at once, at most once per `debounce` while changes keep coming, and at least once per
+`heartbeat`.
 
 Called by: agent.app (the capacity loop).
 """
@@ -86,22 +87,36 @@ def capacity_report(
 
 class CapacityPacer:
     """Wake-ups for the capacity loop: `changed()` on any change; `wait()` returns when a
-    report is due (debounced change, or heartbeat)."""
+    report is due: at once for a change after a quiet spell, at most once per `debounce`
+    while changes keep coming (the changes in between make one report), and at least once
+    per `heartbeat`.
+
+    Reporting the first change at once matters for throughput: the hub offers a cluster only
+    the room its reports show, so every report held back holds back the work that would
+    fill the room a finished workload freed (a trailing debounce of 1 s kept 16 one-CPU
+    slots at about 17 short jobs a second)."""
 
     def __init__(self, *, debounce: float, heartbeat: float) -> None:
         self.debounce = debounce
         self.heartbeat = heartbeat
         self._changed = asyncio.Event()
+        self._last = -debounce
+        """Loop time of the last report due (the first change is never held)."""
 
     def changed(self) -> None:
         self._changed.set()
 
     async def wait(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
             async with asyncio.timeout(self.heartbeat):
                 await self._changed.wait()
         except TimeoutError:
+            self._last = loop.time()
             return
-        await asyncio.sleep(self.debounce)
+        hold = self._last + self.debounce - loop.time()
+        if hold > 0:
+            await asyncio.sleep(hold)
         self._changed.clear()
+        self._last = loop.time()

@@ -168,16 +168,21 @@ async def test_a_frame_that_is_not_a_valid_envelope_is_logged_and_the_session_go
     assert agent.session.connections == 1
 
 
-async def test_capacity_is_paced_by_debounce_after_changes_and_by_heartbeat_without() -> None:
-    pacer = CapacityPacer(debounce=0.05, heartbeat=0.3)
+async def test_capacity_is_reported_at_once_after_a_quiet_spell_then_paced_by_debounce() -> None:
+    pacer = CapacityPacer(debounce=0.2, heartbeat=0.6)
     started = time.monotonic()
     await pacer.wait()  # nothing changed: the heartbeat
-    assert 0.28 <= time.monotonic() - started < 0.6
+    assert 0.58 <= time.monotonic() - started < 0.9
+    await asyncio.sleep(0.25)  # (a report is a report: the heartbeat's counts)
+    pacer.changed()
+    started = time.monotonic()
+    await pacer.wait()  # a change after a quiet spell: at once
+    assert time.monotonic() - started < 0.1
     pacer.changed()
     pacer.changed()
     started = time.monotonic()
-    await pacer.wait()  # a change: after the debounce, coalesced
-    assert 0.04 <= time.monotonic() - started < 0.2
+    await pacer.wait()  # changes keep coming: held to the debounce, and coalesced
+    assert 0.15 <= time.monotonic() - started < 0.4
     started = time.monotonic()
     await pacer.wait()  # the two changes made one report
-    assert time.monotonic() - started >= 0.28
+    assert time.monotonic() - started >= 0.55
