@@ -7,8 +7,11 @@ Everything that changes the records happens in one task (`run`), in order: hub m
 (offers, binds, withdrawals, config) are queued by the hub session and handled here, then one
 status pass (timers, then what changed in the cluster: it frees the quota of finished
 workloads) and one admission cycle (`agent.engine.cycle.schedule` over the snapshot of the
-records), so no two handlers ever race. Materialisation runs in its own tasks (it does I/O);
-they apply their outcome only if the record is still the one they were started for.
+records), so no two handlers ever race. The shell only coordinates; the pieces it drives
+each own one thing: agent.status_pass (the status pass), agent.job_making (materialisation,
+in tasks of its own, applied only if the record still awaits those Jobs), agent.stopper
+(stopping Jobs, logs first for a cancel), agent.node_checks (evictions for lost nodes),
+agent.pacing (when the loop runs next), agent.outcomes (the cycle's results as steps).
 
 The cycle runs only while the agent holds its lease (`agent.lease`): without one it reserves
 nothing and creates nothing; offers wait. Besides the hub's messages the loop takes two of the
@@ -28,72 +31,35 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from agent import outcomes, records
 from agent.book import Book
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Snapshot
-from agent.errors import K8sClientError, K8sForbiddenError, MaterializeError
 from agent.fair_usage import UsageBook
 from agent.inventory import Inventory
-from agent.jobset_driver import JobSetDriver, jobset_policy, started_roles
-from agent.k8s.client import JsonObject
+from agent.job_making import JobMaker
 from agent.lease import Lease
-from agent.materialize import Materializer, plan_jobs
+from agent.loop_messages import Fence, HubMessage, ReapOrphans, Reporter, transition, workload_of
+from agent.materialize import Materializer
 from agent.metrics import AgentMetrics
+from agent.node_checks import lost_node_evictions
+from agent.pacing import next_cycle_wakeup, pause_after_pass, wait_timeout
 from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
-from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
 from agent.state import StateStore
-from agent.status import observe
-from agent.topology_landing import NODE_FAILURES, TopologyLander, workload_lost_domains
+from agent.status_pass import StatusPass
+from agent.stopper import Stopper, reap_spared
+from agent.topology_landing import TopologyLander
 from agent.tracing import AgentTracing
 from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
-from api.v1alpha1.messages import (
-    Bind,
-    Cancel,
-    ConfigSync,
-    DispatchOffer,
-    OfferRejected,
-    TraceContext,
-    Withdraw,
-    WorkloadStatusReport,
-)
+from api.v1alpha1.messages import ConfigSync, TraceContext, Withdraw
 
 __all__ = ["AdmissionShell", "Fence", "HubMessage", "ReapOrphans", "Reporter", "pause_after_pass"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Fence:
-    """Not from the hub: the agent's lease ran out, so it stops what it runs."""
-
-    message: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReapOrphans:
-    """Not from the hub: the hub has had its chance to re-offer after a Hello; Jobs made for
-    workloads this agent does not hold (its state was lost, and the hub did not re-offer
-    them, so they were withdrawn, cancelled or moved while it was away) are deleted."""
-
-
-HubMessage = ConfigSync | DispatchOffer | Bind | Withdraw | Cancel | Fence | ReapOrphans
-
-
-def pause_after_pass(started: float, finished: float, min_interval: float) -> float:
-    """How long the loop waits after a pass before it may start the next: passes start at
-    most every `min_interval` (events meanwhile are coalesced into one pass), counted from
-    the start of a pass, so a pass that took longer is followed at once. Counting from its
-    end would leave quota released during a long pass idle for one more interval."""
-    return max(0.0, started + min_interval - finished)
-
-
-class Reporter(Protocol):
-    def report(self, payload: WorkloadStatusReport | OfferRejected) -> None: ...
 
 
 class AdmissionShell:
@@ -118,18 +84,9 @@ class AdmissionShell:
         fair_sharing: FairSharing | None = None,
     ) -> None:
         self.store = store
-        self.before_stop: Callable[[str, int, asyncio.Event], Awaitable[None]] | None = None
-        """Awaited (in a background task) before a cancelled or evicted workload's Jobs are
-        deleted, with its key, generation and an event set to cut it short (agent.app: the
-        logs are shipped, bounded)."""
-        self.stopping: dict[str, tuple[int, asyncio.Event]] = {}
-        """Workloads (→ generation) whose Jobs a background stop ships the logs of and then
-        deletes: the reaper leaves their Jobs alone, and a withdrawal or a fence sets the
-        event (stop now)."""
         self.tracing = tracing or AgentTracing()
         self.metrics = metrics or AgentMetrics()
         self.materializer = materializer
-        self.jobsets = JobSetDriver(materializer, self._plan_for)
         self.inventory = inventory
         self.reporter = reporter
         self.lease = lease
@@ -138,7 +95,6 @@ class AdmissionShell:
         self.monotonic = monotonic
         self.on_change = on_change
         self.cycle_min_interval = cycle_min_interval
-        self.materialize_retry = materialize_retry
         self.config: ConfigSync | None = None
         self.book = Book(cadence)
         """The records — everything the agent keeps per workload — and their indexes."""
@@ -157,7 +113,7 @@ class AdmissionShell:
         self._cycle_due = True
         """Admission may have changed since the last cycle (offers, config, freed quota)."""
         self._cycle_wakeup: float | None = None
-        """The engine's next time-based decision (backoffs, timeouts)."""
+        """When a cycle is due on time alone (agent.pacing `next_cycle_wakeup`)."""
         self.lander = TopologyLander(materializer.kube)
         """Lands gated pods in their topology domains (agent.topology_landing)."""
         self._nodes_changed = True
@@ -165,6 +121,39 @@ class AdmissionShell:
         self._put_off: set[str] = set()
         """Pending workloads whose new reason the cadence held back (`outcomes.still_put_off`):
         the next pending pass looks at them again."""
+        self.maker = JobMaker(
+            held=self.held,
+            materializer=materializer,
+            inventory=inventory,
+            lease=lease,
+            flavors=lambda: self.config.resource_flavors if self.config else [],
+            tracing=self.tracing,
+            apply=self._apply,
+            spawn=self._spawn,
+            wake=self._wake.set,
+            clock=clock,
+            monotonic=monotonic,
+            retry_after=materialize_retry,
+        )
+        self.jobsets = self.maker.jobsets
+        self.stopper = Stopper(
+            materializer,
+            inventory,
+            self.jobsets,
+            spawn=self._spawn,
+            follow_up=self._effects,
+            wake=self._wake.set,
+        )
+        """Stops Jobs; agent.app gives it the hook that ships a cancel's logs first."""
+        self.status_pass = StatusPass(
+            book=self.book,
+            inventory=inventory,
+            jobsets=self.jobsets,
+            lander=self.lander,
+            cadence=cadence,
+            apply=self._apply,
+            spawn=self._spawn,
+        )
 
     # records ---------------------------------------------------------------------------------
 
@@ -207,7 +196,7 @@ class AdmissionShell:
 
     async def _effects(self, key: str, record: Record | None, effects: Sequence[Effect]) -> None:
         for done, effect in enumerate(effects, start=1):
-            if isinstance(effect, Report) and self._stopping(key, effect.payload.generation):
+            if isinstance(effect, Report) and self.stopper.repeats(key, effect.payload.generation):
                 continue  # (a repeat: the stop reports once its Jobs are gone)
             if isinstance(effect, Report | Reject):
                 self.reporter.report(effect.payload)
@@ -215,71 +204,11 @@ class AdmissionShell:
                 self.book.persist(key, with_offer=effect.with_offer)
             elif isinstance(effect, Materialize):
                 assert record is not None
-                self._spawn(self._materialize(record), f"materialize {key}")
-            elif isinstance(effect, StopJobs):
-                if effect.ship_logs_first and record is not None and self.before_stop:
-                    # Never in this loop: the stop and what follows it go on in the background.
-                    self.stopping[key] = (record.generation, asyncio.Event())
-                    work = self._stop_after_shipping(key, record, effect, effects[done:])
-                    self._spawn(work, f"stop {key}")
-                    return
-                namespace, name = key.split("/", 1)
-                jobs = self.inventory.workload_objects(namespace, name)
-                try:
-                    await self.materializer.stop(namespace, name, jobs, effect.job_names)
-                except K8S_TRANSIENT as exc:
-                    # The cluster's API is failing beyond the client's retries. What follows
-                    # a stop is the report that the Jobs are gone (the hub may then run the
-                    # workload elsewhere): it waits until they really are.
-                    log.warning("stopping %s: %s; retrying in the background", key, exc)
-                    rest = effects[done:]
-                    self._spawn(self._keep_stopping(key, record, effect, rest), f"stop {key}")
-                    return
-                if record is not None and jobset_policy(record) is not None:
-                    self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
-
-    async def _keep_stopping(
-        self, key: str, record: Record | None, stop: StopJobs, after: Sequence[Effect]
-    ) -> None:
-        namespace, name = key.split("/", 1)
-        await self.materializer.stop_for_good(namespace, name, stop.job_names)
-        await self._effects(key, record, after)
-        self._wake.set()
-
-    async def _stop_after_shipping(
-        self, key: str, record: Record, stop: StopJobs, after: Sequence[Effect]
-    ) -> None:
-        """A cancel's or an eviction's stop: the logs first (bounded), then the Jobs, then
-        what follows (the report: only once the Jobs are gone)."""
-        namespace, name = key.split("/", 1)
-        try:
-            assert self.before_stop is not None
-            try:
-                await self.before_stop(key, record.generation, self.stopping[key][1])
-            except Exception:  # the logs must never keep the Jobs
-                log.exception("shipping the logs of %s before its stop", key)
-            jobs = self.inventory.workload_objects(namespace, name)
-            try:
-                await self.materializer.stop(namespace, name, jobs, stop.job_names)
-            except K8S_TRANSIENT as exc:
-                log.warning("stopping %s: %s; retrying in the background", key, exc)
-                await self.materializer.stop_for_good(namespace, name, stop.job_names)
-        finally:
-            self.stopping.pop(key, None)
-        if jobset_policy(record) is not None:
-            self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
-        await self._effects(key, record, after)
-        self._wake.set()
-
-    def _hurry(self, key: str) -> None:
-        """A withdrawal or a fence must stop at once: a stop shipping logs stops waiting."""
-        if (stopping := self.stopping.get(key)) is not None:
-            stopping[1].set()
-
-    def _stopping(self, key: str, generation: int) -> bool:
-        """A background stop of this generation (or a later one) of the workload is on."""
-        stopping = self.stopping.get(key)
-        return stopping is not None and stopping[0] >= generation
+                self._spawn(self.maker.make(record), f"materialize {key}")
+            elif isinstance(effect, StopJobs) and await self.stopper.stop(
+                key, record, effect, effects[done:]
+            ):
+                return  # (the rest follows the stop, in the background, once the Jobs are gone)
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -287,9 +216,7 @@ class AdmissionShell:
         task.add_done_callback(self._tasks.discard)
 
     def flavors(self) -> list[str]:
-        return (
-            [] if self.config is None else [f.metadata.name for f in self.config.resource_flavors]
-        )
+        return [f.metadata.name for f in (self.config.resource_flavors if self.config else [])]
 
     def snapshot(self, now: float | None = None) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload; `now`:
@@ -341,8 +268,7 @@ class AdmissionShell:
         event or timer — forever."""
         loop = asyncio.get_running_loop()
         while True:
-            timers = [t for t in (self._cycle_wakeup, self.book.next_wakeup()) if t is not None]
-            timeout = max(0.0, min(timers) - self.clock()) if timers else None
+            timeout = wait_timeout((self._cycle_wakeup, self.book.next_wakeup()), self.clock())
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
@@ -379,34 +305,21 @@ class AdmissionShell:
         if isinstance(message, ConfigSync):
             self._configure(message)
             self.store.save_config(message)
-        elif isinstance(message, DispatchOffer):
-            meta = message.workload.metadata
-            key = f"{meta.namespace or 'default'}/{meta.name}"
-            held = self.held.get(key)
-            with self.tracing.message(key, message, held, trace_context):
-                await self._apply(key, records.on_offer(held, message, now))
-        elif isinstance(message, Bind):
-            held = self.held.get(message.workload)
-            with self.tracing.message(message.workload, message, held, trace_context):
-                await self._apply(message.workload, records.on_bind(held, message, now))
-        elif isinstance(message, Withdraw | Cancel):
-            if isinstance(message, Withdraw):
-                self._hurry(message.workload)
-            held = self.held.get(message.workload)
-            with self.tracing.message(message.workload, message, held, trace_context):
-                step = records.on_withdraw(held, message, now)
-                await self._apply(message.workload, step)
         elif isinstance(message, Fence):
             log.warning("%s; stopping every held workload", message.message)
-            for key in list(self.stopping):
-                self._hurry(key)
+            self.stopper.hurry_all()
             for key, record in list(self.held.items()):
                 await self._apply(key, records.on_fence(record, message.message, now))
+        elif isinstance(message, ReapOrphans):
+            spared = reap_spared(self.held, self.stopper.stopping)
+            await self.materializer.reap(self.inventory.managed_jobs(), spared)
         else:
-            # A generation given back must not keep running either (its stop may have failed).
-            # Nor do the Jobs of a stop in progress go here: it ships their logs first.
-            running = {k for k, r in self.held.items() if not r.given_back} | set(self.stopping)
-            await self.materializer.reap(self.inventory.managed_jobs(), running)
+            key = workload_of(message)
+            if isinstance(message, Withdraw):
+                self.stopper.hurry(key)  # (a withdrawn workload's logs are not shipped first)
+            held = self.held.get(key)
+            with self.tracing.message(key, message, held, trace_context):
+                await self._apply(key, transition(held, message, now))
         self._changed()
 
     def _changed(self) -> None:
@@ -429,10 +342,7 @@ class AdmissionShell:
         self.metrics.cycle_done(snapshot, result, self.monotonic() - started)
         self.cycles += 1
         self.last_result = result
-        self._cycle_wakeup = result.next_wakeup
-        sample_at = self.usage.next_sample_at()
-        if sample_at is not None and (self._cycle_wakeup is None or sample_at < self._cycle_wakeup):
-            self._cycle_wakeup = sample_at
+        self._cycle_wakeup = next_cycle_wakeup(result.next_wakeup, self.usage.next_sample_at())
         for key, step in outcomes.quota_steps(self.held, result, now):
             await self._apply(key, step)
         for admit in result.admitted:
@@ -452,160 +362,20 @@ class AdmissionShell:
             self._wake.set()  # released quota: the next cycle may admit the preemptor
         return result
 
-    # materialisation -------------------------------------------------------------------------
-
-    def _current(self, started: Record) -> Record | None:
-        record = self.held.get(started.key)
-        return record if records.awaits_jobs(record, started) else None
-
-    async def _materialize_later(self, started: Record) -> None:
-        await asyncio.sleep(self.materialize_retry)
-        if self._current(started) is not None:
-            await self._materialize(started)
-
-    def _plan_for(
-        self, record: Record, roles: frozenset[str] | None = None
-    ) -> list[JsonObject] | None:
-        """The Jobs of an admitted record (of these JobSet roles; None: as its start order
-        allows now), or None when no Job may be made now: no Job without a lease (a fence
-        forgets the record)."""
-        now = self.monotonic()
-        if not self.lease.held(now):
-            return None
-        status = record.workload.status
-        assert status is not None and status.admission is not None
-        flavors = {
-            f.metadata.name: f for f in (self.config.resource_flavors if self.config else [])
-        }
-        namespace, name = record.key.split("/", 1)
-        if roles is None and jobset_policy(record) is not None:
-            roles = started_roles(record, self.inventory.workload_jobs(namespace, name))
-        return plan_jobs(
-            record.workload,
-            record.offer.generation,
-            record.offer.source,
-            status.admission,
-            flavors,
-            self.lease.job_deadline(now),
-            cluster=self.materializer.cluster,
-            roles=roles,
-            attempts=dict(record.jobset_attempts),
-        )
-
-    async def _materialize(self, started: Record) -> None:
-        def plan() -> list[JsonObject] | None:
-            return self._plan_for(started)
-
-        key = started.key
-        try:
-            with self.tracing.materializing(started) as span:
-                names = await self.materializer.make(
-                    plan, lambda: self._current(started) is not None, what=key
-                )
-                if span is not None:
-                    span.set_attribute("multiq.jobs", list(names or ()))
-        except K8sForbiddenError as exc:
-            if (record := self._current(started)) is not None:
-                log.error("cannot materialise %s, and will try again: %s", key, exc)
-                await self._apply(
-                    key, records.on_materialize_denied(record, str(exc), self.clock())
-                )
-                self._spawn(self._materialize_later(started), f"materialize {key} again")
-            return
-        except (MaterializeError, K8sClientError) as exc:
-            if (record := self._current(started)) is not None:
-                log.error("cannot materialise %s: %s", key, exc)
-                await self._apply(key, records.on_materialize_failed(record, str(exc)))
-                self._wake.set()
-            return
-        if names is not None and (record := self._current(started)) is not None:
-            policy = jobset_policy(record)
-            if policy is not None:  # every Job it will have, started or not
-                names = [n for role in policy.roles for n in policy.job_names(role)]
-                await self.jobsets.ensure_service(record)
-            made = records.on_materialized(record, tuple(names), self.clock())
-            await self._apply(key, made)
-            self._wake.set()
-            return
-        # Given up meanwhile: delete what this attempt may have made (this generation only).
-        namespace, name = key.split("/", 1)
-        uid = started.workload.metadata.uid
-        await self.materializer.delete_all(namespace, name, uid, generation=started.generation)
-
     # status pass -----------------------------------------------------------------------------
 
     async def observe(self, *, priming: bool = False) -> None:
-        """The status pass: the records' timers that are due, then what changed in the held
-        workloads' Jobs and pods. `priming`: the mirrors were just listed, so a missing Job
-        is really missing."""
-        now = self.clock()
-        looks = set()
-        for due in list(self.book.due(now)):
-            step = records.on_timer(due, now, self.cadence)
-            await self._apply(due.key, step)
-            if step.record is not None:
-                looks.add(due.key)
-        # Only workloads whose Jobs or pods changed (all of them after a relist), and those
-        # whose time to be looked at again has come. Looked up by key, so a pass costs what
-        # changed, not what is held.
-        relisted, owners = self.inventory.take_changes()
-        if priming or relisted:
-            keys = list(self.held)
-        else:
-            keys = sorted(looks | self.book.owned_by(owners))
-        for key in keys:
-            record = self.held.get(key)
-            if record is None or not records.observable(record):
-                continue
-            namespace, name = key.split("/", 1)
-            jobs = self.inventory.workload_jobs(namespace, name)
-            observation = observe(
-                uid=record.workload.metadata.uid or "",
-                generation=record.generation,
-                job_names=record.job_names,
-                jobs=jobs,
-                pods=self.inventory.workload_pods(namespace, name),
-            )
-            observation, restart, work = self.jobsets.look(record, jobs, observation)
-            if work is not None:
-                self._spawn(work, f"jobset {key}")
-            if restart is not None and restart.record is not None:
-                await self._apply(key, restart)
-                record = restart.record
-            exist = self.jobsets.busy(key) or self.inventory.made(namespace, record.job_names)
-            step = records.next_report(
-                record, records.Sighting(observation, exist, priming), now, self.cadence
-            )
-            if step.record is not record or step.effects:
-                await self._apply(key, step)
-            if (now_held := self.held.get(key)) is not None and records.observable(now_held):
-                status = now_held.workload.status
-                self.lander.land_workload(
-                    status.admission if status else None,
-                    now_held.generation,
-                    self.inventory.workload_pods(namespace, name),
-                )
+        """The status pass (agent.status_pass). `priming`: the mirrors were just listed, so a
+        missing Job is really missing."""
+        await self.status_pass.run(self.clock(), priming=priming)
 
     async def check_nodes(self) -> None:
         """Evict (reason NodeFailures) every running workload a domain of whose topology
-        assignment lost its node: the hub queues it again (agent.topology_landing)."""
-        now = self.clock()
-        nodes = self.inventory.nodes.objects
-        for key, record in list(self.held.items()):
-            status = record.workload.status
-            if not records.observable(record) or status is None or status.admission is None:
-                continue
-            namespace, name = key.split("/", 1)
-            lost = workload_lost_domains(
-                status.admission,
-                record.generation,
-                nodes,
-                self.inventory.workload_pods(namespace, name),
-            )
-            if lost:
-                message = f"{'; '.join(lost)}: its pods there cannot run; placed again"
-                log.warning("evicting %s: %s", key, message)
-                await self._apply(key, records.on_evict(record, NODE_FAILURES, message, now))
+        assignment lost its node: the hub queues it again (agent.node_checks)."""
+        nodes, pods_of = self.inventory.nodes.objects, self.inventory.workload_pods
+        for eviction in lost_node_evictions(self.held, nodes, pods_of, self.clock()):
+            log.warning("evicting %s: %s", eviction.key, eviction.message)
+            await self._apply(eviction.key, eviction.step)
 
     # persistence and the rest ----------------------------------------------------------------
 

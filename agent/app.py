@@ -155,7 +155,7 @@ class Agent:
         async def ship_before_stop(workload: str, generation: int, hurry: asyncio.Event) -> None:
             await self.logs.ship_before_stop(workload, generation, stop_wait, hurry)
 
-        self.admission.before_stop = ship_before_stop
+        self.admission.stopper.before_stop = ship_before_stop
         self.ready = asyncio.Event()
         self.metrics.watch(
             AgentView(

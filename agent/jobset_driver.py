@@ -3,12 +3,13 @@ controller's decisions to the cluster — create the replicated jobs the start o
 recreate restarted Jobs as their next attempt, delete what a finished JobSet still runs, keep
 its headless Service — and say what its phase is.
 
-`JobSetDriver.look` is called by agent.admission's status pass with the workload's mirrored
+`JobSetDriver.look` is called by agent.status_pass with the workload's mirrored
 Jobs and what agent.status observed; it returns the observation to report (the JobSet's own
 success and failure rules replace "every Job complete" and "any Job failed"), the record
 step of a restart (persisted before anything is deleted), and the cluster work to spawn.
 
-Called by: agent.admission.
+Called by: agent.status_pass (`look`, `busy`), agent.job_making (owns it; `ensure_service`),
+agent.stopper (`delete_service`).
 """
 
 from __future__ import annotations

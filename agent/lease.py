@@ -13,7 +13,8 @@ known terms — its Jobs' own deadlines cover that time. With `enabled: false` i
 fencing is off: the lease is always held and never expires, and Jobs get no deadline.
 
 Pure bookkeeping: times are the caller's monotonic clock. Called by: agent.app (sends the
-renewals, applies the grants, fences), agent.admission (`held`, the Jobs' deadlines).
+renewals, applies the grants, fences), agent.admission (`held`), agent.job_making (`held`,
+the Jobs' deadlines).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ A cancelled or evicted workload's logs are shipped the same way before its Jobs 
 bound the ship is cut off and its eof frames say how many lines it read and left behind).
 
 Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`);
-agent.admission (`ship_before_stop`, through the hook agent.app gives it).
+agent.stopper (`ship_before_stop`, through the hook agent.app gives it).
 """
 
 from __future__ import annotations

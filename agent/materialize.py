@@ -43,7 +43,8 @@ errors; `stop` deletes a workload's Jobs and bare Pods (from the inventory's mir
 has them all, else by a LIST); `reap` deletes running Jobs and Pods of workloads nobody
 holds.
 
-Called by: agent.admission (on admission, to stop, to reap orphans).
+Called by: agent.job_making (on admission), agent.stopper (to stop), agent.admission (to reap
+orphans).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ is worth sending (phase, pod counts or exits changed). The cadence (applied by
 agent.admission): a phase change is reported at once; a change of pod counts alone at most
 once per `status_interval` (1 s).
 
-Called by: agent.admission (after every inventory change); agent.records decides with it.
+Called by: agent.status_pass (after every inventory change); agent.records decides with it.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ whose pods have not all succeeded. The shell evicts such a workload
 (reason `NODE_FAILURES`) and the hub queues it again: Kueue's fail-fast rule
 (TASFailedNodeReplacementFailFast) without the one-node replacement it tries first.
 
-`TopologyLander` is the shell that sends the patches. Called by agent.admission (its status
-pass and the node check); agent.materialize calls `gate_template` and `needs_gate`.
+`TopologyLander` is the shell that sends the patches. Called by agent.status_pass (lands
+pods), agent.node_checks (`workload_lost_domains`); agent.materialize calls `gate_template`
+and `needs_gate`.
 """
 
 from __future__ import annotations

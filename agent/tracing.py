@@ -19,7 +19,7 @@ The shell calls these with what its pure parts decided (the engine's `Admit`, a 
 before and after a transition); nothing here decides anything. With tracing off (no exporter,
 telemetry.tracing) every method returns at once.
 
-Called by: agent.admission.
+Called by: agent.admission, agent.job_making (`materializing`).
 """
 
 from __future__ import annotations

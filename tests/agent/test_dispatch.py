@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent import admission
 from agent import status as status_module
+from agent import status_pass
 from agent.k8s.client import KubeClient, Resource
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
@@ -197,7 +197,7 @@ async def test_a_held_back_report_is_looked_at_again_when_due_not_on_every_pass(
         looks += 1
         return real_observe(**kwargs)
 
-    monkeypatch.setattr(admission, "observe", counting_observe)
+    monkeypatch.setattr(status_pass, "observe", counting_observe)
     for _ in range(20):
         await agent.admission.observe()
     assert looks <= 2  # (its pod may still turn ready meanwhile)

@@ -1,0 +1,102 @@
+"""The status pass of the admission loop: the records' timers that are due, then a look at
+the held workloads whose Jobs or pods changed. A look reads a workload's mirrored Jobs and
+pods as an observation (agent.status), lets agent.jobset_driver advance a JobSet's Jobs
+(a restart is a transition of its own), and hands the sighting to `records.next_report`,
+which decides what to report; the gated pods of a workload still running are then landed in
+their topology domains (agent.topology_landing).
+
+Which workloads a pass looks at is `keys_to_look_at` (pure): only those whose Jobs or pods
+changed, and those whose timer came, so a pass costs what changed, not what is held; all of
+them after a relist or when priming (the mirrors were just listed, so a missing Job is
+really missing).
+
+Called by: agent.admission (`AdmissionShell.observe`, every pass and once after a restart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Set
+from typing import Any
+
+from agent import records
+from agent.book import Book
+from agent.inventory import Inventory
+from agent.jobset_driver import JobSetDriver
+from agent.records import Cadence, Record, Step
+from agent.status import observe
+from agent.topology_landing import TopologyLander
+
+__all__ = ["StatusPass", "keys_to_look_at"]
+
+
+def keys_to_look_at(
+    held: Collection[str], everything: bool, timed: Set[str], changed: Set[str]
+) -> list[str]:
+    """The held workloads a status pass looks at: all of them (`everything`: after a relist,
+    or priming), else those whose timer came and those whose Jobs or pods changed, in order."""
+    return list(held) if everything else sorted(timed | changed)
+
+
+class StatusPass:
+    def __init__(
+        self,
+        *,
+        book: Book,
+        inventory: Inventory,
+        jobsets: JobSetDriver,
+        lander: TopologyLander,
+        cadence: Cadence,
+        apply: Callable[[str, Step], Awaitable[None]],
+        spawn: Callable[[Coroutine[Any, Any, None], str], None],
+    ) -> None:
+        self.book = book
+        self.inventory = inventory
+        self.jobsets = jobsets
+        self.lander = lander
+        self.cadence = cadence
+        self.apply = apply
+        self.spawn = spawn
+
+    async def run(self, now: float, *, priming: bool = False) -> None:
+        timed = set()
+        for due in list(self.book.due(now)):
+            step = records.on_timer(due, now, self.cadence)
+            await self.apply(due.key, step)
+            if step.record is not None:
+                timed.add(due.key)
+        relisted, owners = self.inventory.take_changes()
+        held = self.book.records
+        for key in keys_to_look_at(held, priming or relisted, timed, self.book.owned_by(owners)):
+            record = held.get(key)
+            if record is not None and records.observable(record):
+                await self._look(key, record, now, priming)
+
+    async def _look(self, key: str, record: Record, now: float, priming: bool) -> None:
+        namespace, name = key.split("/", 1)
+        jobs = self.inventory.workload_jobs(namespace, name)
+        observation = observe(
+            uid=record.workload.metadata.uid or "",
+            generation=record.generation,
+            job_names=record.job_names,
+            jobs=jobs,
+            pods=self.inventory.workload_pods(namespace, name),
+        )
+        observation, restart, work = self.jobsets.look(record, jobs, observation)
+        if work is not None:
+            self.spawn(work, f"jobset {key}")
+        if restart is not None and restart.record is not None:
+            await self.apply(key, restart)
+            record = restart.record
+        exist = self.jobsets.busy(key) or self.inventory.made(namespace, record.job_names)
+        step = records.next_report(
+            record, records.Sighting(observation, exist, priming), now, self.cadence
+        )
+        if step.record is not record or step.effects:
+            await self.apply(key, step)
+        if (now_held := self.book.records.get(key)) is not None and records.observable(now_held):
+            status = now_held.workload.status
+            self.lander.land_workload(
+                status.admission if status else None,
+                now_held.generation,
+                self.inventory.workload_pods(namespace, name),
+            )
