@@ -30,6 +30,7 @@ from api.v1alpha1.messages import (
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.dispatch import Dispatcher
+from hub.fleet import admission_room
 from hub.metrics import OfferOutcome
 from hub.placement.reconcile import DEACTIVATED, deactivation_withdrawals, reconcile
 from hub.tracing import ReportSpan
@@ -68,6 +69,8 @@ class AgentAnswers:
         key = report.workload
         now = self._now()
         outcome = transitions.ReportOutcome(False)
+        entry = self.state.workloads.get(key)
+        before = entry.workload if entry is not None else None
 
         member = self.state.find(MemberCluster, cluster)
         ready = member.spec.wait_for_pods_ready if isinstance(member, MemberCluster) else None
@@ -95,11 +98,32 @@ class AgentAnswers:
             )
             return
         traced.outcome(outcome.accepted, outcome.refusal)
+        if outcome.accepted:
+            self._room_freed(cluster, report, before)
         self.metrics.report(cluster, report.phase.value, accepted=outcome.accepted)
         if not outcome.accepted:
             log.info("cluster %s: report of %s refused: %s", cluster, key, outcome.refusal)
         self._tell(key, report.generation, outcome, traced)
         self.dispatcher.wake()
+
+    def _room_freed(
+        self, cluster: str, report: WorkloadStatusReport, before: Workload | None
+    ) -> None:
+        """A workload that ran here finished: its room is free on the cluster now, and is
+        offered again without waiting for the agent's next capacity report (a report paces
+        the refilling of a cluster of short jobs otherwise)."""
+        if report.phase not in (WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED):
+            return
+        if before is None or before.status is None or report.observed_at is None:
+            return
+        if before.status.cluster_name != cluster or before.is_condition_true("Finished"):
+            return  # not bound here, or a redelivered report of a finish already counted
+        admission = report.admission or before.status.admission
+        state = self.dispatcher.fleet.clusters.get(cluster)
+        if admission is None or state is None:
+            return
+        if state.free_room(report.observed_at, admission_room(admission)):
+            self.book.room_grew()
 
     def _tell(
         self,

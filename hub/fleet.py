@@ -26,6 +26,7 @@ from api.quantity import Quantity, resource_amount
 from api.tokens import TokenHashError, parse_token_hash
 from api.v1alpha1.federation import MemberCluster
 from api.v1alpha1.messages import CapacityReport, HeldWorkload
+from api.v1alpha1.workload import Admission
 from hub.auth import TokenAuthority, token_from_ref
 from hub.lanes import Lane
 from hub.objects import ObjectRepository
@@ -33,13 +34,40 @@ from hub.placement.cycle import ClusterFacts
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
 from hub.placement.topology import TopologyNeed, TopologyView, take_offered, topology_views
 
-__all__ = ["ClusterState", "Fleet", "capacity_cells"]
+__all__ = ["ClusterState", "Fleet", "FreedRoom", "admission_room", "capacity_cells"]
 
 log = logging.getLogger(__name__)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+RoomCell = tuple[str, str]
+"""(cluster queue, flavor)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FreedRoom:
+    """Room a finished workload gave back on its cluster, per (cluster queue, flavor) and
+    resource in milli-units, as the agent observed it at `observed_at`."""
+
+    observed_at: datetime
+    cells: Mapping[RoomCell, Mapping[str, int]]
+
+
+def admission_room(admission: Admission) -> dict[RoomCell, dict[str, int]]:
+    """The room an admission takes on its cluster, per (cluster queue, flavor) and resource,
+    in milli-units."""
+    room: dict[RoomCell, dict[str, int]] = {}
+    for assignment in admission.pod_set_assignments:
+        for resource, flavor in assignment.flavors.items():
+            amount = assignment.resource_usage.get(resource)
+            if amount is None:
+                continue
+            cell = room.setdefault((admission.cluster_queue, flavor), {})
+            cell[resource] = cell.get(resource, 0) + _milli(amount)
+    return room
 
 
 @dataclass
@@ -73,6 +101,24 @@ class ClusterState:
     # were read from (converted once per report, not once per cycle).
     topologies: dict[str, TopologyView] | None = None
     topologies_of: CapacityReport | None = None
+    freed: list[FreedRoom] = field(default_factory=list)
+    """Room workloads that finished here gave back, not yet in a capacity report."""
+
+    def free_room(self, observed_at: datetime, cells: Mapping[RoomCell, Mapping[str, int]]) -> bool:
+        """A workload observed finished at `observed_at` gave back `cells`: count them as
+        free until a capacity report observed no earlier shows them, so the room is offered
+        again at once rather than after the agent's next report. False (nothing counted)
+        when the last report is that recent already."""
+        if not cells or (self.capacity is not None and self.capacity.observed_at >= observed_at):
+            return False
+        self.freed.append(FreedRoom(observed_at, cells))
+        return True
+
+    def report_received(self, report: CapacityReport) -> None:
+        self.capacity = report
+        self.cells = capacity_cells(report)
+        # What it observed after (or when) a workload finished already shows its room.
+        self.freed = [f for f in self.freed if f.observed_at > report.observed_at]
 
     @property
     def connected(self) -> bool:
@@ -259,9 +305,24 @@ class Fleet:
                 state.topologies = topology_views(report.topologies if report else None)
             queues: dict[str, list[FlavorHeadroom]] = {}
             minus = assumed.get(state.name, {})
+            plus: dict[RoomCell, dict[str, int]] = {}
+            for freed in state.freed:
+                for room_cell, amounts in freed.cells.items():
+                    cell = plus.setdefault(room_cell, {})
+                    for r, v in amounts.items():
+                        cell[r] = cell.get(r, 0) + v
             for (cq, flavor), (headroom, capacity) in state.cells.items():
                 taken = minus.get((cq, flavor))
-                free = {r: v - taken.get(r, 0) for r, v in headroom.items()} if taken else headroom
+                given = plus.get((cq, flavor))
+                free = headroom
+                if taken or given:
+                    free = {
+                        r: min(
+                            capacity.get(r, v),
+                            v - (taken or {}).get(r, 0) + (given or {}).get(r, 0),
+                        )
+                        for r, v in headroom.items()
+                    }
                 queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
             topologies: Mapping[str, TopologyView] | None = state.topologies
             if topologies is not None:

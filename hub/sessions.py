@@ -36,7 +36,7 @@ from hub.answers import AgentAnswers
 from hub.auth import Principal
 from hub.config_push import ConfigPusher
 from hub.errors import BadRequestError, ForbiddenError, NotFoundError
-from hub.fleet import ClusterState, Fleet, capacity_cells
+from hub.fleet import ClusterState, Fleet
 from hub.http.middleware import PRINCIPAL
 from hub.lanes import Lane, LaneClosedError
 from hub.loghub import LogHub
@@ -128,8 +128,7 @@ class SessionRoutes:
                         self.answers.on_status(state.name, payload, envelope.trace_context),
                     )
                 elif isinstance(payload, CapacityReport):
-                    state.capacity = payload
-                    state.cells = capacity_cells(payload)
+                    state.report_received(payload)
                     self.answers.on_capacity(state.name, payload)
                     if (now - last_status_write).total_seconds() >= CAPACITY_STATUS_EVERY_SECONDS:
                         last_status_write = now
