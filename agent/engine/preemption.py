@@ -502,17 +502,7 @@ class Preemptor:
             for c in targets:
                 tree.add_usage(c.node, c.usage)
             return None
-        kept = [targets[-1]]
-        for c in reversed(targets[:-1]):
-            tree.add_usage(c.node, c.usage)
-            if fits(tree, node, request, borrowing=True):
-                continue
-            tree.remove_usage(c.node, c.usage)
-            kept.append(c)
-        for c in kept:
-            tree.add_usage(c.node, c.usage)
-        kept.reverse()
-        return kept
+        return _minimised(tree, node, request, targets, borrowing=True)
 
     def _fair_pass(
         self,
@@ -599,18 +589,7 @@ class Preemptor:
             for c in targets:
                 tree.add_usage(c.node, c.usage)
             return None
-        # Minimise: put targets back, newest decision first, while the preemptor still fits.
-        kept = [targets[-1]]
-        for c in reversed(targets[:-1]):
-            tree.add_usage(c.node, c.usage)
-            if fits(tree, node, request, borrowing=borrowing):
-                continue
-            tree.remove_usage(c.node, c.usage)
-            kept.append(c)
-        for c in kept:
-            tree.add_usage(c.node, c.usage)
-        kept.reverse()
-        return kept
+        return _minimised(tree, node, request, targets, borrowing=borrowing)
 
     def _check_fits(
         self, node: QuotaNode, request: Mapping[FlavorResource, int], chosen: list[Candidate]
@@ -634,3 +613,27 @@ class Preemptor:
         if borrows:
             return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
         return PreemptionReason.IN_COHORT_RECLAMATION
+
+
+def _minimised(
+    tree: QuotaTree,
+    node: QuotaNode,
+    request: Mapping[FlavorResource, int],
+    targets: list[Candidate],
+    *,
+    borrowing: bool,
+) -> list[Candidate]:
+    """The targets the preemptor needs out of `targets`, whose usage is removed from `tree`
+    on entry: put back one by one, newest decision first, those it fits without. On return
+    every target's usage is back in `tree` (removal is only ever simulated)."""
+    kept = [targets[-1]]
+    for c in reversed(targets[:-1]):
+        tree.add_usage(c.node, c.usage)
+        if fits(tree, node, request, borrowing=borrowing):
+            continue
+        tree.remove_usage(c.node, c.usage)
+        kept.append(c)
+    for c in kept:
+        tree.add_usage(c.node, c.usage)
+    kept.reverse()
+    return kept
