@@ -31,11 +31,12 @@ ends), so the cycle can keep the preemptor pending with that reason and wake up 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
-from agent.engine.fair_sharing import tournament_key, weighted_share
+from agent.engine.fair_sharing import fair_level, tournament_key, weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
@@ -51,6 +52,9 @@ from agent.engine.snapshot import (
 __all__ = ["Candidate", "Preemptor", "Protected", "Target", "fits"]
 
 _KEY = attrgetter("key")
+_SHARE_SLACK = 1e-9
+"""Relative slack when a share is compared with a fair level: both are sums and quotients
+of floats, and a share exactly at the level (the common case: a job's worth) must count."""
 
 
 class Candidate:
@@ -136,6 +140,7 @@ class Preemptor:
         "shielded",
         "taken",
         "tree",
+        "waiting",
     )
 
     def __init__(
@@ -173,6 +178,18 @@ class Preemptor:
         set none aside did not depend on the preemptor's queueing time."""
         self.members: dict[int, list[QuotaNode]] = {}
         self.borrowing: dict[tuple[int, tuple[FlavorResource, ...]], set[QuotaNode]] = {}
+        self.waiting: set[int] = set()
+        """Ids of the cluster queues with pending work this cycle and of every cohort above
+        them (`wait_for_more`): the fair level shares the cohort among these."""
+
+    def wait_for_more(self, queues: Iterable[ClusterQueueName]) -> None:
+        """The cluster queues with pending work this cycle (set once, before any search)."""
+        waiting = self.waiting
+        for name in queues:
+            n: QuotaNode | None = self.tree.cqs.get(name)
+            while n is not None and id(n) not in waiting:
+                waiting.add(id(n))
+                n = n.parent
 
     def _queue(self, name: str) -> list[Candidate]:
         """The admitted workloads of one cluster queue as candidates, in preemption order."""
@@ -269,9 +286,11 @@ class Preemptor:
         """Whether no strategy could allow any victim, known without listing candidates:
         nothing is being evicted, the own queue offers none (withinClusterQueue Never), and
         no borrowing queue's side holds a share at least the preemptor's side would have
-        with the request admitted. Both strategies need that (a victim's queue's share only
-        falls when it is taken), so the full search would find nothing either; in a cohort
-        at its fair shares this spares every head's search of every cycle."""
+        with the request admitted. Every strategy needs that (a victim's queue's share only
+        falls when it is taken; `MultiQTowardFairShare` needs the preemptor's side at most
+        the level and the victim's at least it), so the full search would find nothing
+        either; in a cohort at its fair shares this spares every head's search of every
+        cycle."""
         if self.evicting_cqs or cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER:
             return False
         if cq.preemption.reclaim_within_cohort is PreemptionPolicy.NEVER:
@@ -531,8 +550,10 @@ class Preemptor:
                 after = weighted_share(theirs)
                 if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
                     allowed = preemptor_share <= after
-                else:
+                elif strategy is FairSharingStrategy.LESS_THAN_INITIAL_SHARE:
                     allowed = preemptor_share < before
+                else:
+                    allowed = self._toward_fair_share(node, request, mine, theirs, after)
                 if not allowed:
                     tree.add_usage(c.node, c.usage)
                     open_queues.discard(target_q)
@@ -546,6 +567,40 @@ class Preemptor:
             if fits(tree, node, request, borrowing=True):
                 return True
         return False
+
+    def _toward_fair_share(
+        self,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        mine: QuotaNode,
+        theirs: QuotaNode,
+        theirs_after: float,
+    ) -> bool:
+        """`MultiQTowardFairShare`, judged with the victim already removed from the tree:
+        with the request admitted, the preemptor's side ends at most at the fair level of
+        the cohort the two sides meet in, and the victim's side stays at least at it (at
+        least at 0 for weight 0, whose target is nothing). So neither moves past its target,
+        whoever else is waiting."""
+        cohort = mine.parent
+        if cohort is None:  # pragma: no cover - candidates of other queues share a cohort
+            return False
+        tree = self.tree
+        tree.add_usage(node, request)
+        try:
+            mine_after = weighted_share(mine)
+            # The preemptor's queue is one of the cycle's waiting queues, so its side waits.
+            level = fair_level(cohort, self.waiting)
+        finally:
+            tree.remove_usage(node, request)
+        if math.isinf(level):  # nothing bounds it: the two sides alone decide
+            return mine_after <= theirs_after
+        slack = _SHARE_SLACK * max(level, 1.0)
+        if mine.weight <= 0:
+            preemptor_ok = mine_after <= 0.0
+        else:
+            preemptor_ok = mine_after <= level + slack
+        victim_ok = theirs.weight <= 0 or theirs_after + slack >= level
+        return preemptor_ok and victim_ok
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
