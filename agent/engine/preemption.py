@@ -89,8 +89,8 @@ class Candidate:
         return not same_queue or (admitted is not None and admitted < preemptor.queued_here_at)
 
     def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
-        usage = self.usage
-        return any(fr in usage for fr in frs)
+        # A set operation in C: called for every candidate of every victim search.
+        return not self.usage.keys().isdisjoint(frs)
 
     def __repr__(self) -> str:
         return f"Candidate({self.wl.id!r} in {self.cq!r})"
@@ -297,13 +297,18 @@ class Preemptor:
             return True
         tree = self.tree
         borrowers = self._borrowers(node, tuple(frs))
+        # The preemptor's side's share with the request, once per side (one side in a
+        # flat cohort, whatever the number of borrowers).
+        shares: dict[QuotaNode, float] = {}
         for member in borrowers:
             if member is node:
                 continue
             mine, theirs = self._sides(node, member)
-            tree.add_usage(node, request)
-            preemptor_share = weighted_share(mine)
-            tree.remove_usage(node, request)
+            preemptor_share = shares.get(mine)
+            if preemptor_share is None:
+                tree.add_usage(node, request)
+                preemptor_share = shares[mine] = weighted_share(mine)
+                tree.remove_usage(node, request)
             if weighted_share(theirs) >= preemptor_share:
                 return False
         return True
@@ -375,6 +380,7 @@ class Preemptor:
         if self.evicting_cqs:
             members.update(m for m in self._cohort_members(node) if m.name in self.evicting_cqs)
         members.discard(node)
+        anyone = reclaim is PreemptionPolicy.ANY
         for member in members:
             borrowing = member in borrowers
             for c in self._queue(member.name):
@@ -382,11 +388,13 @@ class Preemptor:
                     # Only evicting workloads of a queue that is not borrowing count; they
                     # are sorted first, so the rest of this queue can be skipped.
                     break
-                if c.wl.id in taken or not c.uses(needed):
+                # (`Candidate.uses`, inlined: this loop runs for every candidate of every
+                # victim search of a cycle.)
+                if c.usage.keys().isdisjoint(needed) or c.wl.id in taken:
                     continue
                 if c.evicting:
                     evicting.append(c)
-                elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
+                elif anyone or c.wl.priority < prio:
                     if shielded is not None and c.shielded_from(wl, same_queue=False):
                         shielded.append(c)
                         self.shielded += 1
