@@ -235,6 +235,7 @@ def test_preemption_across_queues_follows_the_strategies(
 
 # Hierarchical cohorts: root owns 10 CPUs; cohorts left (x1, x2) and right (y1) own nothing.
 # x2 and y1 hold 5 each; x1 submits 1 CPU.
+@pytest.mark.parametrize("config", [FAIR, TOWARD], ids=["Kueue's", "toward fair share"])
 @pytest.mark.parametrize(
     ("left_weight", "victims"),
     [
@@ -252,8 +253,11 @@ def test_preemption_across_queues_follows_the_strategies(
     ],
 )
 def test_hierarchical_preemption_compares_the_sides_below_the_common_cohort(
-    left_weight: float, victims: list[str]
+    left_weight: float, victims: list[str], config: EngineConfig
 ) -> None:
+    # Under MultiQTowardFairShare the fair level is the common cohort's: at root left may hold
+    # 5 of the 10 CPUs at weight 1 (it has them: no taking from right), 6.7 at weight 2;
+    # within left, x1 may hold 2.5 next to x2.
     cqs = [
         cq(name).cohort(parent).quota("cpu", nominal="0").preemption(reclaim="Any")
         for name, parent in (("x1", "left"), ("x2", "left"), ("y1", "right"))
@@ -265,7 +269,7 @@ def test_hierarchical_preemption_compares_the_sides_below_the_common_cohort(
     ]
     incoming = wl("new").queue("x1").request("cpu", "1").created(50)
     workloads = [*running("x2", 5), *running("y1", 5), incoming]
-    result = run(snapshot(cqs=cqs, cohorts=cohorts, workloads=workloads, config=FAIR))
+    result = run(snapshot(cqs=cqs, cohorts=cohorts, workloads=workloads, config=config))
     assert preempted_ids(result) == ids(*victims)
 
 
