@@ -14,7 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
+from api.errors import Path as FieldPath
+from api.v1alpha1.federation import (
+    AdmissionFairSharing,
+    FairSharing,
+    WaitForPodsReady,
+    fair_sharing_errors,
+)
 
 __all__ = ["AgentSettings", "Timings", "parse_args"]
 
@@ -186,7 +192,8 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         metavar="STRATEGIES",
         default=env("MULTIQ_AGENT_FAIR_SHARING"),
         help="preemption-based fair sharing with these comma-separated preemption strategies "
-        "(LessThanOrEqualToFinalShare, LessThanInitialShare; 'default' for both in that order); "
+        "(Kueue's LessThanOrEqualToFinalShare, LessThanInitialShare; 'default' for both in "
+        "that order; or MultiQ's MultiQTowardFairShare, alone: docs/fair-sharing.md); "
         "off by default; a MemberCluster's spec.fairSharing, sent by the hub, wins",
     )
     parser.add_argument(
@@ -264,4 +271,8 @@ def _fair_sharing(value: str | None) -> FairSharing | None:
     if value.strip() == "default":
         return FairSharing()
     parts = [p.strip() for p in value.split(",") if p.strip()]
-    return FairSharing.model_validate({"preemptionStrategies": parts})
+    fair = FairSharing.model_validate({"preemptionStrategies": parts})
+    errors = fair_sharing_errors(FieldPath("fairSharing"), fair)
+    if errors:
+        raise ValueError("--fair-sharing: " + "; ".join(str(e) for e in errors))
+    return fair

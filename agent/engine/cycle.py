@@ -80,6 +80,7 @@ from agent.engine.snapshot import (
     Admission,
     ClusterQueue,
     ClusterQueueName,
+    FairSharingStrategy,
     FlavorName,
     FlavorResource,
     LocalQueueKey,
@@ -603,6 +604,10 @@ class _Cycle:
                 continue
             cursors[name] = 0
             active.append(name)
+        # MultiQTowardFairShare shares each cohort among the queues that wait for more.
+        sharing = self.snap.config.fair_sharing
+        if sharing is not None and FairSharingStrategy.TOWARD_FAIR_SHARE in sharing.strategies:
+            self.preemptor.wait_for_more(name for name in active if queues[name])
         # Two phases: first only heads that fit their queue's own unused nominal quota (or
         # already preempt), then everyone, borrowing included. Kueue orders the heads of one
         # cycle non-borrowing first; rounds drain whole queues, so the same rule must hold

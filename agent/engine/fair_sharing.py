@@ -17,18 +17,25 @@ writer (`weightedShare`). Pure: every function reads a `QuotaTree` as it is now.
   at their lowest common cohort and the side whose child there has the lower weighted share
   goes first. `tournament_key` gives that order as a tuple to sort by: the (share, name) of
   every node on the path from below the root down to the cluster queue.
+- The fair level of a cohort (MultiQ's, not Kueue's; read by the `MultiQTowardFairShare`
+  strategy): the weighted share every child of the cohort that is waiting for more would
+  hold if what the children borrow now were shared out again by weight (water-filling).
+  A child that waits for nothing keeps what it borrows if that is less; weight 0 gets
+  nothing. It is the target a share should move toward: a preemption that ends with the
+  preemptor's side above it, or the victim's side below it, moves a share away from it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.snapshot import FlavorResource
 
 __all__ = [
     "dominant_resource_share",
+    "fair_level",
     "share_with",
     "tournament_key",
     "weighted_share",
@@ -106,3 +113,40 @@ def tournament_key(node: QuotaNode) -> tuple[tuple[float, str], ...]:
         n = n.parent
     path.reverse()
     return tuple(path)
+
+
+def fair_level(cohort: QuotaNode, waiting: Container[int]) -> float:
+    """The cohort's fair level (see the module docstring): the weighted share s at which the
+    children's borrowing, summed as dominant resource shares, is shared again — every child
+    whose id is in `waiting`, and every other child at or above s, holds s; the others keep
+    their share; weight 0 holds nothing. Infinite when nothing bounds it (no child with a
+    weight is waiting, or a share is infinite). The dominant shares add up exactly when one
+    resource is contested; with several, the sum is the dominant-share approximation."""
+    mass = 0.0
+    weight_sum = 0.0
+    content: list[tuple[float, float]] = []
+    for child in cohort.children:
+        drs = dominant_resource_share(child)
+        if math.isinf(drs):
+            return math.inf
+        mass += drs
+        if child.weight <= 0:
+            continue  # its target is 0: what it borrows is the others' to share
+        w = child.weight / 1000.0
+        weight_sum += w
+        if id(child) not in waiting:
+            content.append((drs / w, w))
+    if weight_sum <= 0:
+        return math.inf
+    level = mass / weight_sum
+    content.sort()
+    for share, w in content:
+        if share >= level:
+            break
+        # Waiting for nothing, it keeps less than the level: the rest share what it leaves.
+        mass -= share * w
+        weight_sum -= w
+        if weight_sum <= 1e-12:
+            return math.inf
+        level = mass / weight_sum
+    return level

@@ -31,11 +31,12 @@ ends), so the cycle can keep the preemptor pending with that reason and wake up 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
-from agent.engine.fair_sharing import tournament_key, weighted_share
+from agent.engine.fair_sharing import fair_level, tournament_key, weighted_share
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import PreemptionReason, ProtectedVictim
 from agent.engine.snapshot import (
@@ -51,6 +52,9 @@ from agent.engine.snapshot import (
 __all__ = ["Candidate", "Preemptor", "Protected", "Target", "fits"]
 
 _KEY = attrgetter("key")
+_SHARE_SLACK = 1e-9
+"""Relative slack when a share is compared with a fair level: both are sums and quotients
+of floats, and a share exactly at the level (the common case: a job's worth) must count."""
 
 
 class Candidate:
@@ -85,8 +89,8 @@ class Candidate:
         return not same_queue or (admitted is not None and admitted < preemptor.queued_here_at)
 
     def uses(self, frs: tuple[FlavorResource, ...]) -> bool:
-        usage = self.usage
-        return any(fr in usage for fr in frs)
+        # A set operation in C: called for every candidate of every victim search.
+        return not self.usage.keys().isdisjoint(frs)
 
     def __repr__(self) -> str:
         return f"Candidate({self.wl.id!r} in {self.cq!r})"
@@ -136,6 +140,7 @@ class Preemptor:
         "shielded",
         "taken",
         "tree",
+        "waiting",
     )
 
     def __init__(
@@ -173,6 +178,18 @@ class Preemptor:
         set none aside did not depend on the preemptor's queueing time."""
         self.members: dict[int, list[QuotaNode]] = {}
         self.borrowing: dict[tuple[int, tuple[FlavorResource, ...]], set[QuotaNode]] = {}
+        self.waiting: set[int] = set()
+        """Ids of the cluster queues with pending work this cycle and of every cohort above
+        them (`wait_for_more`): the fair level shares the cohort among these."""
+
+    def wait_for_more(self, queues: Iterable[ClusterQueueName]) -> None:
+        """The cluster queues with pending work this cycle (set once, before any search)."""
+        waiting = self.waiting
+        for name in queues:
+            n: QuotaNode | None = self.tree.cqs.get(name)
+            while n is not None and id(n) not in waiting:
+                waiting.add(id(n))
+                n = n.parent
 
     def _queue(self, name: str) -> list[Candidate]:
         """The admitted workloads of one cluster queue as candidates, in preemption order."""
@@ -269,22 +286,29 @@ class Preemptor:
         """Whether no strategy could allow any victim, known without listing candidates:
         nothing is being evicted, the own queue offers none (withinClusterQueue Never), and
         no borrowing queue's side holds a share at least the preemptor's side would have
-        with the request admitted. Both strategies need that (a victim's queue's share only
-        falls when it is taken), so the full search would find nothing either; in a cohort
-        at its fair shares this spares every head's search of every cycle."""
+        with the request admitted. Every strategy needs that (a victim's queue's share only
+        falls when it is taken; `MultiQTowardFairShare` needs the preemptor's side at most
+        the level and the victim's at least it), so the full search would find nothing
+        either; in a cohort at its fair shares this spares every head's search of every
+        cycle."""
         if self.evicting_cqs or cq.preemption.within_cluster_queue is not PreemptionPolicy.NEVER:
             return False
         if cq.preemption.reclaim_within_cohort is PreemptionPolicy.NEVER:
             return True
         tree = self.tree
         borrowers = self._borrowers(node, tuple(frs))
+        # The preemptor's side's share with the request, once per side (one side in a
+        # flat cohort, whatever the number of borrowers).
+        shares: dict[QuotaNode, float] = {}
         for member in borrowers:
             if member is node:
                 continue
             mine, theirs = self._sides(node, member)
-            tree.add_usage(node, request)
-            preemptor_share = weighted_share(mine)
-            tree.remove_usage(node, request)
+            preemptor_share = shares.get(mine)
+            if preemptor_share is None:
+                tree.add_usage(node, request)
+                preemptor_share = shares[mine] = weighted_share(mine)
+                tree.remove_usage(node, request)
             if weighted_share(theirs) >= preemptor_share:
                 return False
         return True
@@ -356,6 +380,7 @@ class Preemptor:
         if self.evicting_cqs:
             members.update(m for m in self._cohort_members(node) if m.name in self.evicting_cqs)
         members.discard(node)
+        anyone = reclaim is PreemptionPolicy.ANY
         for member in members:
             borrowing = member in borrowers
             for c in self._queue(member.name):
@@ -363,11 +388,13 @@ class Preemptor:
                     # Only evicting workloads of a queue that is not borrowing count; they
                     # are sorted first, so the rest of this queue can be skipped.
                     break
-                if c.wl.id in taken or not c.uses(needed):
+                # (`Candidate.uses`, inlined: this loop runs for every candidate of every
+                # victim search of a cycle.)
+                if c.usage.keys().isdisjoint(needed) or c.wl.id in taken:
                     continue
                 if c.evicting:
                     evicting.append(c)
-                elif reclaim is PreemptionPolicy.ANY or c.wl.priority < prio:
+                elif anyone or c.wl.priority < prio:
                     if shielded is not None and c.shielded_from(wl, same_queue=False):
                         shielded.append(c)
                         self.shielded += 1
@@ -502,17 +529,7 @@ class Preemptor:
             for c in targets:
                 tree.add_usage(c.node, c.usage)
             return None
-        kept = [targets[-1]]
-        for c in reversed(targets[:-1]):
-            tree.add_usage(c.node, c.usage)
-            if fits(tree, node, request, borrowing=True):
-                continue
-            tree.remove_usage(c.node, c.usage)
-            kept.append(c)
-        for c in kept:
-            tree.add_usage(c.node, c.usage)
-        kept.reverse()
-        return kept
+        return _minimised(tree, node, request, targets, borrowing=True)
 
     def _fair_pass(
         self,
@@ -541,8 +558,10 @@ class Preemptor:
                 after = weighted_share(theirs)
                 if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
                     allowed = preemptor_share <= after
-                else:
+                elif strategy is FairSharingStrategy.LESS_THAN_INITIAL_SHARE:
                     allowed = preemptor_share < before
+                else:
+                    allowed = self._toward_fair_share(node, request, mine, theirs, after)
                 if not allowed:
                     tree.add_usage(c.node, c.usage)
                     open_queues.discard(target_q)
@@ -556,6 +575,40 @@ class Preemptor:
             if fits(tree, node, request, borrowing=True):
                 return True
         return False
+
+    def _toward_fair_share(
+        self,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        mine: QuotaNode,
+        theirs: QuotaNode,
+        theirs_after: float,
+    ) -> bool:
+        """`MultiQTowardFairShare`, judged with the victim already removed from the tree:
+        with the request admitted, the preemptor's side ends at most at the fair level of
+        the cohort the two sides meet in, and the victim's side stays at least at it (at
+        least at 0 for weight 0, whose target is nothing). So neither moves past its target,
+        whoever else is waiting."""
+        cohort = mine.parent
+        if cohort is None:  # pragma: no cover - candidates of other queues share a cohort
+            return False
+        tree = self.tree
+        tree.add_usage(node, request)
+        try:
+            mine_after = weighted_share(mine)
+            # The preemptor's queue is one of the cycle's waiting queues, so its side waits.
+            level = fair_level(cohort, self.waiting)
+        finally:
+            tree.remove_usage(node, request)
+        if math.isinf(level):  # nothing bounds it: the two sides alone decide
+            return mine_after <= theirs_after
+        slack = _SHARE_SLACK * max(level, 1.0)
+        if mine.weight <= 0:
+            preemptor_ok = mine_after <= 0.0
+        else:
+            preemptor_ok = mine_after <= level + slack
+        victim_ok = theirs.weight <= 0 or theirs_after + slack >= level
+        return preemptor_ok and victim_ok
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)
@@ -599,18 +652,7 @@ class Preemptor:
             for c in targets:
                 tree.add_usage(c.node, c.usage)
             return None
-        # Minimise: put targets back, newest decision first, while the preemptor still fits.
-        kept = [targets[-1]]
-        for c in reversed(targets[:-1]):
-            tree.add_usage(c.node, c.usage)
-            if fits(tree, node, request, borrowing=borrowing):
-                continue
-            tree.remove_usage(c.node, c.usage)
-            kept.append(c)
-        for c in kept:
-            tree.add_usage(c.node, c.usage)
-        kept.reverse()
-        return kept
+        return _minimised(tree, node, request, targets, borrowing=borrowing)
 
     def _check_fits(
         self, node: QuotaNode, request: Mapping[FlavorResource, int], chosen: list[Candidate]
@@ -634,3 +676,27 @@ class Preemptor:
         if borrows:
             return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
         return PreemptionReason.IN_COHORT_RECLAMATION
+
+
+def _minimised(
+    tree: QuotaTree,
+    node: QuotaNode,
+    request: Mapping[FlavorResource, int],
+    targets: list[Candidate],
+    *,
+    borrowing: bool,
+) -> list[Candidate]:
+    """The targets the preemptor needs out of `targets`, whose usage is removed from `tree`
+    on entry: put back one by one, newest decision first, those it fits without. On return
+    every target's usage is back in `tree` (removal is only ever simulated)."""
+    kept = [targets[-1]]
+    for c in reversed(targets[:-1]):
+        tree.add_usage(c.node, c.usage)
+        if fits(tree, node, request, borrowing=borrowing):
+            continue
+        tree.remove_usage(c.node, c.usage)
+        kept.append(c)
+    for c in kept:
+        tree.add_usage(c.node, c.usage)
+    kept.reverse()
+    return kept

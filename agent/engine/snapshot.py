@@ -544,13 +544,20 @@ class AdmissionFairSharing:
 
 
 class FairSharingStrategy(enum.StrEnum):
-    """Kueue's `fairSharing.preemptionStrategies`: when a preemptor may take a workload of
-    another cluster queue (shares compared with the preemptor's workload admitted)."""
+    """`fairSharing.preemptionStrategies`: when a preemptor may take a workload of another
+    cluster queue (shares compared with the preemptor's workload admitted). Kueue's two,
+    as Kueue defines them, and MultiQ's own."""
 
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
     """The preemptor's share after admission ≤ the target queue's share without the victim."""
     LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
     """The preemptor's share after admission < the target queue's share before preemption."""
+    TOWARD_FAIR_SHARE = "MultiQTowardFairShare"
+    """MultiQ's, not Kueue's: the preemptor's share after admission ≤ its cohort's fair level
+    (`fair_sharing.fair_level`, over every queue of the cohort and what each waits for) ≤
+    the target queue's share without the victim (weight 0: no lower bound). Kueue's two
+    compare only the two queues, so a queue may overshoot its weighted share while a third
+    still waits below it, and give the overshoot back a round later."""
 
 
 @dataclass(frozen=True, slots=True)

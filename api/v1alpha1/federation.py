@@ -59,6 +59,7 @@ __all__ = [
     "UserFairShare",
     "WaitForPodsReady",
     "admission_fair_sharing_errors",
+    "fair_sharing_errors",
 ]
 
 
@@ -176,7 +177,11 @@ def admission_fair_sharing_errors(path: Path, cfg: AdmissionFairSharing) -> list
     return errors
 
 
-FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+FairSharingStrategy = Literal[
+    "LessThanOrEqualToFinalShare", "LessThanInitialShare", "MultiQTowardFairShare"
+]
+"""Kueue's two strategies, and MultiQ's own (docs/fair-sharing.md)."""
+TOWARD_FAIR_SHARE: FairSharingStrategy = "MultiQTowardFairShare"
 _DEFAULT_STRATEGIES: tuple[FairSharingStrategy, ...] = (
     "LessThanOrEqualToFinalShare",
     "LessThanInitialShare",
@@ -187,11 +192,28 @@ class FairSharing(StrictModel):
     """Kueue's `fairSharing` configuration for this cluster (preemption-based fair sharing):
     cluster queues in a cohort admit in the order of their weighted dominant resource share
     (lowest first) and preempt across queues by `preemptionStrategies`, tried in order,
-    instead of by borrowWithinCohort."""
+    instead of by borrowWithinCohort. `MultiQTowardFairShare` is MultiQ's strategy and
+    stands alone: after a pairwise strategy of Kueue's it would add nothing, as that one
+    would already allow what it refuses."""
 
     preemption_strategies: list[FairSharingStrategy] = Field(
         default_factory=lambda: list(_DEFAULT_STRATEGIES)
     )
+
+
+def fair_sharing_errors(path: Path, fs: FairSharing) -> list[FieldError]:
+    """What a `fairSharing` the schema accepts may still not say."""
+    strategies = fs.preemption_strategies
+    if TOWARD_FAIR_SHARE in strategies and len(strategies) > 1:
+        return [
+            FieldError.invalid(
+                path.child("preemptionStrategies"),
+                ", ".join(strategies),
+                f"{TOWARD_FAIR_SHARE} must be the only strategy: Kueue's strategies beside it "
+                "would allow the preemptions it refuses",
+            )
+        ]
+    return []
 
 
 class MemberClusterSpec(StrictModel):
@@ -276,6 +298,8 @@ class MemberCluster(Object):
             errors += admission_fair_sharing_errors(
                 Path("spec", "admissionFairSharing"), self.spec.admission_fair_sharing
             )
+        if self.spec.fair_sharing is not None:
+            errors += fair_sharing_errors(Path("spec", "fairSharing"), self.spec.fair_sharing)
         return errors
 
 

@@ -21,6 +21,7 @@ from tests.builders import cohort, cq, snapshot, wl
 REQUIRED = ["--hub", "http://hub", "--cluster", "c", "--token", "t"]
 FINAL = FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 INITIAL = FairSharingStrategy.LESS_THAN_INITIAL_SHARE
+TOWARD = FairSharingStrategy.TOWARD_FAIR_SHARE
 
 
 @pytest.mark.parametrize(
@@ -29,6 +30,9 @@ INITIAL = FairSharingStrategy.LESS_THAN_INITIAL_SHARE
         pytest.param([], None, id="off by default"),
         pytest.param(["--fair-sharing", "default"], (FINAL, INITIAL), id="default: both"),
         pytest.param(["--fair-sharing", "LessThanInitialShare"], (INITIAL,), id="one named"),
+        pytest.param(
+            ["--fair-sharing", "MultiQTowardFairShare"], (TOWARD,), id="MultiQ's strategy"
+        ),
     ],
 )
 def test_the_agents_flag_sets_the_engines_fair_sharing(
@@ -43,6 +47,20 @@ def test_the_agents_flag_sets_the_engines_fair_sharing(
 def test_an_unknown_strategy_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="LessThanOrEqualToFinalShare"):
         parse_args([*REQUIRED, "--fair-sharing", "Greedy"])
+
+
+def test_multiq_toward_fair_share_beside_a_kueue_strategy_is_refused() -> None:
+    with pytest.raises(ValueError, match="MultiQTowardFairShare must be the only strategy"):
+        parse_args([*REQUIRED, "--fair-sharing", "LessThanInitialShare,MultiQTowardFairShare"])
+
+
+def test_the_hub_sends_multiq_toward_fair_share_to_the_engine() -> None:
+    pushed = ConfigSync(
+        revision=3, fair_sharing=FairSharing(preemption_strategies=["MultiQTowardFairShare"])
+    )
+    sync = ConfigSync.model_validate_json(pushed.model_dump_json(by_alias=True))
+    cache = SnapshotCache()
+    assert cache.build(sync, {}).config.fair_sharing == EngineFairSharing((TOWARD,))
 
 
 def test_the_hubs_setting_wins_over_the_agents_flag() -> None:

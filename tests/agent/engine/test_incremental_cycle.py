@@ -44,6 +44,7 @@ FAIR = [
     FairSharing((FairSharingStrategy.LESS_THAN_INITIAL_SHARE,)),
     FairSharing((FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,)),
 ]
+TOWARD_FAIR_SHARE = [FairSharing((FairSharingStrategy.TOWARD_FAIR_SHARE,))]
 AFS = AdmissionFairSharing(usage_half_life_seconds=4.0, usage_sampling_interval_seconds=1.0)
 
 
@@ -51,11 +52,12 @@ def _config(
     rng: random.Random,
     snap_workloads: dict[WorkloadId, Workload],
     afs: bool = False,
-    fair: bool = False,
+    fair: list[FairSharing] | None = None,
 ) -> Snapshot:
     """A random cohort tree with borrowing, queues with random policies, and `snap_workloads`;
     with `afs`, admission fair sharing configured and most queues ordering by usage; with
-    `fair`, preemption-based fair sharing with random weights (0 included) and strategies."""
+    `fair`, preemption-based fair sharing with random weights (0 included) and one of
+    these strategy lists."""
     cohorts = [cohort("co0").quota("cpu", nominal=str(rng.randint(0, 4)))]
     if rng.random() < 0.5:
         cohorts.append(
@@ -96,7 +98,7 @@ def _config(
         wait_for_pods_ready=ready,
         max_admissions_per_queue=rng.choice([None, None, None, 1, 2]),
         admission_fair_sharing=AFS if afs else None,
-        fair_sharing=rng.choice(FAIR) if fair else None,
+        fair_sharing=rng.choice(fair) if fair else None,
     )
     lqs = [lq("stopped", rng.choice(["q0", "q2"]), stop="Hold"), lq("q0", "q0", namespace="b")]
     lqs += [lq("q0-light", "q0", weight=rng.choice([1.0, 2.0])), lq("q1-light", "q1")]
@@ -184,7 +186,9 @@ def _same(full: CycleResult, inc: CycleResult) -> None:
     }
 
 
-def _run_stream(seed: int, steps: int = 40, afs: bool = False, fair: bool = False) -> int:
+def _run_stream(
+    seed: int, steps: int = 40, afs: bool = False, fair: list[FairSharing] | None = None
+) -> int:
     """One stream; returns how many cycles skipped a tail. With `afs`, each cycle's snapshot
     carries the local queues' usage as the agent keeps it: sampled, then penalised by the
     cycle's admissions."""
@@ -248,7 +252,16 @@ def test_the_incremental_cycle_decides_as_the_full_cycle_with_admission_fair_sha
 
 @pytest.mark.parametrize("block", range(2))
 def test_the_incremental_cycle_decides_as_the_full_cycle_with_fair_sharing(block: int) -> None:
-    skipped = sum(_run_stream(seed, fair=True) for seed in range(block * 25, block * 25 + 25))
+    skipped = sum(_run_stream(seed, fair=FAIR) for seed in range(block * 25, block * 25 + 25))
+    assert skipped > 0, "no stream exercised a skipped tail"
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_incremental_cycle_decides_as_the_full_cycle_with_toward_fair_share(
+    block: int,
+) -> None:
+    seeds = range(block * 25, block * 25 + 25)
+    skipped = sum(_run_stream(seed, fair=TOWARD_FAIR_SHARE) for seed in seeds)
     assert skipped > 0, "no stream exercised a skipped tail"
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from api.v1alpha1.messages import CapacityReport, ConfigSync, WeightedShare
 from qctl import render
 from tests.hub.service.conftest import HubUnderTest, connect_agent, fleet_objects
@@ -28,6 +30,43 @@ async def test_a_member_clusters_fair_sharing_reaches_only_its_agent(hub: HubUnd
     assert west_sync.fair_sharing is None
     await east.close()
     await west.close()
+
+
+async def test_multiq_toward_fair_share_is_accepted_and_reaches_the_agent(
+    hub: HubUnderTest,
+) -> None:
+    docs = fleet_objects()
+    for doc in docs:
+        if doc["kind"] == "MemberCluster" and doc["metadata"]["name"] == "east":
+            doc["spec"]["fairSharing"] = {"preemptionStrategies": ["MultiQTowardFairShare"]}
+    await hub.apply(*docs)
+    east = await connect_agent(hub, "east")
+    sync = await east.expect(ConfigSync)
+    assert sync.fair_sharing is not None
+    assert sync.fair_sharing.preemption_strategies == ["MultiQTowardFairShare"]
+    await east.close()
+
+
+@pytest.mark.parametrize(
+    ("strategies", "said"),
+    [
+        pytest.param(["Greedy"], "Greedy", id="an unknown strategy"),
+        pytest.param(
+            ["LessThanOrEqualToFinalShare", "MultiQTowardFairShare"],
+            "must be the only strategy",
+            id="MultiQ's strategy beside Kueue's",
+        ),
+    ],
+)
+async def test_a_member_clusters_bad_fair_sharing_is_refused_naming_the_field(
+    hub: HubUnderTest, strategies: list[str], said: str
+) -> None:
+    member = next(d for d in fleet_objects() if d["kind"] == "MemberCluster")
+    member["spec"]["fairSharing"] = {"preemptionStrategies": strategies}
+    code, body = await hub.call("POST", f"{API}/memberclusters", body=member)
+    assert code == 422, body
+    assert "spec.fairSharing.preemptionStrategies" in str(body)
+    assert said in str(body)
 
 
 async def test_a_cluster_queues_weighted_share_is_the_largest_its_clusters_report(
