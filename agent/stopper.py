@@ -133,6 +133,7 @@ class Stopper:
     ) -> None:
         namespace, name = key.split("/", 1)
         await self.materializer.stop_for_good(namespace, name, stop.job_names)
+        self._drop_service(key, record)  # as the other two ways do: a JobSet's Service too
         await self.follow_up(key, record, after)
         self.wake()
 

@@ -14,6 +14,7 @@ from agent.records import Effect, Persist, Record, StopJobs, on_offer
 from agent.stopper import Stopper, reap_spared, repeats_stop, ships_logs_first
 from api.v1alpha1.messages import WorkloadPhase
 from tests.agent.conftest import job_source, offer_for
+from tests.agent.test_jobset_runs import jobset_offer, role
 
 NOW = 1000.0
 
@@ -96,3 +97,39 @@ async def test_what_follows_a_failed_stop_waits_until_the_jobs_are_gone_for_good
     assert went_on and not followed
     await asyncio.gather(*tasks)
     assert followed == [("team-a/job-w", (Persist(),))]
+
+
+class ServiceDeletions:
+    """A JobSet driver that records the Services it deletes."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    async def delete_service(self, record: Record) -> None:
+        self.deleted.append(record.key)
+
+
+async def test_a_jobsets_service_goes_too_when_its_stop_had_to_be_retried() -> None:
+    cluster, services = FailingCluster(), ServiceDeletions()
+    tasks: list[asyncio.Task[None]] = []
+
+    def spawn(work: Coroutine[Any, Any, None], name: str) -> None:
+        tasks.append(asyncio.create_task(work, name=name))
+
+    async def follow_up(key: str, _: Record | None, after: Sequence[Effect]) -> None:
+        pass
+
+    made = on_offer(None, jobset_offer("js", [role("workers", 2, "sleep 60")]), NOW).record
+    assert made is not None
+    stopper = Stopper(
+        cluster,  # type: ignore[arg-type]
+        NoObjects(),  # type: ignore[arg-type]
+        services,  # type: ignore[arg-type]
+        spawn=spawn,
+        follow_up=follow_up,
+        wake=lambda: None,
+    )
+    assert await stopper.stop(made.key, made, StopJobs(), ())
+    while tasks:
+        await tasks.pop(0)
+    assert services.deleted == [made.key]
