@@ -385,7 +385,9 @@ class SnapshotCache:
             if now is not None:
                 self.usage.advance(dataclasses.replace(self._base, workloads=self._engine), now)
             self._restamp(self.usage.scores(self._base))
-        return dataclasses.replace(self._base, workloads=dict(self._engine), nodes=nodes)
+        return dataclasses.replace(
+            self._base, workloads=dict(self._engine), nodes=nodes, queue_usage=self._scores
+        )
 
     def _restamp(self, scores: dict[LocalQueueKey, float]) -> None:
         """Stamp the waiting workloads of every local queue whose score changed."""

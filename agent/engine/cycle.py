@@ -258,6 +258,7 @@ class _Cycle:
             evicting_cqs=evicting,
             now=self.now,
             fair=self.snap.config.fair_sharing,
+            queue_usage=self.snap.queue_usage,
         )
 
     # step 2 -----------------------------------------------------------------------------------

@@ -182,4 +182,4 @@ def with_usage(snapshot: Snapshot, usage: Mapping[LocalQueueKey, LocalQueueUsage
     over every workload: the agent stamps incrementally instead, `agent.snapshots`)."""
     by_queue = scores(snapshot, usage)
     workloads = {wid: stamp(wl, by_queue) for wid, wl in snapshot.workloads.items()}
-    return dataclasses.replace(snapshot, workloads=workloads)
+    return dataclasses.replace(snapshot, workloads=workloads, queue_usage=by_queue)

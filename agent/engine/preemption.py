@@ -45,6 +45,7 @@ from agent.engine.snapshot import (
     FairSharing,
     FairSharingStrategy,
     FlavorResource,
+    LocalQueueKey,
     PreemptionPolicy,
     Workload,
 )
@@ -137,6 +138,7 @@ class Preemptor:
         "leaving",
         "members",
         "now",
+        "queue_usage",
         "shielded",
         "taken",
         "tree",
@@ -152,8 +154,12 @@ class Preemptor:
         evicting_cqs: set[str],
         now: float,
         fair: FairSharing | None = None,
+        queue_usage: Mapping[LocalQueueKey, float] | None = None,
     ) -> None:
         self.tree = tree
+        self.queue_usage = queue_usage or {}
+        """Local queues' usage scores under admission fair sharing: in a cluster queue that
+        orders by it, victims of the heaviest local queue go first (Kueue)."""
         self.fair = fair
         """Fair sharing: victims in other queues are chosen by its strategies (`_select_fair`)."""
         self.leaving: dict[QuotaNode, dict[FlavorResource, int]] = {}
@@ -202,8 +208,14 @@ class Preemptor:
         for wl in self.admitted.get(name, ()):
             assert wl.admission is not None
             cands.append(Candidate(wl, cq, node, wl.admission.total))
-        cands.sort(key=_KEY)
         spec = self.cq_specs.get(cq)
+        usage = self.queue_usage
+        if usage and spec is not None and spec.admission_fair_sharing:
+            # Kueue: in one cluster queue, the local queue with more usage gives first, then
+            # priority and time as always (evicting ones stay first).
+            cands.sort(key=lambda c: (c.key[0], -usage.get(c.wl.local_queue, 0.0), *c.key[1:]))
+        else:
+            cands.sort(key=_KEY)
         min_admit = spec.preemption.min_admit_seconds if spec is not None else 0.0
         if min_admit > 0:
             now = self.now

@@ -596,3 +596,7 @@ class Snapshot:
     topologies: Mapping[str, Topology] = field(default_factory=dict)
     nodes: Mapping[str, Node] = field(default_factory=dict)
     """The cluster's nodes, read only for flavors with a topology."""
+    queue_usage: Mapping[LocalQueueKey, float] = field(default_factory=dict)
+    """Under admission fair sharing, the usage score of every local queue whose cluster queue
+    orders by it (`fair_usage.scores`): waiting work carries its own (`Workload.queue_usage`);
+    preemption reads this for the admitted (victims from the heaviest local queue first)."""

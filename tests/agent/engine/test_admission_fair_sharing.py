@@ -31,7 +31,7 @@ from agent.engine.snapshot import (
     ResourceName,
     Snapshot,
 )
-from tests.builders import admitted_ids, cq, ids, lq, run, snapshot, wl
+from tests.builders import admitted_ids, cq, ids, lq, preempted_ids, run, snapshot, wl
 
 AFS = AdmissionFairSharing(usage_half_life_seconds=600.0, usage_sampling_interval_seconds=60.0)
 CPU = ResourceName("cpu")
@@ -273,3 +273,53 @@ def test_the_benchmark_sends_the_light_queue_first_and_flips_back_at_the_analyti
     assert report["within_one_sampling_interval"] is True
     analytic = bench.analytic_crossover(300.0, 1800.0)
     assert analytic == pytest.approx(300.0 * math.log2(2 - 2**-6))
+
+
+def _preempting(*, mode: bool, usage: dict[LocalQueueKey, LocalQueueUsage]) -> Snapshot:
+    """Two admitted workloads of equal priority fill a cluster queue, the light queue's the
+    newer; an urgent one needs one of them gone."""
+    q = cq("cq").quota("cpu", nominal="2").preemption(within="LowerPriority")
+    if mode:
+        q = q.admission_fair_sharing()
+    snap = snapshot(
+        cqs=[q],
+        lqs=[lq("heavy", "cq"), lq("light", "cq"), lq("urgent", "cq")],
+        workloads=[
+            wl("run-heavy").queue("heavy").request("cpu", "1").created(1).admitted("cq", at=10),
+            wl("run-light").queue("light").request("cpu", "1").created(2).admitted("cq", at=20),
+            wl("urgent").queue("urgent").request("cpu", "1").priority(100).created(30),
+        ],
+        config=EngineConfig(admission_fair_sharing=AFS),
+    )
+    return with_usage(snap, usage)
+
+
+VICTIMS = [
+    pytest.param(
+        True,
+        {HEAVY: _used(cpu=8)},
+        "run-heavy",
+        id="the heavier local queue's workload is preempted first",
+    ),
+    pytest.param(
+        True,
+        {HEAVY: _used(cpu=1), LIGHT: _used(cpu=8)},
+        "run-light",
+        id="whichever local queue is heavier",
+    ),
+    pytest.param(True, {}, "run-light", id="equal usage falls back to the most recently admitted"),
+    pytest.param(
+        False,
+        {HEAVY: _used(cpu=8)},
+        "run-light",
+        id="without the mode usage does not count: the most recently admitted goes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mode", "usage", "victim"), VICTIMS)
+def test_which_admitted_workload_is_preempted_within_the_cluster_queue(
+    mode: bool, usage: dict[LocalQueueKey, LocalQueueUsage], victim: str
+) -> None:
+    result = run(_preempting(mode=mode, usage=usage))
+    assert preempted_ids(result) == ids(victim)
