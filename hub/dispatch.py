@@ -58,7 +58,7 @@ from hub.placement.fairshare import FairShareOrder
 from hub.placement.holds import SlurmJobs
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName
-from hub.placement.tally import QueueTally, Tallies
+from hub.placement.tally import QueueCounts, QueueTally, Tallies
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
 from hub.tracing import HubTracing
@@ -314,6 +314,12 @@ class Dispatcher:
         return self.tallies.count(
             self.state.workloads, self.state.pending, routing, self._routing_generation
         )
+
+    def queue_counts(self) -> tuple[Mapping[str, QueueCounts], Mapping[str, QueueCounts]]:
+        """Per local queue (`namespace/name`) and per cluster queue: workloads waiting for
+        admission and admitted (read-only)."""
+        self.queue_tallies()
+        return self.tallies.local_queues(), self.tallies.cluster_queues()
 
     def cluster_set_members(self, name: str | None) -> frozenset[ClusterName] | str:
         return self.routing().cluster_set_members(name)

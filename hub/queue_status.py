@@ -1,7 +1,9 @@
 """The status of the hub's queueing objects: each GlobalQueue's workloads pending at the hub,
 offered to clusters and bound to one, and its fleet usage; each ClusterSet's member clusters
 and how many of them are connected; each ClusterQueue's and Cohort's fair-sharing weighted
-share (`status.fairSharing.weightedShare`, the largest its clusters report); each
+share (`status.fairSharing.weightedShare`, the largest its clusters report) and, with each
+LocalQueue, Kueue's counts of its workloads waiting for admission and admitted across the
+fleet (`pendingWorkloads`, `reservingWorkloads`, `admittedWorkloads`); each
 LocalQueue's admission fair sharing usage, as the agents' capacity reports last gave it per
 cluster (`status.fairSharing`), summed.
 
@@ -36,7 +38,7 @@ from hub.dispatch import Dispatcher
 from hub.errors import HubError
 from hub.fleet import Fleet
 from hub.objects import ObjectRepository
-from hub.placement.tally import QueueTally
+from hub.placement.tally import QueueCounts, QueueTally
 from hub.state import HubState
 
 __all__ = ["QueueStatusWriter"]
@@ -84,23 +86,28 @@ class QueueStatusWriter:
             status = {"clusters": clusters, "connectedClusters": connected}
             written += await self._write_if_changed(cs, status)
         shares = self._weighted_shares()
+        local_counts, cluster_counts = self.dispatcher.queue_counts()
         for kind in (ClusterQueue, Cohort):
             for obj in self.state.objects(kind):
                 assert isinstance(obj, ClusterQueue | Cohort)
                 share = shares.get((obj.KIND, obj.metadata.name))
                 stored = obj.status.fair_sharing if obj.status is not None else None
-                if share is None and stored is None:
-                    continue
-                want = None if share is None else {"weightedShare": share}
-                written += await self._write_if_changed(obj, {"fairSharing": want})
+                want: dict[str, Any] = {}
+                if share is not None or stored is not None:
+                    want["fairSharing"] = None if share is None else {"weightedShare": share}
+                if isinstance(obj, ClusterQueue):
+                    want |= _counts(cluster_counts.get(obj.metadata.name))
+                if want:
+                    written += await self._write_if_changed(obj, want)
         reported = self._local_queue_usage()
         for lq in self.state.objects(LocalQueue):
             assert isinstance(lq, LocalQueue)
             parts = reported.get(lq.key(), [])
             fair = lq.status.fair_sharing if lq.status is not None else None
-            if not parts and fair is None:
-                continue
-            written += await self._write_if_changed(lq, {"fairSharing": _fair_sharing(parts)})
+            want = _counts(local_counts.get(lq.key()))
+            if parts or fair is not None:
+                want["fairSharing"] = _fair_sharing(parts)
+            written += await self._write_if_changed(lq, want)
         return written
 
     def _weighted_shares(self) -> dict[tuple[str, str], int]:
@@ -141,6 +148,18 @@ class QueueStatusWriter:
             log.info("%s %s: status not written: %s", obj.KIND, obj.metadata.name, exc)
             return False
         return True
+
+
+def _counts(counts: QueueCounts | None) -> dict[str, Any]:
+    """Kueue's counts of a ClusterQueue or LocalQueue, across the fleet: waiting for admission
+    (at the hub, or offered to a cluster and waiting there) and admitted; every admitted
+    workload holds its quota reservation, so reserving counts them too."""
+    counts = counts or QueueCounts()
+    return {
+        "pendingWorkloads": counts.pending,
+        "reservingWorkloads": counts.admitted,
+        "admittedWorkloads": counts.admitted,
+    }
 
 
 def _queue_status(tally: QueueTally | None) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """Per global queue: its workloads pending at the hub, dispatched (offered or bound, not yet
 admitted) and running (admitted on a cluster), and the fleet usage of the dispatched and
-running — what fleet quotas are checked against and what GlobalQueue status shows.
+running — what fleet quotas are checked against and what GlobalQueue status shows. Per local
+queue and per cluster queue (the hub's, as a LocalQueue names it): how many of their
+workloads wait for admission and how many are admitted — what their status shows, as
+Kueue's `pendingWorkloads` and `admittedWorkloads`.
 
 Kept as workloads change rather than summed over every workload each cycle: the shell marks
 a workload stale when the mirror's entry changes, and `count` takes its old share out and
@@ -19,7 +22,7 @@ from typing import Protocol
 from api.v1alpha1.workload import Workload
 from hub.placement.routing import Route, Routing, workload_requests
 
-__all__ = ["QueueTally", "Tallies", "tally_state"]
+__all__ = ["QueueCounts", "QueueTally", "Tallies", "tally_state"]
 
 
 class _Entry(Protocol):
@@ -29,11 +32,29 @@ class _Entry(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Share:
-    """What one workload adds to its global queue's tally."""
+    """What one workload adds to its queues' tallies."""
 
-    global_queue: str
+    global_queue: str | None
     state: str  # "pending", "dispatched" or "running"
     requests: Mapping[str, int]
+    local_queue: str | None = None
+    """`namespace/name`, when the hub has that LocalQueue."""
+    cluster_queue: str | None = None
+
+
+@dataclass
+class QueueCounts:
+    """A local or cluster queue's workloads: waiting for admission (at the hub or offered to
+    a cluster) and admitted (running on one)."""
+
+    pending: int = 0
+    admitted: int = 0
+
+    def add(self, state: str, sign: int) -> None:
+        if state == "running":
+            self.admitted += sign
+        else:
+            self.pending += sign
 
 
 @dataclass
@@ -64,6 +85,8 @@ def tally_state(wl: Workload, pending: bool) -> str | None:
 @dataclass
 class Tallies:
     _tallies: dict[str, QueueTally] = field(default_factory=dict)
+    _local: dict[str, QueueCounts] = field(default_factory=dict)
+    _cluster: dict[str, QueueCounts] = field(default_factory=dict)
     _share_of: dict[str, _Share] = field(default_factory=dict)
     _stale: set[str] = field(default_factory=set)
     _generation: int | None = None
@@ -82,6 +105,7 @@ class Tallies:
         if self._generation != generation:
             self._generation = generation
             self._tallies, self._share_of = {}, {}
+            self._local, self._cluster = {}, {}
             self._stale = set(workloads)
         stale, self._stale = self._stale, set()
         for key in stale:
@@ -93,7 +117,7 @@ class Tallies:
     ) -> None:
         old = self._share_of.pop(key, None)
         if old is not None:
-            self._tallies[old.global_queue].add(old, -1)
+            self._add(old, -1)
         entry = workloads.get(key)
         if entry is None:
             return
@@ -101,13 +125,32 @@ class Tallies:
         state = tally_state(wl, key in pending)
         if state is None:
             return
+        local_key = f"{wl.metadata.namespace or 'default'}/{wl.spec.queue_name}"
+        local = routing.local_queues.get(local_key)
         route = routing.route_of(wl)
-        if not isinstance(route, Route) or route.global_queue is None:
-            return
+        global_queue = route.global_queue if isinstance(route, Route) else None
         share = _Share(
-            route.global_queue.name,
+            global_queue.name if global_queue is not None else None,
             state,
-            workload_requests(wl) if state != "pending" else {},
+            workload_requests(wl) if state != "pending" and global_queue is not None else {},
+            local_key if local is not None else None,
+            local.spec.cluster_queue if local is not None else None,
         )
         self._share_of[key] = share
-        self._tallies.setdefault(share.global_queue, QueueTally()).add(share)
+        self._add(share, 1)
+
+    def _add(self, share: _Share, sign: int) -> None:
+        if share.global_queue is not None:
+            self._tallies.setdefault(share.global_queue, QueueTally()).add(share, sign)
+        if share.local_queue is not None:
+            self._local.setdefault(share.local_queue, QueueCounts()).add(share.state, sign)
+        if share.cluster_queue is not None:
+            self._cluster.setdefault(share.cluster_queue, QueueCounts()).add(share.state, sign)
+
+    def local_queues(self) -> Mapping[str, QueueCounts]:
+        """Per local queue (`namespace/name`), as of the last `count` (read-only)."""
+        return self._local
+
+    def cluster_queues(self) -> Mapping[str, QueueCounts]:
+        """Per cluster queue, as of the last `count` (read-only)."""
+        return self._cluster

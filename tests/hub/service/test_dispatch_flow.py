@@ -524,6 +524,23 @@ async def test_queues_and_cluster_sets_report_their_workloads_usage_and_connecte
         ) == (1, 1, 1, {"cpu": "4", "memory": "4Gi"})
 
     await eventually(queue_says_so)
+
+    async def local_and_cluster_queues_say_so() -> bool:
+        # Kueue's counts: the offered and the waiting wait for admission, one is admitted.
+        want = (2, 1, 1)
+        counted = []
+        for path in ("namespaces/vision/localqueues/vision", "clusterqueues/team-vision"):
+            status = await status_of(path)
+            counted.append(
+                (
+                    status.get("pendingWorkloads"),
+                    status.get("reservingWorkloads"),
+                    status.get("admittedWorkloads"),
+                )
+            )
+        return counted == [want, want]
+
+    await eventually(local_and_cluster_queues_say_so)
     assert await status_of("clustersets/all") == {
         "clusters": ["east", "west"],
         "connectedClusters": 2,
