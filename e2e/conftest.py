@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from api.v1alpha1.workload import Workload
 from qctl.client import HubClient
@@ -67,6 +68,28 @@ def qctl(
             f"qctl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
     return result
+
+
+def apply_documents(
+    fed: DevFederation, tmp: Path, name: str, documents: list[dict[str, Any]]
+) -> None:
+    """`qctl apply -f` of these documents, written as one YAML file as a user would."""
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    qctl(fed, "apply", "-f", str(path))
+
+
+def change_member_cluster(fed: DevFederation, tmp: Path, cluster: str, **spec: Any) -> None:
+    """Set these `spec` fields of a MemberCluster (camelCase) with `qctl apply`, keeping the
+    rest of what `qctl get` shows: how an admin switches a cluster's setting on."""
+    member = json.loads(qctl(fed, "get", "clusters", cluster, "-o", "json").stdout)
+    changed = {
+        "apiVersion": member["apiVersion"],
+        "kind": member["kind"],
+        "metadata": {"name": cluster, "labels": member["metadata"].get("labels", {})},
+        "spec": {**member["spec"], **spec},
+    }
+    apply_documents(fed, tmp, cluster, [changed])
 
 
 def workload(fed: DevFederation, name: str) -> dict[str, Any]:

@@ -36,11 +36,13 @@ def state_of(fed: DevFederation, name: str) -> str:
     return "Bound" if (wl.get("status") or {}).get("clusterName") else "Pending"
 
 
-def sleeper_job(tmp: Path, name: str, seconds: int, cpu: str = "1") -> Path:
+def sleeper_job(
+    tmp: Path, name: str, seconds: int, cpu: str = "1", *, queue: str = "default"
+) -> Path:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "labels": {"multiq.dev/queue-name": "default"}},
+        "metadata": {"name": name, "labels": {"multiq.dev/queue-name": queue}},
         "spec": {
             "template": {
                 "spec": {

@@ -5,12 +5,11 @@ it counts its requeues from zero again."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
-from e2e.conftest import qctl, workload
+from e2e.conftest import change_member_cluster, qctl, workload
 from e2e.test_federation import eventually, sleeper_job
 from qctl.commands.dev import DevFederation
 
@@ -19,21 +18,15 @@ def test_pods_that_cannot_start_are_evicted_requeued_then_deactivated(
     federation: DevFederation, tmp_path: Path
 ) -> None:
     for cluster in ("sim-0", "sim-1"):
-        member = json.loads(qctl(federation, "get", "clusters", cluster, "-o", "json").stdout)
-        spec = member["spec"]
-        spec["waitForPodsReady"] = {
-            "timeoutSeconds": 2,
-            "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1},
-        }
-        changed = {
-            "apiVersion": member["apiVersion"],
-            "kind": member["kind"],
-            "metadata": {"name": cluster, "labels": member["metadata"].get("labels", {})},
-            "spec": spec,
-        }
-        path = tmp_path / f"{cluster}.yaml"
-        path.write_text(yaml.safe_dump(changed))
-        qctl(federation, "apply", "-f", str(path))
+        change_member_cluster(
+            federation,
+            tmp_path,
+            cluster,
+            waitForPodsReady={
+                "timeoutSeconds": 2,
+                "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1},
+            },
+        )
 
     job_path = sleeper_job(tmp_path, "stuck", 60)
     job = yaml.safe_load(job_path.read_text())

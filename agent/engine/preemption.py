@@ -455,7 +455,10 @@ class Preemptor:
         chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
         if chosen:
             borrows = self._check_fits(node, request, chosen)
-            return [Target(c, self.reason_for(c, cq.name, borrows=borrows)) for c in chosen]
+            fair = self.fair is not None
+            return [
+                Target(c, self.reason_for(c, cq.name, borrows=borrows, fair=fair)) for c in chosen
+            ]
         if not shielded:
             return None
         plan = self._select(wl, cq, node, request, frs, self.candidates(wl, cq, frs, None))
@@ -682,9 +685,15 @@ class Preemptor:
         return borrows
 
     @staticmethod
-    def reason_for(c: Candidate, own: ClusterQueueName, *, borrows: bool) -> PreemptionReason:
+    def reason_for(
+        c: Candidate, own: ClusterQueueName, *, borrows: bool, fair: bool = False
+    ) -> PreemptionReason:
+        """Kueue's reasons; under fair sharing (`fair`) every victim in another queue was
+        taken by share, whatever the preemptor borrows (Kueue's fairPreemptions)."""
         if c.cq == own:
             return PreemptionReason.IN_CLUSTER_QUEUE
+        if fair:
+            return PreemptionReason.IN_COHORT_FAIR_SHARING
         if borrows:
             return PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
         return PreemptionReason.IN_COHORT_RECLAMATION

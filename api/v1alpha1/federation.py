@@ -451,7 +451,8 @@ class GlobalQueueSpec(StrictModel):
     cluster_set: str
     tenants: list[str] = Field(default_factory=list)
     # Cluster queues (defined at the hub, pushed to agents) whose work this queue governs;
-    # empty means every cluster queue.
+    # empty means every cluster queue. A queue that names a cluster queue governs its work
+    # before one open to all (hub.placement.routing.Routing.governing_queue).
     cluster_queues: list[str] = Field(default_factory=list)
     fleet_quota: dict[str, Quantity] = Field(default_factory=dict)
     fair_sharing_weight: Quantity = Field(default_factory=lambda: Quantity(1))

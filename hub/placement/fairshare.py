@@ -317,14 +317,9 @@ def tenant_default_queue(tenant: Tenant, routing: Routing) -> str:
     for lq in routing.local_queues.values():
         if lq.metadata.namespace not in namespaces:
             continue
-        for gq in routing.global_queues:
-            spec = gq.spec
-            if spec.cluster_queues and lq.spec.cluster_queue not in spec.cluster_queues:
-                continue
-            if spec.tenants and tenant.name not in spec.tenants:
-                continue
+        gq = routing.governing_queue(lq.spec.cluster_queue, {tenant.name})
+        if gq is not None:
             routed.add(gq.name)
-            break
     if routed:
         return min(routed)
     for gq in routing.global_queues:

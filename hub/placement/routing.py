@@ -12,7 +12,7 @@ hub.queue_status (cluster set members), tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from api.k8s.core import LabelSelectorRequirement
@@ -106,6 +106,25 @@ class Routing:
     def global_queue(self, name: str) -> GlobalQueue | None:
         return self._global_by_name.get(name)
 
+    def governing_queue(self, cluster_queue: str, tenants: Set[str]) -> GlobalQueue | None:
+        """The GlobalQueue that governs a cluster queue's work for these tenants: of those
+        open to both, the most specific — one that names the cluster queue before one open to
+        every cluster queue, then one that names a tenant before one open to all — and the
+        first by name among equals. So a catch-all queue (`qctl dev up`'s `default`) never
+        takes the work of a queue another GlobalQueue was written for."""
+        best: tuple[bool, bool] | None = None
+        found: GlobalQueue | None = None
+        for gq in self.global_queues:  # by name: the first of equals stays
+            spec = gq.spec
+            if spec.cluster_queues and cluster_queue not in spec.cluster_queues:
+                continue
+            if spec.tenants and not tenants & set(spec.tenants):
+                continue
+            rank = (bool(spec.cluster_queues), bool(spec.tenants))
+            if best is None or rank > best:
+                best, found = rank, gq
+        return found
+
     def capped_queues(self) -> list[GlobalQueue]:
         """The global queues with a fleet quota."""
         return [gq for gq in self.global_queues if gq.spec.fleet_quota]
@@ -131,15 +150,7 @@ class Routing:
             return f"LocalQueue {namespace}/{queue} does not exist at the hub"
         cq = lq.spec.cluster_queue
         tenants = {t.name for t in self.tenants if namespace in t.spec.namespaces}
-        gq: GlobalQueue | None = None
-        for candidate in self.global_queues:
-            spec = candidate.spec
-            if spec.cluster_queues and cq not in spec.cluster_queues:
-                continue
-            if spec.tenants and not tenants & set(spec.tenants):
-                continue
-            gq = candidate
-            break
+        gq = self.governing_queue(cq, tenants)
         members = self.cluster_set_members(asked_set or (gq.spec.cluster_set if gq else None))
         if isinstance(members, str):
             return members

@@ -9,6 +9,7 @@ import pytest
 from agent.engine.apply import apply_result
 from agent.engine.fair_sharing import fair_level, tournament_key, weighted_share_milli
 from agent.engine.quota import QuotaTree
+from agent.engine.result import PreemptionReason
 from agent.engine.snapshot import (
     ClusterQueueName,
     CohortName,
@@ -271,6 +272,17 @@ def test_hierarchical_preemption_compares_the_sides_below_the_common_cohort(
     workloads = [*running("x2", 5), *running("y1", 5), incoming]
     result = run(snapshot(cqs=cqs, cohorts=cohorts, workloads=workloads, config=config))
     assert preempted_ids(result) == ids(*victims)
+
+
+def test_a_victim_taken_by_share_is_preempted_for_fair_sharing_and_says_so() -> None:
+    # Kueue's reason for every victim of another queue under fair sharing, even where the
+    # classic rules would have called it reclamation.
+    workloads = [*running("a", 10), wl("new").queue("b").request("cpu", "1").created(50)]
+    result = run(snapshot(cqs=shared(), workloads=workloads, config=FAIR))
+    assert [(p.victim, p.reason) for p in result.preempted] == [
+        ("default/a-9", PreemptionReason.IN_COHORT_FAIR_SHARING)
+    ]
+    assert "(InCohortFairSharing)" in result.preempted[0].message
 
 
 # --------------------------------------------------------------------------------------------
