@@ -398,9 +398,10 @@ class Agent:
                 )
                 tasks.create_task(guard("lease", self._lease_loop()))
                 tasks.create_task(guard("deadlines", self._deadline_loop()))
-                tasks.create_task(
-                    guard("log shipping", self.logs.watch_finished(lambda: self.admission.held))
+                shipper = self.logs.watch_finished(
+                    lambda: self.admission.held, self.admission.book.take_finished
                 )
+                tasks.create_task(guard("log shipping", shipper))
                 self.ready.set()
         finally:
             await self.logs.close_all()

@@ -5,8 +5,9 @@ putting or deleting a record is the only way any of them changes.
 which workloads a Job or pod change is for (by the (namespace, name label) their objects
 carry), when each record's next timer is due (`agent.records.wakeup`, a heap whose stale
 entries are skipped, so a pass costs what is due, not what is held), which records the next
-engine snapshot must look at again, and which must be saved or deleted at the end of the
-pass. It returns what the change means for admission (`Put`). No I/O, no clock.
+engine snapshot must look at again, which finished with Jobs (whose logs the log shipper
+ships: it looks at those, not at every held record), and which must be saved or deleted at
+the end of the pass. It returns what the change means for admission (`Put`). No I/O, no clock.
 
 Called by: agent.admission (every transition goes through `put`).
 """
@@ -47,6 +48,8 @@ class Book:
         self._by_owner: dict[tuple[str, str], set[str]] = {}
         self._timers: list[tuple[float, str]] = []
         self._changed: set[str] = set()
+        self._finished: set[str] = set()
+        """Keys put finished with Jobs since the last `take_finished`."""
         self._dirty: dict[str, bool | None] = {}
 
     def put(self, key: str, record: Record | None) -> Put:
@@ -62,8 +65,11 @@ class Book:
                 if not keys:
                     del self._by_owner[owner(key)]
             self._dirty[key] = None
+            self._finished.discard(key)
             return Put(freed=True)
         self.records[key] = record
+        if record.finished and record.job_names:
+            self._finished.add(key)
         if old is None:
             self._by_owner.setdefault(owner(key), set()).add(key)
         when = wakeup(record, self.cadence)
@@ -94,6 +100,12 @@ class Book:
         """The keys put since the last call (what the engine snapshot must look at again)."""
         changed, self._changed = self._changed, set()
         return changed
+
+    def take_finished(self) -> set[str]:
+        """The keys put finished, with Jobs, since the last call and still held (the log
+        shipper's: what may have logs to ship now)."""
+        finished, self._finished = self._finished, set()
+        return finished
 
     def owned_by(self, owners: Iterable[tuple[str, str]]) -> set[str]:
         """The keys of the workloads whose objects carry these (namespace, name label)s."""

@@ -39,7 +39,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -352,6 +352,9 @@ class LogStreams:
         """workload → the generation whose logs were shipped (or are being shipped)."""
         self.shipping: dict[str, asyncio.Task[None]] = {}
         self._cut_offs: set[asyncio.Task[None]] = set()
+        self._lane_resets = 0
+        """How many times the lane was lost (`close_all`): `watch_finished` looks at every
+        finished workload again after each."""
 
     async def handle(self, message: LogOpen | LogClose) -> None:
         if isinstance(message, LogOpen):
@@ -388,6 +391,7 @@ class LogStreams:
             await self._close(stream_id)
         self.sent_upto.clear()
         self.shipped.clear()
+        self._lane_resets += 1
 
     # shipping --------------------------------------------------------------------------------
 
@@ -444,15 +448,36 @@ class LogStreams:
                 for frame in frames:
                     await self.send(frame)
 
-    async def watch_finished(self, records: Callable[[], Mapping[str, Record]]) -> None:
+    async def watch_finished(
+        self,
+        records: Callable[[], Mapping[str, Record]],
+        take_finished: Callable[[], Iterable[str]],
+    ) -> None:
         """Ship the logs of every workload that finished here, as it finishes (runs until
-        cancelled)."""
+        cancelled). `take_finished`: the keys of `records` put finished since it was last
+        called (agent.book.Book.take_finished), so a poll costs what finished, not what is
+        held (an hour of finished workloads stays held); every record is looked at again
+        only after the lane was lost, since what was shipped over it is forgotten then."""
+        waiting: set[str] = set()
+        looked_after_reset = -1
         while True:
-            for key, record in list(records().items()):
+            if looked_after_reset != self._lane_resets:
+                looked_after_reset = self._lane_resets
+                take_finished()  # (the whole look below covers them)
+                waiting = set(records())
+            else:
+                waiting.update(take_finished())
+            held = records()
+            for key in list(waiting):
+                record = held.get(key)
                 if (
-                    record.finished
+                    record is not None
+                    and record.finished
                     and record.job_names
-                    and self.shipped.get(key, 0) < (record.generation)
+                    and self.shipped.get(key, 0) < record.generation
+                    and self.ship(key, record.generation) is None
+                    and self.ship_limit_bytes > 0
                 ):
-                    self.ship(key, record.generation)
+                    continue  # the lane is down: try again next time
+                waiting.discard(key)
             await asyncio.sleep(self.poll_interval)

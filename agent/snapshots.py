@@ -442,18 +442,20 @@ class SnapshotCache:
         return (wl.metadata.namespace or "default", Labels.value(wl.metadata.name))
 
     def _refresh(self, key: str, item: Record | None) -> None:
+        """Bring one held workload's engine view up to date. Its id is named as replaced
+        only when the engine workload the snapshot holds for it changes — added, dropped,
+        or converted into one that differs: a record that changed elsewhere (a report sent,
+        a timer moved, a condition the engine does not read) leaves the engine's carry and
+        its pending reasons alone, so a cycle looks only at what it can decide anew."""
         cached = self._workloads.get(key)
-        replaced = self._replaced
-        if replaced is not None:
-            replaced.add(WorkloadId(key))
-            if cached is not None:
-                replaced.add(cached.engine.id)
+        # What the last build held for it, if anything.
+        held = self._engine.get(cached.engine.id) if cached is not None else None
         if item is None or item.settled:
             if cached is not None:
-                self._engine.pop(cached.engine.id, None)
                 self._by_label.pop(self._label_key(cached.workload), None)
                 if item is None:
                     del self._workloads[key]
+            self._hold(held, None)
             return
         wl = item.workload
         sticky = item.preempting
@@ -463,8 +465,6 @@ class SnapshotCache:
             or cached.status is not wl.status
             or cached.sticky != sticky
         ):
-            if cached is not None:
-                self._engine.pop(cached.engine.id, None)
             engine = stamp(
                 workload_from_api(
                     wl,
@@ -474,9 +474,21 @@ class SnapshotCache:
                 ),
                 self._scores,
             )
+            if cached is not None and engine == cached.engine:
+                engine = cached.engine  # (the same to the engine: kept, so seen unchanged)
             cached = _Converted(wl, wl.status, sticky, engine)
             self._workloads[key] = cached
             self._by_label[self._label_key(wl)] = cached
-            if replaced is not None:
-                replaced.add(engine.id)
-        self._engine[cached.engine.id] = cached.engine
+        self._hold(held, cached.engine)
+
+    def _hold(self, before: EngineWorkload | None, after: EngineWorkload | None) -> None:
+        """The snapshot holds `after` instead of `before` (None: nothing) for one workload;
+        the ids of a change are named as replaced for the next cycle."""
+        if before is after:
+            return
+        if before is not None:
+            del self._engine[before.id]
+        if after is not None:
+            self._engine[after.id] = after
+        if self._replaced is not None:
+            self._replaced.update(w.id for w in (before, after) if w is not None)

@@ -65,3 +65,17 @@ def test_writes_are_the_latest_record_once_per_pass() -> None:
     book.persist(a.key, with_offer=False)  # the offer still goes: it was asked for
     assert book.take_writes() == ([(a.key, a.offer_json(), bound.state_json())], [])
     assert book.take_writes() == ([], [])
+
+
+def test_the_log_shipper_is_told_only_of_records_put_finished_with_jobs_and_still_held() -> None:
+    book = Book(CADENCE)
+    a, b, c = record("a"), record("b"), record("c")
+    for one in (a, b, c):
+        book.put(one.key, one)
+    assert book.take_finished() == set()  # nothing finished yet
+    book.put(a.key, replace(a, phase=WorkloadPhase.SUCCEEDED, job_names=("job-a",)))
+    book.put(b.key, replace(b, phase=WorkloadPhase.FAILED))  # no Jobs: no logs
+    book.put(c.key, replace(c, phase=WorkloadPhase.SUCCEEDED, job_names=("job-c",)))
+    book.put(c.key, None)  # forgotten before the shipper looked
+    assert book.take_finished() == {a.key}
+    assert book.take_finished() == set()  # each told once

@@ -4,10 +4,16 @@ saturated log lane never holds up the control lane."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
+from typing import cast
 
+from agent.book import Book
 from agent.errors import K8sConnectionError
+from agent.inventory import Inventory
+from agent.k8s.client import Kube
 from agent.logs import LogStreams, _Stream
+from agent.records import Cadence, Record, on_offer
 from api.v1alpha1.messages import (
     Hello,
     LogClose,
@@ -248,3 +254,73 @@ async def test_shipping_stops_at_the_limit_and_says_how_much_it_left_behind(
     assert shipped_lines(hub, key) == [(n, f"line-{n:04d}") for n in range(1, 101)]
     eof = next(f for f in shipped_frames(hub, key) if f.eof and f.pod)
     assert (eof.unshipped_lines, eof.unshipped_bytes) == (200, 200 * 10)
+
+
+class _CountedRecords(dict[str, Record]):
+    """The held records, counting how often the log shipper walks all of them."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.walks += 1
+        return super().__iter__()
+
+
+class _StartRecorder(LogStreams):
+    """Log streams that record which workloads a ship starts instead of reading any log."""
+
+    started: list[str]
+
+    def _start(self, stream: _Stream) -> asyncio.Task[None]:
+        self.started.append(stream.request.workload)
+        return asyncio.create_task(asyncio.sleep(0))
+
+
+def _finished(name: str) -> Record:
+    made = on_offer(None, offer_for(job_source(name)), 0.0).record
+    assert made is not None
+    return replace(made, phase=WorkloadPhase.SUCCEEDED, job_names=(f"job-{name}",))
+
+
+async def test_the_log_shipper_looks_at_what_finished_not_at_every_held_workload() -> None:
+    book = Book(Cadence())
+    held = _CountedRecords()
+    lane = {"up": True}
+    streams = _StartRecorder(
+        cluster="c",
+        kube=cast(Kube, None),
+        inventory=cast(Inventory, None),
+        send=cast(Callable[[LogData], Awaitable[None]], None),
+        poll_interval=0.01,
+        lane_up=lambda: lane["up"],
+    )
+    streams.started = []
+
+    def put(record: Record) -> None:
+        book.put(record.key, record)
+        held[record.key] = record
+
+    put(_finished("before"))  # restored finished: the first look finds it
+    for n in range(50):
+        pending = on_offer(None, offer_for(job_source(f"wait-{n}")), 0.0).record
+        assert pending is not None
+        put(pending)
+    shipper = asyncio.create_task(streams.watch_finished(lambda: held, book.take_finished))
+    try:
+        await eventually(lambda: streams.started == ["team-a/job-before"])
+        put(_finished("a"))
+        await eventually(lambda: streams.started[1:] == ["team-a/job-a"])
+        lane["up"] = False
+        put(_finished("b"))
+        await asyncio.sleep(0.05)
+        assert streams.started[2:] == []  # the lane is down: b waits for it
+        lane["up"] = True
+        await eventually(lambda: streams.started[2:] == ["team-a/job-b"])
+        assert held.walks == 1  # only the first look walked every held workload
+        await streams.close_all()  # the lane is lost: what was shipped over it is forgotten
+        again = ["team-a/job-a", "team-a/job-b", "team-a/job-before"]
+        await eventually(lambda: sorted(streams.started[3:]) == again)
+        assert held.walks == 2
+    finally:
+        shipper.cancel()
+        await asyncio.gather(shipper, return_exceptions=True)

@@ -99,3 +99,22 @@ def test_a_build_told_nothing_changed_reuses_every_conversion() -> None:
     # Not told: the snapshot keeps it.
     assert list(cache.build(cfg, held, set()).workloads.values()) == [wl]
     assert not cache.build(cfg, held, {"team-a/job-a"}).workloads
+
+
+def test_a_record_change_the_engine_cannot_see_leaves_its_next_cycle_nothing_to_look_at() -> None:
+    cache = SnapshotCache()
+    cfg = config(cpu="0")  # nothing fits: all wait
+    held = {f"team-a/job-{n}": held_record(n) for n in "abc"}
+    first = cache.build(cfg, held)
+    result = cache.cycle(first)(100.0)
+    assert set(result.pending) == set(first.workloads)
+    # A report sent (the record changes, its workload does not), and a status replaced by
+    # an equal one (a new object the engine converts to the same workload).
+    held["team-a/job-a"] = replace(held["team-a/job-a"], pending_reported_at=100.0)
+    b = held["team-a/job-b"].workload
+    copied = b.model_copy(update={"status": (b.status or WorkloadStatus()).model_copy()})
+    held["team-a/job-b"] = replace(held["team-a/job-b"], workload=copied)
+    again = cache.build(cfg, held, {"team-a/job-a", "team-a/job-b"})
+    assert again.workloads == first.workloads
+    assert all(again.workloads[w] is first.workloads[w] for w in first.workloads)
+    assert cache.cycle(again)(101.0).pending_changed == frozenset()
