@@ -43,7 +43,17 @@ from agent.k8s.client import JsonObject
 from agent.lease import Lease
 from agent.materialize import Materializer, plan_jobs
 from agent.metrics import AgentMetrics
-from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
+from agent.records import (
+    Effect,
+    LogShip,
+    Materialize,
+    Persist,
+    Record,
+    Reject,
+    Report,
+    Step,
+    StopJobs,
+)
 from agent.retry import K8S_TRANSIENT
 from agent.snapshots import SnapshotCache
 from agent.state import StateStore
@@ -119,9 +129,13 @@ class AdmissionShell:
     ) -> None:
         self.store = store
         self.before_stop: Callable[[str, int, asyncio.Event], Awaitable[None]] | None = None
-        """Awaited (in a background task) before a cancelled or evicted workload's Jobs are
-        deleted, with its key, generation and an event set to cut it short (agent.app: the
-        logs are shipped, bounded)."""
+        """Awaited (in a background task) before a cancelled workload's Jobs are deleted, and
+        after an evicted one's, with its key, generation and an event set to cut it short
+        (agent.app: the logs are shipped, bounded)."""
+        self.open_logs: Callable[[str, int], Awaitable[bool]] | None = None
+        """Awaited in this loop before an evicted workload's Jobs are deleted, with its key
+        and generation: starts shipping its logs and returns once the ship's reads hold them
+        (agent.app: tightly bounded); whether a ship is on."""
         self.stopping: dict[str, tuple[int, asyncio.Event]] = {}
         """Workloads (→ generation) whose Jobs a background stop ships the logs of and then
         deletes: the reaper leaves their Jobs alone, and a withdrawal or a fence sets the
@@ -217,12 +231,19 @@ class AdmissionShell:
                 assert record is not None
                 self._spawn(self._materialize(record), f"materialize {key}")
             elif isinstance(effect, StopJobs):
-                if effect.ship_logs_first and record is not None and self.before_stop:
+                if effect.logs is LogShip.BEFORE and record is not None and self.before_stop:
                     # Never in this loop: the stop and what follows it go on in the background.
                     self.stopping[key] = (record.generation, asyncio.Event())
                     work = self._stop_after_shipping(key, record, effect, effects[done:])
                     self._spawn(work, f"stop {key}")
                     return
+                shipping = (
+                    effect.logs is LogShip.ALONGSIDE
+                    and record is not None
+                    and self.open_logs is not None
+                    and self.before_stop is not None
+                    and await self.open_logs(key, record.generation)
+                )
                 namespace, name = key.split("/", 1)
                 jobs = self.inventory.workload_objects(namespace, name)
                 try:
@@ -237,6 +258,13 @@ class AdmissionShell:
                     return
                 if record is not None and jobset_policy(record) is not None:
                     self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
+                if shipping and record is not None:
+                    # The Jobs are gone; the reports wait for the ship (bounded), since the
+                    # hub takes a generation's lines only while it is bound here. What else
+                    # follows (the record persisted) goes on now.
+                    self.stopping[key] = (record.generation, asyncio.Event())
+                    rest = effects[done:]
+                    self._spawn(self._report_after_shipping(key, record, rest), f"ship {key}")
 
     async def _keep_stopping(
         self, key: str, record: Record | None, stop: StopJobs, after: Sequence[Effect]
@@ -249,8 +277,8 @@ class AdmissionShell:
     async def _stop_after_shipping(
         self, key: str, record: Record, stop: StopJobs, after: Sequence[Effect]
     ) -> None:
-        """A cancel's or an eviction's stop: the logs first (bounded), then the Jobs, then
-        what follows (the report: only once the Jobs are gone)."""
+        """A cancel's stop: the logs first (bounded), then the Jobs, then what follows (the
+        report: only once the Jobs are gone)."""
         namespace, name = key.split("/", 1)
         try:
             assert self.before_stop is not None
@@ -270,6 +298,24 @@ class AdmissionShell:
             self._spawn(self.jobsets.delete_service(record), f"jobset service {key}")
         await self._effects(key, record, after)
         self._wake.set()
+
+    async def _report_after_shipping(
+        self, key: str, record: Record, after: Sequence[Effect]
+    ) -> None:
+        """An eviction's ship, its Jobs deleted meanwhile: once it ends (bounded), the
+        reports that followed the stop (held back while `stopping`; the rest went on)."""
+        try:
+            assert self.before_stop is not None
+            try:
+                await self.before_stop(key, record.generation, self.stopping[key][1])
+            except Exception:  # the logs must never keep the report
+                log.exception("shipping the logs of %s after its eviction", key)
+        finally:
+            if self.stopping.get(key, (None,))[0] == record.generation:
+                del self.stopping[key]
+        for effect in after:
+            if isinstance(effect, Report):
+                self.reporter.report(effect.payload)
 
     def _hurry(self, key: str) -> None:
         """A withdrawal or a fence must stop at once: a stop shipping logs stops waiting."""

@@ -156,6 +156,14 @@ class Agent:
             await self.logs.ship_before_stop(workload, generation, stop_wait, hurry)
 
         self.admission.before_stop = ship_before_stop
+        open_wait = settings.log_ship_open_wait_seconds
+
+        async def open_before_stop(workload: str, generation: int) -> bool:
+            if open_wait <= 0:
+                return False
+            return await self.logs.open_before_stop(workload, generation, open_wait)
+
+        self.admission.open_logs = open_before_stop
         self.ready = asyncio.Event()
         self.metrics.watch(
             AgentView(

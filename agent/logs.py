@@ -25,12 +25,16 @@ the generation, up to `ship_limit_bytes` per workload; the eof of a container sa
 lines and bytes the limit left behind. The hub keeps shipped lines only from the cluster that
 holds the generation's binding (docs/exactly-once.md).
 
-A cancelled or evicted workload's logs are shipped the same way before its Jobs are deleted
+A cancelled workload's logs are shipped the same way before its Jobs are deleted
 (`ship_before_stop`, awaited by the admission shell's background stop, bounded; past the
 bound the ship is cut off and its eof frames say how many lines it read and left behind).
+An evicted or preempted one's ship starts just before its Jobs are deleted: the admission
+loop waits only until the ship's reads hold the logs (`open_before_stop`, tightly bounded),
+the Jobs go, and the ship reads on from the terminating pods (docs/logs.md).
 
 Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`);
-agent.admission (`ship_before_stop`, through the hook agent.app gives it).
+agent.admission (`open_before_stop`, `ship_before_stop`, through the hooks agent.app gives
+it).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agent.errors import HubUnreachableError, K8sError
@@ -82,8 +86,12 @@ class _Ship:
 
     generation: int
     budget_bytes: int
-    unshipped_lines: dict[Key, int]
-    unshipped_bytes: dict[Key, int]
+    unshipped_lines: dict[Key, int] = field(default_factory=dict)
+    """Over the budget, per (pod, container)."""
+    unshipped_bytes: dict[Key, int] = field(default_factory=dict)
+    cut_off_lines: dict[Key, int] = field(default_factory=dict)
+    """Read and not sent when the ship was cut off, per (pod, container)."""
+    cut_off_bytes: dict[Key, int] = field(default_factory=dict)
 
 
 def _started(pod: JsonObject, container: str) -> bool:
@@ -112,6 +120,12 @@ class _Stream:
         self.readers: dict[Key, asyncio.Task[None]] = {}
         self.data = asyncio.Event()
         self.discovery_done = False
+        self.unread: set[Key] = set()
+        """Readers that have not got their log's first line (nor ended) yet."""
+        self.holding = asyncio.Event()
+        """Set once discovery is done and every reader got its first line or ended: the log
+        is then open and stays readable to its end while the pod goes (a kubelet reads the
+        open log file, kubesim the container's log object), so the pods may be deleted."""
         self.task: asyncio.Task[None] | None = None
 
     # readers ---------------------------------------------------------------------------------
@@ -141,6 +155,12 @@ class _Stream:
         ship.budget_bytes -= size
         return True
 
+    def _got(self, key: Key) -> None:
+        """The reader of `key` got its first line, or ended."""
+        self.unread.discard(key)
+        if self.discovery_done and not self.unread:
+            self.holding.set()
+
     async def read(self, namespace: str, key: Key) -> None:
         req = self.request
         since_seconds = req.since_seconds
@@ -163,6 +183,7 @@ class _Stream:
                         tail_lines=tail_lines,
                         timestamps=True,
                     ):
+                        self._got(key)
                         if skip:
                             skip -= 1  # read before the stream broke (from the start again)
                             continue
@@ -191,6 +212,7 @@ class _Stream:
                         tail_lines = None
                         since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
         finally:
+            self._got(key)
             self.ended.append(key)
             self.data.set()
 
@@ -208,11 +230,13 @@ class _Stream:
                     key = (pod_name, cname)
                     if key in self.readers or not _started(pod, cname):
                         continue
+                    self.unread.add(key)
                     self.readers[key] = asyncio.create_task(self.read(namespace, key))
             if not req.follow or self.owner.finished(req.workload):
                 # Without follow, what has started now is what there is; with follow, once
                 # the workload is finished no pod will come or start any more.
                 self.discovery_done = True
+                self._got(("", ""))
                 self.data.set()
                 return
             await asyncio.sleep(self.owner.poll_interval)
@@ -238,6 +262,8 @@ class _Stream:
             generation=ship.generation if ship else None,
             unshipped_lines=ship.unshipped_lines.pop(key, 0) if ship and eof else 0,
             unshipped_bytes=ship.unshipped_bytes.pop(key, 0) if ship and eof else 0,
+            cut_off_lines=ship.cut_off_lines.pop(key, 0) if ship and eof else 0,
+            cut_off_bytes=ship.cut_off_bytes.pop(key, 0) if ship and eof else 0,
         )
 
     def cut_off(self) -> list[LogData]:
@@ -251,8 +277,8 @@ class _Stream:
                 continue
             if ship is not None:
                 left = [e for e in self.buffer if e.key == key]
-                ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + len(left)
-                ship.unshipped_bytes[key] = ship.unshipped_bytes.get(key, 0) + sum(
+                ship.cut_off_lines[key] = ship.cut_off_lines.get(key, 0) + len(left)
+                ship.cut_off_bytes[key] = ship.cut_off_bytes.get(key, 0) + sum(
                     len(e.line.text.encode()) + 1 for e in left
                 )
             frames.append(self._frame(key, [], eof=True))
@@ -391,17 +417,21 @@ class LogStreams:
 
     # shipping --------------------------------------------------------------------------------
 
-    def ship(self, workload: str, generation: int) -> asyncio.Task[None] | None:
+    def ship(
+        self, workload: str, generation: int, *, follow: bool = False
+    ) -> asyncio.Task[None] | None:
         """Start shipping a workload's logs at `generation` (once per generation while the
-        lane lasts); the task, or None when there is nothing to start."""
+        lane lasts); the task, or None when there is nothing to start. `follow`: read each
+        container's log until it ends (its pods are being stopped: what it prints while it
+        terminates is shipped too)."""
         if self.ship_limit_bytes <= 0 or not self.lane_up():
             return None
         if self.shipped.get(workload, 0) >= generation:
             return self.shipping.get(workload)
         self.shipped[workload] = generation
         stream_id = f"{SHIP_PREFIX}{generation}/{workload}"
-        request = LogOpen(stream_id=stream_id, workload=workload)
-        budget = _Ship(generation, self.ship_limit_bytes, {}, {})
+        request = LogOpen(stream_id=stream_id, workload=workload, follow=follow)
+        budget = _Ship(generation, self.ship_limit_bytes)
         task = self._start(_Stream(self, request, ship=budget))
         self.shipping[workload] = task
         task.add_done_callback(lambda t: self._shipped(workload, t))
@@ -411,13 +441,34 @@ class LogStreams:
         if self.shipping.get(workload) is task:
             del self.shipping[workload]
 
+    async def open_before_stop(self, workload: str, generation: int, wait: float) -> bool:
+        """An evicted workload's Jobs are about to be deleted: start shipping what the hub
+        does not have yet, following each container's log until it ends (what it prints
+        while it terminates is shipped too), and return once every read has its log's first
+        line (or after `wait` seconds: a log not opened by then may go with its pod);
+        whether a ship is on (`ship_before_stop` then waits for it, bounded)."""
+        task = self.ship(workload, generation, follow=True)
+        if task is None or task.done():
+            return False
+        stream = self.streams.get(f"{SHIP_PREFIX}{generation}/{workload}")
+        if stream is not None:
+            holding = asyncio.create_task(stream.holding.wait())
+            try:
+                await asyncio.wait(
+                    [task, holding], timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                holding.cancel()
+        return True
+
     async def ship_before_stop(
         self, workload: str, generation: int, wait: float, hurry: asyncio.Event
     ) -> None:
-        """A cancelled or evicted workload's Jobs are about to be deleted: ship what the hub
-        does not have yet, for at most `wait` seconds (or until `hurry` is set: a withdrawal
-        or a fence came meanwhile). Past that the ship is cut off and its eof frames, sent in
-        the background, say how many lines it left behind."""
+        """A cancelled workload's Jobs are about to be deleted (or an evicted one's were,
+        its ship already on): ship what the hub does not have yet, for at most `wait`
+        seconds (or until `hurry` is set: a withdrawal or a fence came meanwhile). Past that
+        the ship is cut off and its eof frames, sent in the background, say how many lines
+        it left behind."""
         task = self.ship(workload, generation)
         if task is None or task.done():
             return

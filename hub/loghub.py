@@ -218,6 +218,14 @@ class LogHub:
                 f"pod/{data.pod} container {data.container} not kept: over the agent's "
                 "log ship limit",
             )
+        if data.cut_off_lines:
+            self.store.mark(
+                name,
+                f"multiq: {data.cut_off_lines:,} lines ({data.cut_off_bytes:,} bytes) of "
+                f"pod/{data.pod} container {data.container} not kept: the agent's ship was "
+                "cut off by its time bound as the pods went (lines it had not read yet are "
+                "not counted)",
+            )
 
     def on_disconnect(self, cluster: str) -> None:
         for stream in self._streams.values():
