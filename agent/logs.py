@@ -47,6 +47,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pydantic import TypeAdapter
+
 from agent.errors import HubUnreachableError, K8sError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject, Kube
@@ -62,22 +64,28 @@ SHIP_PREFIX = "ship/"
 """Stream ids of shipped streams start with this (the hub opens none like it)."""
 
 
-def parse_line(raw: str) -> LogLine:
+def parse_line(raw: str) -> tuple[datetime | None, str]:
     """A `timestamps=true` log line: RFC 3339 stamp, a space, the text."""
     stamp, sep, text = raw.partition(" ")
     if sep:
         try:
-            return LogLine(timestamp=datetime.fromisoformat(stamp), text=text)
+            return datetime.fromisoformat(stamp), text
         except ValueError:
             pass
-    return LogLine(text=raw)
+    return None, raw
+
+
+_LINES: TypeAdapter[list[LogLine]] = TypeAdapter(list[LogLine])
+"""A frame's lines are made in one validation: a `LogLine` per line as it was read was the
+agent's largest cost under a log flood."""
 
 
 @dataclass(slots=True)
 class _Entry:
     key: Key
     seq: int
-    line: LogLine
+    timestamp: datetime | None
+    text: str
 
 
 @dataclass(slots=True)
@@ -130,23 +138,23 @@ class _Stream:
 
     # readers ---------------------------------------------------------------------------------
 
-    async def push(self, key: Key, seq: int, line: LogLine) -> None:
+    async def push(self, entry: _Entry) -> None:
         while len(self.buffer) >= self.owner.buffer_lines:
             self.space.clear()
             await self.space.wait()
-        self.buffer.append(_Entry(key, seq, line))
+        self.buffer.append(entry)
         self.data.set()
 
-    def _admit(self, key: Key, seq: int, line: LogLine) -> bool:
+    def _admit(self, key: Key, timestamp: datetime | None, text: str) -> bool:
         """Whether a shipped stream sends this line: not sent to the hub before, and within
         the workload's budget (what is over it is counted, not sent)."""
         ship = self.ship
         if ship is None:
             return True
         sent = self.owner.sent_upto.get((self.request.workload, *key))
-        if sent is not None and line.timestamp is not None and line.timestamp < sent:
+        if sent is not None and timestamp is not None and timestamp < sent:
             return False  # (one with the same timestamp goes: the hub tells them apart)
-        size = len(line.text.encode()) + 1
+        size = len(text.encode()) + 1
         if size > ship.budget_bytes:
             ship.budget_bytes = 0  # later lines too: what is shipped is a prefix
             ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + 1
@@ -187,18 +195,18 @@ class _Stream:
                         if skip:
                             skip -= 1  # read before the stream broke (from the start again)
                             continue
-                        line = parse_line(raw)
+                        timestamp, text = parse_line(raw)
                         if (
                             not self.from_start
                             and last is not None
-                            and line.timestamp is not None
-                            and line.timestamp <= last
+                            and timestamp is not None
+                            and timestamp <= last
                         ):
                             continue  # seen before the stream broke
                         count += 1
-                        last = line.timestamp or last
-                        if self._admit(key, count, line):
-                            await self.push(key, count, line)
+                        last = timestamp or last
+                        if self._admit(key, timestamp, text):
+                            await self.push(_Entry(key, count, timestamp, text))
                     break
                 except K8sError as exc:
                     log.info("log %s/%s: %s (attempt %d/5)", key[0], key[1], exc, attempt + 1)
@@ -254,7 +262,9 @@ class _Stream:
             cluster=self.owner.cluster,
             pod=key[0],
             container=key[1],
-            lines=[e.line for e in entries],
+            lines=_LINES.validate_python(
+                [{"timestamp": e.timestamp, "text": e.text} for e in entries]
+            ),
             eof=eof,
             seq=seq,
             from_start=self.from_start,
@@ -279,7 +289,7 @@ class _Stream:
                 left = [e for e in self.buffer if e.key == key]
                 ship.cut_off_lines[key] = ship.cut_off_lines.get(key, 0) + len(left)
                 ship.cut_off_bytes[key] = ship.cut_off_bytes.get(key, 0) + sum(
-                    len(e.line.text.encode()) + 1 for e in left
+                    len(e.text.encode()) + 1 for e in left
                 )
             frames.append(self._frame(key, [], eof=True))
         self.buffer.clear()

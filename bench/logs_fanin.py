@@ -10,8 +10,8 @@ Phases:
 2. `paced`: each pod prints at `--rate` bytes/s (1 MB/s); p50/p99 latency from the line's
    write (the time in it) to its arrival at a follower (one machine, one clock).
 3. `stored`: after the Jobs finished, one plain `GET …/log` of each workload: lines served
-   from the hub's store (all of them: the agent shipped what kubesim's 20,000-line bound
-   had already dropped from the cluster).
+   from the hub's store (all of them: what the followers got, and what the agent shipped
+   after the Jobs finished).
 4. `kubectl`: the ceiling below the hub — one pod printing as fast as it can, followed with
    `kubectl logs -f` straight from its kubesim: MB/s.
 

@@ -386,15 +386,27 @@ class KubeClient:
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
         response = await self._raw(self._core.read_namespaced_pod_log, name, namespace, **kwargs)
+        # Whatever arrived, split into lines: a readline per line cost the agent more than
+        # anything else it does with a line.
+        pending = bytearray()  # (a long line arriving in many chunks stays linear)
         try:
             while True:
                 try:
-                    line = await response.content.readline()
+                    chunk = await response.content.readany()
                 except _TRANSPORT_ERRORS as exc:
                     raise K8sConnectionError(f"log {namespace}/{name}: {exc}") from exc
-                if not line:
+                if not chunk:
+                    if pending:
+                        yield pending.decode("utf-8", "replace")
                     return
-                yield line.decode("utf-8", "replace").rstrip("\n")
+                pending += chunk
+                end = pending.rfind(b"\n")
+                if end < 0:
+                    continue
+                complete = bytes(pending[:end]).split(b"\n")
+                del pending[: end + 1]
+                for line in complete:
+                    yield line.decode("utf-8", "replace")
         finally:
             response.release()
 

@@ -58,8 +58,8 @@ async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_n
 ) -> None:
     agent = await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    # 20,000 lines: kubesim keeps that many per container, so all wait there (and in the
-    # agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
+    # 20,000 lines (~680 KB): kubesim keeps 10 MiB per container, so all wait there (and in
+    # the agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
     script = (
         "sleep 2; i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; "
         "i=$((i+1)); done; sleep 5"
@@ -191,7 +191,7 @@ async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating
     )
     stream = _Stream(streams, LogOpen(stream_id="s", workload="ns/w", follow=True, tail_lines=10))
     await stream.read("ns", ("pod", "main"))
-    assert [e.line.text for e in stream.buffer] == ["line-0", "line-1", "line-2", "line-3"]
+    assert [e.text for e in stream.buffer] == ["line-0", "line-1", "line-2", "line-3"]
     assert stream.ended == [("pod", "main")]
     assert kube.calls[0]["tail_lines"] == 10
     assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
