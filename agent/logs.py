@@ -360,7 +360,7 @@ class LogStreams:
         send: Callable[[LogData], Awaitable[None]],
         buffer_lines: int = 10_000,
         batch_lines: int = 500,
-        batch_interval: float = 0.1,
+        batch_interval: float = 0.02,
         poll_interval: float = 0.25,
         finished: Callable[[str], bool] = lambda _workload: False,
         ship_limit_bytes: int = 64 * 1024 * 1024,

@@ -48,8 +48,9 @@ class Timings(BaseModel):
     """Server-side timeout of one watch request; the watch is then resumed."""
     watch_retry: float = 1.0
     """Pause before re-listing after a watch failed."""
-    log_batch_interval: float = 0.1
-    """How long a log batch may wait to fill before it is sent."""
+    log_batch_interval: float = 0.02
+    """How long a log batch may wait to fill before it is sent: a fifth of the 0.1 s it was,
+    for p99 line latency (bench.logs_fanin's paced phase); a flood fills batches anyway."""
     cycle_min_interval: float = 0.05
     """At most one admission cycle this often (events within it are coalesced)."""
     orphan_grace: float = 30.0

@@ -265,6 +265,11 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
     before = meter.sample()
     fast, keys = await run_phase(fed, "max", lines=args.lines, rate=0, followers=args.followers)
     fast["cpu_seconds"] = cpu_seconds(meter, before)
+    # CPU per MB delivered: steadier than MB/s on a machine shared with other work.
+    delivered = fast["aggregate_mb_per_s"] * fast["seconds"]
+    fast["cpu_seconds_per_mb"] = {
+        role: round(spent / max(delivered, 1e-9), 3) for role, spent in fast["cpu_seconds"].items()
+    }
     paced_lines = int(args.rate * args.paced_seconds / LINE_BYTES)
     paced, _ = await run_phase(
         fed, "paced", lines=paced_lines, rate=args.rate, followers=args.followers
