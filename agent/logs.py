@@ -129,9 +129,9 @@ class _Stream:
         self.data = asyncio.Event()
         self.discovery_done = False
         self.unread: set[Key] = set()
-        """Readers that have not got their log's first line (nor ended) yet."""
+        """Readers whose log read the API server has not answered yet (nor ended)."""
         self.holding = asyncio.Event()
-        """Set once discovery is done and every reader got its first line or ended: the log
+        """Set once discovery is done and every reader's read was answered or ended: the log
         is then open and stays readable to its end while the pod goes (a kubelet reads the
         open log file, kubesim the container's log object), so the pods may be deleted."""
         self.task: asyncio.Task[None] | None = None
@@ -164,7 +164,7 @@ class _Stream:
         return True
 
     def _got(self, key: Key) -> None:
-        """The reader of `key` got its first line, or ended."""
+        """The read of `key` was answered (or got a line, or ended)."""
         self.unread.discard(key)
         if self.discovery_done and not self.unread:
             self.holding.set()
@@ -190,6 +190,7 @@ class _Stream:
                         since_seconds=since_seconds,
                         tail_lines=tail_lines,
                         timestamps=True,
+                        opened=lambda: self._got(key),
                     ):
                         self._got(key)
                         if skip:
@@ -454,8 +455,8 @@ class LogStreams:
     async def open_before_stop(self, workload: str, generation: int, wait: float) -> bool:
         """An evicted workload's Jobs are about to be deleted: start shipping what the hub
         does not have yet, following each container's log until it ends (what it prints
-        while it terminates is shipped too), and return once every read has its log's first
-        line (or after `wait` seconds: a log not opened by then may go with its pod);
+        while it terminates is shipped too), and return once the API server answered every
+        read (or after `wait` seconds: a log not opened by then may go with its pod);
         whether a ship is on (`ship_before_stop` then waits for it, bounded)."""
         task = self.ship(workload, generation, follow=True)
         if task is None or task.done():

@@ -96,6 +96,24 @@ async def test_a_preempted_workloads_jobs_go_at_once_and_its_lines_reach_the_hub
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
 
 
+async def test_a_silent_preempted_workload_is_stopped_without_waiting_the_open_bound(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    # Its log has no first line to wait for: the read is open once the API server answered.
+    agents.overrides = {"log_ship_open_wait_seconds": 10.0}
+    hub.config = config(preempt=True)
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("quiet", cpu="2", script="sleep 60"), priority=1))
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "quiet"), within=20)
+    loop = asyncio.get_running_loop()
+    offered_at = loop.time()
+    await hub.offer(offer_for(job_source("high", cpu="2", script="true"), priority=100))
+    await hub.wait_for(status(WorkloadPhase.EVICTED, "quiet"), within=20)
+    assert loop.time() - offered_at < 5.0
+    assert not [name for name in await live_jobs(kube) if name.startswith("quiet")]
+
+
 NOISY = (
     "i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; i=$((i+1)); done; "
     "sleep 60"
