@@ -128,10 +128,10 @@ class AdmissionShell:
         fair_sharing: FairSharing | None = None,
     ) -> None:
         self.store = store
-        self.before_stop: Callable[[str, int, asyncio.Event], Awaitable[None]] | None = None
+        self.before_stop: Callable[[str, int, asyncio.Event, bool], Awaitable[None]] | None = None
         """Awaited (in a background task) before a cancelled workload's Jobs are deleted, and
-        after an evicted one's, with its key, generation and an event set to cut it short
-        (agent.app: the logs are shipped, bounded)."""
+        after an evicted one's, with its key, generation, an event set to cut it short and
+        whether the Jobs are gone already (agent.app: the logs are shipped, bounded)."""
         self.open_logs: Callable[[str, int], Awaitable[bool]] | None = None
         """Awaited in this loop before an evicted workload's Jobs are deleted, with its key
         and generation: starts shipping its logs and returns once the ship's reads hold them
@@ -283,7 +283,7 @@ class AdmissionShell:
         try:
             assert self.before_stop is not None
             try:
-                await self.before_stop(key, record.generation, self.stopping[key][1])
+                await self.before_stop(key, record.generation, self.stopping[key][1], False)
             except Exception:  # the logs must never keep the Jobs
                 log.exception("shipping the logs of %s before its stop", key)
             jobs = self.inventory.workload_objects(namespace, name)
@@ -307,7 +307,7 @@ class AdmissionShell:
         try:
             assert self.before_stop is not None
             try:
-                await self.before_stop(key, record.generation, self.stopping[key][1])
+                await self.before_stop(key, record.generation, self.stopping[key][1], True)
             except Exception:  # the logs must never keep the report
                 log.exception("shipping the logs of %s after its eviction", key)
         finally:

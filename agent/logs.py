@@ -473,13 +473,20 @@ class LogStreams:
         return True
 
     async def ship_before_stop(
-        self, workload: str, generation: int, wait: float, hurry: asyncio.Event
+        self,
+        workload: str,
+        generation: int,
+        wait: float,
+        hurry: asyncio.Event,
+        *,
+        jobs_gone: bool = False,
     ) -> None:
-        """A cancelled workload's Jobs are about to be deleted (or an evicted one's were,
-        its ship already on): ship what the hub does not have yet, for at most `wait`
-        seconds (or until `hurry` is set: a withdrawal or a fence came meanwhile). Past that
-        the ship is cut off and its eof frames, sent in the background, say how many lines
-        it left behind."""
+        """A cancelled workload's Jobs are about to be deleted (or, `jobs_gone`, an evicted
+        one's were, its ship already on): ship what the hub does not have yet, for at most
+        `wait` seconds (or until `hurry` is set: a withdrawal or a fence came meanwhile).
+        Past that the ship is cut off and its eof frames say how many lines it left behind:
+        sent in the background — or, `jobs_gone`, before this returns (within `wait` again),
+        since the Evicted report that follows ends the binding the hub takes them under."""
         task = self.ship(workload, generation)
         if task is None or task.done():
             return
@@ -493,9 +500,12 @@ class LogStreams:
         stream = self.streams.get(f"{SHIP_PREFIX}{generation}/{workload}")
         task.cancel()
         await asyncio.wait([task])
-        log.warning("shipping the logs of %s: cut off after %.1fs, its Jobs go", workload, wait)
+        log.warning("shipping the logs of %s: cut off after %.1fs", workload, wait)
         if stream is not None:
             frames = stream.cut_off()
+            if jobs_gone:
+                await self._send_cut_off(frames, wait)
+                return
             cut = asyncio.create_task(self._send_cut_off(frames, wait), name=f"cut {workload}")
             self._cut_offs.add(cut)
             cut.add_done_callback(self._cut_offs.discard)
