@@ -152,10 +152,22 @@ class Agent:
         )
         stop_wait = settings.log_ship_stop_wait_seconds
 
-        async def ship_before_stop(workload: str, generation: int, hurry: asyncio.Event) -> None:
-            await self.logs.ship_before_stop(workload, generation, stop_wait, hurry)
+        async def ship_before_stop(
+            workload: str, generation: int, hurry: asyncio.Event, jobs_gone: bool
+        ) -> None:
+            await self.logs.ship_before_stop(
+                workload, generation, stop_wait, hurry, jobs_gone=jobs_gone
+            )
 
         self.admission.stopper.before_stop = ship_before_stop
+        open_wait = settings.log_ship_open_wait_seconds
+
+        async def open_before_stop(workload: str, generation: int) -> bool:
+            if open_wait <= 0:
+                return False
+            return await self.logs.open_before_stop(workload, generation, open_wait)
+
+        self.admission.stopper.open_logs = open_before_stop
         self.ready = asyncio.Event()
         self.metrics.watch(
             AgentView(

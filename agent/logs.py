@@ -25,12 +25,16 @@ the generation, up to `ship_limit_bytes` per workload; the eof of a container sa
 lines and bytes the limit left behind. The hub keeps shipped lines only from the cluster that
 holds the generation's binding (docs/exactly-once.md).
 
-A cancelled or evicted workload's logs are shipped the same way before its Jobs are deleted
+A cancelled workload's logs are shipped the same way before its Jobs are deleted
 (`ship_before_stop`, awaited by the admission shell's background stop, bounded; past the
 bound the ship is cut off and its eof frames say how many lines it read and left behind).
+An evicted or preempted one's ship starts just before its Jobs are deleted: the admission
+loop waits only until the ship's reads hold the logs (`open_before_stop`, tightly bounded),
+the Jobs go, and the ship reads on from the terminating pods (docs/logs.md).
 
 Called by: agent.app (LogOpen/LogClose from the hub session's log lane; `watch_finished`);
-agent.stopper (`ship_before_stop`, through the hook agent.app gives it).
+agent.stopper (`open_before_stop`, `ship_before_stop`, through the hooks agent.app gives
+it).
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from pydantic import TypeAdapter
 
 from agent.errors import HubUnreachableError, K8sError
 from agent.inventory import Inventory
@@ -58,22 +64,28 @@ SHIP_PREFIX = "ship/"
 """Stream ids of shipped streams start with this (the hub opens none like it)."""
 
 
-def parse_line(raw: str) -> LogLine:
+def parse_line(raw: str) -> tuple[datetime | None, str]:
     """A `timestamps=true` log line: RFC 3339 stamp, a space, the text."""
     stamp, sep, text = raw.partition(" ")
     if sep:
         try:
-            return LogLine(timestamp=datetime.fromisoformat(stamp), text=text)
+            return datetime.fromisoformat(stamp), text
         except ValueError:
             pass
-    return LogLine(text=raw)
+    return None, raw
+
+
+_LINES: TypeAdapter[list[LogLine]] = TypeAdapter(list[LogLine])
+"""A frame's lines are made in one validation: a `LogLine` per line as it was read was the
+agent's largest cost under a log flood."""
 
 
 @dataclass(slots=True)
 class _Entry:
     key: Key
     seq: int
-    line: LogLine
+    timestamp: datetime | None
+    text: str
 
 
 @dataclass(slots=True)
@@ -82,8 +94,12 @@ class _Ship:
 
     generation: int
     budget_bytes: int
-    unshipped_lines: dict[Key, int]
-    unshipped_bytes: dict[Key, int]
+    unshipped_lines: dict[Key, int] = field(default_factory=dict)
+    """Over the budget, per (pod, container)."""
+    unshipped_bytes: dict[Key, int] = field(default_factory=dict)
+    cut_off_lines: dict[Key, int] = field(default_factory=dict)
+    """Read and not sent when the ship was cut off, per (pod, container)."""
+    cut_off_bytes: dict[Key, int] = field(default_factory=dict)
 
 
 def _started(pod: JsonObject, container: str) -> bool:
@@ -112,27 +128,33 @@ class _Stream:
         self.readers: dict[Key, asyncio.Task[None]] = {}
         self.data = asyncio.Event()
         self.discovery_done = False
+        self.unread: set[Key] = set()
+        """Readers whose log read the API server has not answered yet (nor ended)."""
+        self.holding = asyncio.Event()
+        """Set once discovery is done and every reader's read was answered or ended: the log
+        is then open and stays readable to its end while the pod goes (a kubelet reads the
+        open log file, kubesim the container's log object), so the pods may be deleted."""
         self.task: asyncio.Task[None] | None = None
 
     # readers ---------------------------------------------------------------------------------
 
-    async def push(self, key: Key, seq: int, line: LogLine) -> None:
+    async def push(self, entry: _Entry) -> None:
         while len(self.buffer) >= self.owner.buffer_lines:
             self.space.clear()
             await self.space.wait()
-        self.buffer.append(_Entry(key, seq, line))
+        self.buffer.append(entry)
         self.data.set()
 
-    def _admit(self, key: Key, seq: int, line: LogLine) -> bool:
+    def _admit(self, key: Key, timestamp: datetime | None, text: str) -> bool:
         """Whether a shipped stream sends this line: not sent to the hub before, and within
         the workload's budget (what is over it is counted, not sent)."""
         ship = self.ship
         if ship is None:
             return True
         sent = self.owner.sent_upto.get((self.request.workload, *key))
-        if sent is not None and line.timestamp is not None and line.timestamp < sent:
+        if sent is not None and timestamp is not None and timestamp < sent:
             return False  # (one with the same timestamp goes: the hub tells them apart)
-        size = len(line.text.encode()) + 1
+        size = len(text.encode()) + 1
         if size > ship.budget_bytes:
             ship.budget_bytes = 0  # later lines too: what is shipped is a prefix
             ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + 1
@@ -140,6 +162,12 @@ class _Stream:
             return False
         ship.budget_bytes -= size
         return True
+
+    def _got(self, key: Key) -> None:
+        """The read of `key` was answered (or got a line, or ended)."""
+        self.unread.discard(key)
+        if self.discovery_done and not self.unread:
+            self.holding.set()
 
     async def read(self, namespace: str, key: Key) -> None:
         req = self.request
@@ -162,22 +190,24 @@ class _Stream:
                         since_seconds=since_seconds,
                         tail_lines=tail_lines,
                         timestamps=True,
+                        opened=lambda: self._got(key),
                     ):
+                        self._got(key)
                         if skip:
                             skip -= 1  # read before the stream broke (from the start again)
                             continue
-                        line = parse_line(raw)
+                        timestamp, text = parse_line(raw)
                         if (
                             not self.from_start
                             and last is not None
-                            and line.timestamp is not None
-                            and line.timestamp <= last
+                            and timestamp is not None
+                            and timestamp <= last
                         ):
                             continue  # seen before the stream broke
                         count += 1
-                        last = line.timestamp or last
-                        if self._admit(key, count, line):
-                            await self.push(key, count, line)
+                        last = timestamp or last
+                        if self._admit(key, timestamp, text):
+                            await self.push(_Entry(key, count, timestamp, text))
                     break
                 except K8sError as exc:
                     log.info("log %s/%s: %s (attempt %d/5)", key[0], key[1], exc, attempt + 1)
@@ -191,6 +221,7 @@ class _Stream:
                         tail_lines = None
                         since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
         finally:
+            self._got(key)
             self.ended.append(key)
             self.data.set()
 
@@ -208,11 +239,13 @@ class _Stream:
                     key = (pod_name, cname)
                     if key in self.readers or not _started(pod, cname):
                         continue
+                    self.unread.add(key)
                     self.readers[key] = asyncio.create_task(self.read(namespace, key))
             if not req.follow or self.owner.finished(req.workload):
                 # Without follow, what has started now is what there is; with follow, once
                 # the workload is finished no pod will come or start any more.
                 self.discovery_done = True
+                self._got(("", ""))
                 self.data.set()
                 return
             await asyncio.sleep(self.owner.poll_interval)
@@ -230,7 +263,9 @@ class _Stream:
             cluster=self.owner.cluster,
             pod=key[0],
             container=key[1],
-            lines=[e.line for e in entries],
+            lines=_LINES.validate_python(
+                [{"timestamp": e.timestamp, "text": e.text} for e in entries]
+            ),
             eof=eof,
             seq=seq,
             from_start=self.from_start,
@@ -238,6 +273,8 @@ class _Stream:
             generation=ship.generation if ship else None,
             unshipped_lines=ship.unshipped_lines.pop(key, 0) if ship and eof else 0,
             unshipped_bytes=ship.unshipped_bytes.pop(key, 0) if ship and eof else 0,
+            cut_off_lines=ship.cut_off_lines.pop(key, 0) if ship and eof else 0,
+            cut_off_bytes=ship.cut_off_bytes.pop(key, 0) if ship and eof else 0,
         )
 
     def cut_off(self) -> list[LogData]:
@@ -251,9 +288,9 @@ class _Stream:
                 continue
             if ship is not None:
                 left = [e for e in self.buffer if e.key == key]
-                ship.unshipped_lines[key] = ship.unshipped_lines.get(key, 0) + len(left)
-                ship.unshipped_bytes[key] = ship.unshipped_bytes.get(key, 0) + sum(
-                    len(e.line.text.encode()) + 1 for e in left
+                ship.cut_off_lines[key] = ship.cut_off_lines.get(key, 0) + len(left)
+                ship.cut_off_bytes[key] = ship.cut_off_bytes.get(key, 0) + sum(
+                    len(e.text.encode()) + 1 for e in left
                 )
             frames.append(self._frame(key, [], eof=True))
         self.buffer.clear()
@@ -324,7 +361,7 @@ class LogStreams:
         send: Callable[[LogData], Awaitable[None]],
         buffer_lines: int = 10_000,
         batch_lines: int = 500,
-        batch_interval: float = 0.1,
+        batch_interval: float = 0.02,
         poll_interval: float = 0.25,
         finished: Callable[[str], bool] = lambda _workload: False,
         ship_limit_bytes: int = 64 * 1024 * 1024,
@@ -395,17 +432,21 @@ class LogStreams:
 
     # shipping --------------------------------------------------------------------------------
 
-    def ship(self, workload: str, generation: int) -> asyncio.Task[None] | None:
+    def ship(
+        self, workload: str, generation: int, *, follow: bool = False
+    ) -> asyncio.Task[None] | None:
         """Start shipping a workload's logs at `generation` (once per generation while the
-        lane lasts); the task, or None when there is nothing to start."""
+        lane lasts); the task, or None when there is nothing to start. `follow`: read each
+        container's log until it ends (its pods are being stopped: what it prints while it
+        terminates is shipped too)."""
         if self.ship_limit_bytes <= 0 or not self.lane_up():
             return None
         if self.shipped.get(workload, 0) >= generation:
             return self.shipping.get(workload)
         self.shipped[workload] = generation
         stream_id = f"{SHIP_PREFIX}{generation}/{workload}"
-        request = LogOpen(stream_id=stream_id, workload=workload)
-        budget = _Ship(generation, self.ship_limit_bytes, {}, {})
+        request = LogOpen(stream_id=stream_id, workload=workload, follow=follow)
+        budget = _Ship(generation, self.ship_limit_bytes)
         task = self._start(_Stream(self, request, ship=budget))
         self.shipping[workload] = task
         task.add_done_callback(lambda t: self._shipped(workload, t))
@@ -415,13 +456,41 @@ class LogStreams:
         if self.shipping.get(workload) is task:
             del self.shipping[workload]
 
+    async def open_before_stop(self, workload: str, generation: int, wait: float) -> bool:
+        """An evicted workload's Jobs are about to be deleted: start shipping what the hub
+        does not have yet, following each container's log until it ends (what it prints
+        while it terminates is shipped too), and return once the API server answered every
+        read (or after `wait` seconds: a log not opened by then may go with its pod);
+        whether a ship is on (`ship_before_stop` then waits for it, bounded)."""
+        task = self.ship(workload, generation, follow=True)
+        if task is None or task.done():
+            return False
+        stream = self.streams.get(f"{SHIP_PREFIX}{generation}/{workload}")
+        if stream is not None:
+            holding = asyncio.create_task(stream.holding.wait())
+            try:
+                await asyncio.wait(
+                    [task, holding], timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                holding.cancel()
+        return True
+
     async def ship_before_stop(
-        self, workload: str, generation: int, wait: float, hurry: asyncio.Event
+        self,
+        workload: str,
+        generation: int,
+        wait: float,
+        hurry: asyncio.Event,
+        *,
+        jobs_gone: bool = False,
     ) -> None:
-        """A cancelled or evicted workload's Jobs are about to be deleted: ship what the hub
-        does not have yet, for at most `wait` seconds (or until `hurry` is set: a withdrawal
-        or a fence came meanwhile). Past that the ship is cut off and its eof frames, sent in
-        the background, say how many lines it left behind."""
+        """A cancelled workload's Jobs are about to be deleted (or, `jobs_gone`, an evicted
+        one's were, its ship already on): ship what the hub does not have yet, for at most
+        `wait` seconds (or until `hurry` is set: a withdrawal or a fence came meanwhile).
+        Past that the ship is cut off and its eof frames say how many lines it left behind:
+        sent in the background — or, `jobs_gone`, before this returns (within `wait` again),
+        since the Evicted report that follows ends the binding the hub takes them under."""
         task = self.ship(workload, generation)
         if task is None or task.done():
             return
@@ -435,9 +504,12 @@ class LogStreams:
         stream = self.streams.get(f"{SHIP_PREFIX}{generation}/{workload}")
         task.cancel()
         await asyncio.wait([task])
-        log.warning("shipping the logs of %s: cut off after %.1fs, its Jobs go", workload, wait)
+        log.warning("shipping the logs of %s: cut off after %.1fs", workload, wait)
         if stream is not None:
             frames = stream.cut_off()
+            if jobs_gone:
+                await self._send_cut_off(frames, wait)
+                return
             cut = asyncio.create_task(self._send_cut_off(frames, wait), name=f"cut {workload}")
             self._cut_offs.add(cut)
             cut.add_done_callback(self._cut_offs.discard)

@@ -27,6 +27,7 @@ agent.snapshots reads the records; tests/agent/test_records.py drives every tran
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import re
@@ -56,6 +57,7 @@ __all__ = [
     "RESERVATION_EXPIRED",
     "Cadence",
     "Effect",
+    "LogShip",
     "Materialize",
     "Persist",
     "Record",
@@ -241,16 +243,28 @@ class Materialize:
     """Create the record's Jobs (then `on_materialized` or `on_materialize_failed`)."""
 
 
+class LogShip(enum.Enum):
+    """How a stop ships the workload's logs the hub does not have yet (docs/logs.md)."""
+
+    NONE = "none"
+    """A withdrawal, a fence or a generation given back: prompt, one running copy
+    (docs/exactly-once.md); the hub would not take the lines from this cluster anyway."""
+    BEFORE = "before"
+    """A cancel: shipped first (in the background, bounded), then the Jobs go."""
+    ALONGSIDE = "alongside"
+    """An eviction or a preemption: the ship's reads are opened first (a tight bound), then
+    the Jobs go at once — the quota is another workload's the moment it is given back — and
+    the ship reads on from the terminating pods; the Evicted report follows it (bounded)."""
+
+
 @dataclass(frozen=True, slots=True)
 class StopJobs:
     """Delete the workload's Jobs: these, when all of them are known; () — whatever Jobs of
     the workload the cluster has (any generation)."""
 
     job_names: tuple[str, ...] = ()
-    ship_logs_first: bool = False
-    """A cancel: the logs the hub does not have yet are shipped first (in the background,
-    bounded); never for a withdrawal, a fence or a generation given back, which stay prompt
-    (docs/exactly-once.md), nor for an eviction, whose quota another workload takes at once."""
+    logs: LogShip = LogShip.NONE
+    """Whether and how the logs the hub does not have yet are shipped with the stop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,11 +385,11 @@ def _resend(record: Record) -> Step:
     return Step(record, () if last is None else (Report(last),))
 
 
-def _stop(record: Record, *, ship_logs_first: bool = False) -> tuple[Effect, ...]:
+def _stop(record: Record, *, logs: LogShip = LogShip.NONE) -> tuple[Effect, ...]:
     """Stopping what the record made: nothing before it was bound and admitted."""
     if record.phase not in _MATERIALISED:
         return ()
-    return (StopJobs(record.job_names, ship_logs_first=ship_logs_first),)
+    return (StopJobs(record.job_names, logs=logs),)
 
 
 def rejection(reason: PendingReason) -> RejectReason | None:
@@ -538,15 +552,15 @@ def on_withdraw(record: Record | None, message: Withdraw | Cancel, now: float) -
     if record.phase in _GIVEN_BACK and record.generation == message.generation:
         return Step(record, (Report(record.last_report),) if record.last_report else ())
     kept = _settle_given_back(record, report, now)
-    ship = isinstance(message, Cancel)
-    return Step(kept, (*_stop(record, ship_logs_first=ship), report, Persist()))
+    logs = LogShip.BEFORE if isinstance(message, Cancel) else LogShip.NONE
+    return Step(kept, (*_stop(record, logs=logs), report, Persist()))
 
 
 def on_fence(record: Record, message: str, now: float) -> Step:
     """The lease ran out: everything not settled is stopped and given back (ClusterLost)."""
     if record.settled:
         return Step(record)
-    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now)
+    return on_evict(record, EvictedReason.CLUSTER_LOST.value, message, now, logs=LogShip.NONE)
 
 
 # the engine ------------------------------------------------------------------------------------
@@ -620,15 +634,17 @@ def on_pending(record: Record, reason: PendingReason, now: float, cadence: Caden
     return Step(replace(record, last_report=report.payload, pending_reported_at=now), (report,))
 
 
-def on_evict(record: Record, reason: str, message: str, now: float) -> Step:
+def on_evict(
+    record: Record, reason: str, message: str, now: float, *, logs: LogShip = LogShip.ALONGSIDE
+) -> Step:
     """Preempted, evicted by the engine, or fenced: stop its Jobs, report Evicted (a
     reservation too — the hub then queues it again), keep the generation as given back.
-    Its logs are not shipped first: the generation's quota is free the moment it is given
-    back, and a preemptor must not start beside a victim still running for the ship's
-    bound."""
+    Its logs are shipped alongside the stop, never before it: the generation's quota is free
+    the moment it is given back, and a preemptor must not start beside a victim still
+    running (a fence ships nothing: `LogShip.NONE`)."""
     report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
     kept = _settle_given_back(record, report, now)
-    return Step(kept, (*_stop(record), report, Persist()))
+    return Step(kept, (*_stop(record, logs=logs), report, Persist()))
 
 
 # materialisation -------------------------------------------------------------------------------
@@ -768,7 +784,9 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if obs.phase is WorkloadPhase.ADMITTED and record.phase is not WorkloadPhase.ADMITTED:
         return Step(kept)  # the mirror lags behind: never go backwards
     if obs.fenced:
-        return on_evict(record, EvictedReason.CLUSTER_LOST.value, obs.message, now)
+        return on_evict(
+            record, EvictedReason.CLUSTER_LOST.value, obs.message, now, logs=LogShip.NONE
+        )
     if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
         since = record.settling_since if record.settling_since is not None else now
         if now - since < cadence.settle:

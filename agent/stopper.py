@@ -2,12 +2,17 @@
 `records.StopJobs` effect), and lets what follows the stop (the report that the Jobs are
 gone: the hub may then run the workload elsewhere) happen only once they really are gone.
 
-A stop goes one of three ways:
-- at once, in the admission loop: an eviction, a preemption, a withdrawal (the quota given
-  back is someone else's at once, so nothing may keep running beside it);
-- logs first (`StopJobs.ship_logs_first`, a cancel, when agent.app gave a `before_stop`
-  hook): in a background task the logs are shipped (bounded), then the Jobs deleted, then the
-  rest applied; `hurry` (a withdrawal, a fence) cuts the shipping short;
+A stop goes one of four ways:
+- at once, in the admission loop: a withdrawal, a fence (the quota given back is someone
+  else's at once, so nothing may keep running beside it);
+- logs alongside (`LogShip.ALONGSIDE`: an eviction, a preemption, when agent.app gave the
+  `open_logs` and `before_stop` hooks): the ship's reads are opened first (tightly bounded),
+  the Jobs deleted at once, and the reports that follow wait in the background until the ship
+  read the terminating pods to their end (bounded: the hub takes a generation's lines only
+  while it is bound here); the rest (the record persisted) goes on at once;
+- logs first (`LogShip.BEFORE`, a cancel, when agent.app gave a `before_stop` hook): in a
+  background task the logs are shipped (bounded), then the Jobs deleted, then the rest
+  applied; `hurry` (a withdrawal, a fence) cuts the shipping short;
 - again and again in the background, when the cluster's API fails beyond the client's
   retries, until the Jobs are gone.
 
@@ -29,16 +34,22 @@ from typing import Any
 from agent.inventory import Inventory
 from agent.jobset_driver import JobSetDriver, jobset_policy
 from agent.materialize import Materializer
-from agent.records import Effect, Record, StopJobs
+from agent.records import Effect, LogShip, Record, Report, StopJobs
 from agent.retry import K8S_TRANSIENT
 
-__all__ = ["BeforeStop", "Stopper", "reap_spared", "repeats_stop", "ships_logs_first"]
+__all__ = ["BeforeStop", "OpenLogs", "Stopper", "reap_spared", "repeats_stop", "ships_logs_first"]
 
 log = logging.getLogger(__name__)
 
-BeforeStop = Callable[[str, int, asyncio.Event], Awaitable[None]]
-"""Awaited before a cancelled workload's Jobs are deleted, with its key, generation and an
-event set to cut it short (agent.app: the logs are shipped, bounded)."""
+BeforeStop = Callable[[str, int, asyncio.Event, bool], Awaitable[None]]
+"""Awaited before a cancelled workload's Jobs are deleted, and after an evicted one's, with
+its key, generation, an event set to cut it short and whether the Jobs are gone already
+(agent.app: the logs are shipped, bounded)."""
+
+OpenLogs = Callable[[str, int], Awaitable[bool]]
+"""Awaited in the admission loop before an evicted workload's Jobs are deleted, with its key
+and generation: starts shipping its logs and returns once the ship's reads hold them
+(agent.app: tightly bounded); whether a ship is on."""
 
 FollowUp = Callable[[str, Record | None, Sequence[Effect]], Awaitable[None]]
 """Applies the effects that follow a stop (agent.admission `_effects`)."""
@@ -47,7 +58,7 @@ FollowUp = Callable[[str, Record | None, Sequence[Effect]], Awaitable[None]]
 def ships_logs_first(stop: StopJobs, record: Record | None, has_hook: bool) -> bool:
     """Does this stop ship the workload's logs before its Jobs go? Only when the transition
     asks for it (a cancel) and something can ship them."""
-    return stop.ship_logs_first and record is not None and has_hook
+    return stop.logs is LogShip.BEFORE and record is not None and has_hook
 
 
 def repeats_stop(stopping_generation: int | None, generation: int) -> bool:
@@ -81,6 +92,7 @@ class Stopper:
         self.follow_up = follow_up
         self.wake = wake
         self.before_stop: BeforeStop | None = None
+        self.open_logs: OpenLogs | None = None
         self.stopping: dict[str, tuple[int, asyncio.Event]] = {}
         """Workloads (→ generation) whose Jobs a background stop ships the logs of and then
         deletes, with the event that cuts the shipping short."""
@@ -96,6 +108,13 @@ class Stopper:
             self.stopping[key] = (record.generation, asyncio.Event())
             self.spawn(self._stop_after_shipping(key, record, stop, after), f"stop {key}")
             return True
+        shipping = (
+            stop.logs is LogShip.ALONGSIDE
+            and record is not None
+            and self.open_logs is not None
+            and self.before_stop is not None
+            and await self.open_logs(key, record.generation)
+        )
         namespace, name = key.split("/", 1)
         jobs = self.inventory.workload_objects(namespace, name)
         try:
@@ -107,6 +126,13 @@ class Stopper:
             self.spawn(self._keep_stopping(key, record, stop, after), f"stop {key}")
             return True
         self._drop_service(key, record)
+        if shipping and record is not None:
+            # The Jobs are gone; the reports wait for the ship (bounded), since the hub takes
+            # a generation's lines only while it is bound here (`repeats` holds them back
+            # meanwhile). What else follows (the record persisted) goes on now.
+            self.stopping[key] = (record.generation, asyncio.Event())
+            reports = [e for e in after if isinstance(e, Report)]
+            self.spawn(self._report_after_shipping(key, record, reports), f"ship {key}")
         return False
 
     def hurry(self, key: str) -> None:
@@ -146,7 +172,7 @@ class Stopper:
         try:
             assert self.before_stop is not None
             try:
-                await self.before_stop(key, record.generation, self.stopping[key][1])
+                await self.before_stop(key, record.generation, self.stopping[key][1], False)
             except Exception:  # the logs must never keep the Jobs
                 log.exception("shipping the logs of %s before its stop", key)
             jobs = self.inventory.workload_objects(namespace, name)
@@ -160,3 +186,19 @@ class Stopper:
         self._drop_service(key, record)
         await self.follow_up(key, record, after)
         self.wake()
+
+    async def _report_after_shipping(
+        self, key: str, record: Record, reports: Sequence[Effect]
+    ) -> None:
+        """An eviction's ship, its Jobs deleted meanwhile: once it ends (bounded), the
+        reports that followed the stop (held back while `stopping`; the rest went on)."""
+        try:
+            assert self.before_stop is not None
+            try:
+                await self.before_stop(key, record.generation, self.stopping[key][1], True)
+            except Exception:  # the logs must never keep the report
+                log.exception("shipping the logs of %s after its eviction", key)
+        finally:
+            if self.stopping.get(key, (None,))[0] == record.generation:
+                del self.stopping[key]
+        await self.follow_up(key, record, reports)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from e2e.conftest import kubectl, qctl, workload
@@ -75,13 +78,16 @@ def test_a_jobs_logs_are_read_after_its_pods_are_deleted_and_after_a_hub_sigkill
     assert lines() == want
 
 
-def labelled_workload(tmp: Path, name: str, script: str) -> Path:
+def labelled_workload(
+    tmp: Path, name: str, script: str, *, cpu: str = "1", priority: int | None = None
+) -> Path:
     """A Workload written directly, labelled team=logs (a Job's labels stay on the Job)."""
-    wl = {
+    wl: dict[str, Any] = {
         "apiVersion": "multiq.dev/v1alpha1",
         "kind": "Workload",
         "metadata": {"name": name, "labels": {"team": "logs"}},
         "spec": {
+            **({} if priority is None else {"priority": priority}),
             "queueName": "default",
             "podSets": [
                 {
@@ -95,7 +101,7 @@ def labelled_workload(tmp: Path, name: str, script: str) -> Path:
                                     "name": "main",
                                     "image": "busybox",
                                     "command": ["sh", "-c", script],
-                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
                                 }
                             ],
                         }
@@ -128,3 +134,53 @@ def test_qctl_logs_with_a_selector_follows_two_workloads_with_prefixes(
     assert sorted(line.split("] ", 1)[1] for line in again) == sorted(
         f"{n}-{w}" for n in names for w in ("one", "two")
     )
+
+
+@pytest.fixture
+def one_cluster(tmp_path: Path) -> Iterator[DevFederation]:
+    """One cluster of one 8-CPU node whose queue preempts lower priorities."""
+    fed = DevFederation(tmp_path / "fed", clusters=1, nodes=1, runtime="process", port=0)
+    try:
+        fed.start(detach=False)
+        queue = next(o for o in fed.fleet_objects() if o["kind"] == "ClusterQueue")
+        queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+        path = tmp_path / "queue.yaml"
+        path.write_text(yaml.safe_dump(queue))
+        qctl(fed, "apply", "-f", str(path))
+        yield fed
+    finally:
+        fed.stop()
+
+
+def test_a_preempted_workloads_lines_are_at_the_hub_after_its_pods_are_gone(
+    one_cluster: DevFederation, tmp_path: Path
+) -> None:
+    fed = one_cluster
+    count = 2000
+    # What it prints as it is stopped (SIGTERM) is kept too.
+    script = (
+        "trap 'echo low-bye; exit 0' TERM; "
+        f"i=1; while [ $i -le {count} ]; do echo low-$i; i=$((i+1)); done; sleep 600 & wait"
+    )
+    qctl(fed, "submit", "-f", str(labelled_workload(tmp_path, "low", script, cpu="8", priority=1)))
+    eventually(lambda: state_of(fed, "low") == "Bound", within=60)
+    cluster = fed.names[0]
+
+    def said_last() -> bool:
+        pods = pods_of(fed, cluster, "low")
+        logged = kubectl(fed, cluster, "logs", "-n", "default", pods[0]) if pods else ""
+        return f"low-{count}" in logged
+
+    eventually(said_last, within=60)
+    # Nobody follows it. A higher priority takes its quota: it is preempted.
+    high = labelled_workload(tmp_path, "high", "sleep 600", cpu="8", priority=100)
+    qctl(fed, "submit", "-f", str(high))
+    eventually(lambda: state_of(fed, "high") == "Bound", within=60)
+    eventually(lambda: not pods_of(fed, cluster, "low"), within=60)
+    want = [*(f"low-{n}" for n in range(1, count + 1)), "low-bye"]
+
+    def lines() -> list[str]:
+        out = qctl(fed, "logs", "low").stdout.splitlines()
+        return [line.rsplit(" ", 1)[-1] for line in out]
+
+    eventually(lambda: lines() == want, within=20)

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic_core import to_json
+
 from api.v1alpha1.messages import LogClose, LogData, LogOpen
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
@@ -218,6 +220,14 @@ class LogHub:
                 f"pod/{data.pod} container {data.container} not kept: over the agent's "
                 "log ship limit",
             )
+        if data.cut_off_lines:
+            self.store.mark(
+                name,
+                f"multiq: {data.cut_off_lines:,} lines ({data.cut_off_bytes:,} bytes) of "
+                f"pod/{data.pod} container {data.container} not kept: the agent's ship was "
+                "cut off by its time bound as the pods went (lines it had not read yet are "
+                "not counted)",
+            )
 
     def on_disconnect(self, cluster: str) -> None:
         for stream in self._streams.values():
@@ -373,11 +383,23 @@ def _notes(
 
 
 def _stamps(data: LogData) -> list[str | None]:
-    """Each line's timestamp as the store keeps it and the reader gets it."""
+    """Each line's timestamp as the store keeps it and the reader gets it (`isoformat` with
+    microseconds)."""
+    stamps = [line.timestamp for line in data.lines]
+    if not stamps or None in stamps:
+        return [_isoformat(stamp) for stamp in stamps]
+    # One call formats the frame's stamps in pydantic's serializer: `isoformat` per line was
+    # a fifth of the hub's time under a log flood. It writes UTC as "Z" and leaves out a
+    # zero fraction; the rest is the same text.
+    text = to_json(stamps).decode()[2:-2].replace("Z", "+00:00")
     return [
-        line.timestamp.isoformat(timespec="microseconds") if line.timestamp else None
-        for line in data.lines
+        stamp if "." in stamp else _isoformat(when)
+        for stamp, when in zip(text.split('","'), stamps, strict=True)
     ]
+
+
+def _isoformat(when: datetime | None) -> str | None:
+    return when.isoformat(timespec="microseconds") if when is not None else None
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)

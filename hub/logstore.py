@@ -10,7 +10,7 @@ marker lines say what it left out). The same lines arrive from several followers
 ship; they are written once: a stream's consecutive frames are appended as they are, and where
 another stream takes over, what it repeats is recognised by timestamp (see `append`). Numbering
 by the agent's reader cannot do this: a cluster keeps a bounded log (kubelet rotation,
-kubesim's 20,000 lines), so two readers that start at "the start" at different times number the
+kubesim's 10 MiB), so two readers that start at "the start" at different times number the
 same line differently.
 
 Why files and not a table in the SQLite store: log volume (tens of MB/s at peak) would

@@ -1,6 +1,7 @@
 """Container logs: what the kubelet runtimes write and the `pods/log` subresource reads.
 
-Each container instance has a `ContainerLog` of timestamped lines (bounded, oldest dropped);
+Each container instance has a `ContainerLog` of timestamped lines (bounded in bytes as a
+kubelet's log file is, oldest dropped);
 a restart moves the current log to `previous` (for `?previous=true`). Followers wait on a
 per-log asyncio.Event; `finish` marks the container terminated so a `follow=true` reader
 stops, which is what ends `kubectl logs -f`. Written by `kubesim.kubelet`, read by the log
@@ -18,22 +19,40 @@ from kubesim.objects import now
 
 __all__ = ["ContainerLog", "LogBook", "LogLine"]
 
-_MAX_LINES = 20_000
+_MAX_BYTES = 10 * 1024 * 1024
+"""A container's log is kept up to this many bytes of text, as a kubelet keeps its current
+log file up to `containerLogMaxSize` (10 MiB by default) and `kubectl logs` reads that one."""
+_ROTATED_TO = _MAX_BYTES * 3 // 4
+"""Past the bound the oldest lines go in one cut, down to this: a kubelet rotates the file
+away at once, not a line at a time (and one cut per line would move the whole list)."""
 
 
 @dataclass(frozen=True, slots=True)
 class LogLine:
     at: dt.datetime
     text: bytes  # newline-terminated
+    stamp: bytes
+    """`at` as `timestamps=true` prints it, followed by a space: formatted once, when the line
+    is written, not by every reader (strftime per line and reader was most of the log
+    route's time)."""
 
     def stamped(self) -> bytes:
-        return self.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode() + b" " + self.text
+        return self.stamp + self.text
+
+
+def _stamp(at: dt.datetime) -> bytes:
+    return (
+        f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}:{at.minute:02d}:"
+        f"{at.second:02d}.{at.microsecond:06d}Z "
+    ).encode()
 
 
 @dataclass(eq=False)
 class ContainerLog:
     lines: list[LogLine] = field(default_factory=list)
     dropped: int = 0
+    size: int = 0
+    """Bytes of text in `lines`."""
     finished: bool = False
     previous: ContainerLog | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -41,9 +60,14 @@ class ContainerLog:
     def append(self, text: bytes) -> None:
         if not text.endswith(b"\n"):
             text += b"\n"
-        self.lines.append(LogLine(now(), text))
-        if len(self.lines) > _MAX_LINES:
-            cut = len(self.lines) - _MAX_LINES
+        at = now()
+        self.lines.append(LogLine(at, text, _stamp(at)))
+        self.size += len(text)
+        if self.size > _MAX_BYTES:
+            cut = 0
+            while self.size > _ROTATED_TO:
+                self.size -= len(self.lines[cut].text)
+                cut += 1
             del self.lines[:cut]
             self.dropped += cut
         self._changed.set()
@@ -52,8 +76,9 @@ class ContainerLog:
         self.finished = True
         self._changed.set()
 
-    async def follow(self, start: int) -> AsyncIterator[LogLine]:
-        """Lines from absolute index `start`, waiting for more until the container ends."""
+    async def follow(self, start: int) -> AsyncIterator[list[LogLine]]:
+        """Lines from absolute index `start`, in batches of what is there, waiting for more
+        until the container ends."""
         position = start
         while True:
             offset = position - self.dropped
@@ -62,8 +87,7 @@ class ContainerLog:
             if offset < len(self.lines):
                 batch = self.lines[offset:]
                 position += len(batch)
-                for line in batch:
-                    yield line
+                yield batch
                 continue
             if self.finished:
                 return

@@ -113,6 +113,7 @@ class Kube(Protocol):
         since_seconds: int | None = None,
         tail_lines: int | None = None,
         timestamps: bool = True,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncIterator[str]: ...
 
     async def server_version(self) -> str: ...
@@ -376,8 +377,11 @@ class KubeClient:
         since_seconds: int | None = None,
         tail_lines: int | None = None,
         timestamps: bool = True,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncIterator[str]:
-        """The pod's log lines (without the newline); with `follow`, until the container ends."""
+        """The pod's log lines (without the newline); with `follow`, until the container ends.
+        `opened` is called once the API server answered: the read holds the log from then on
+        (a silent container's read has no first line to tell)."""
         kwargs: dict[str, Any] = {"follow": follow, "timestamps": timestamps}
         if container is not None:
             kwargs["container"] = container
@@ -386,15 +390,29 @@ class KubeClient:
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
         response = await self._raw(self._core.read_namespaced_pod_log, name, namespace, **kwargs)
+        if opened is not None:
+            opened()
+        # Whatever arrived, split into lines: a readline per line cost the agent more than
+        # anything else it does with a line.
+        pending = bytearray()  # (a long line arriving in many chunks stays linear)
         try:
             while True:
                 try:
-                    line = await response.content.readline()
+                    chunk = await response.content.readany()
                 except _TRANSPORT_ERRORS as exc:
                     raise K8sConnectionError(f"log {namespace}/{name}: {exc}") from exc
-                if not line:
+                if not chunk:
+                    if pending:
+                        yield pending.decode("utf-8", "replace")
                     return
-                yield line.decode("utf-8", "replace").rstrip("\n")
+                pending += chunk
+                end = pending.rfind(b"\n")
+                if end < 0:
+                    continue
+                complete = bytes(pending[:end]).split(b"\n")
+                del pending[: end + 1]
+                for line in complete:
+                    yield line.decode("utf-8", "replace")
         finally:
             response.release()
 

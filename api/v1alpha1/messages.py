@@ -372,6 +372,11 @@ class LogData(StrictModel):
     # With the eof of a shipped (pod, container): what the ship limit left behind.
     unshipped_lines: Annotated[int, Field(ge=0)] = 0
     unshipped_bytes: Annotated[int, Field(ge=0)] = 0
+    # With the eof of a shipped (pod, container): the lines the ship had read and not sent
+    # when its time bound cut it off (the Jobs were deleted; a lower bound: what it had not
+    # read yet is not known).
+    cut_off_lines: Annotated[int, Field(ge=0)] = 0
+    cut_off_bytes: Annotated[int, Field(ge=0)] = 0
 
 
 class OfferRejected(StrictModel):

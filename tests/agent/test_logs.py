@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 from agent.book import Book
 from agent.errors import K8sConnectionError
@@ -64,8 +64,8 @@ async def test_a_saturated_log_stream_holds_its_readers_back_drops_nothing_and_n
 ) -> None:
     agent = await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    # 20,000 lines: kubesim keeps that many per container, so all wait there (and in the
-    # agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
+    # 20,000 lines (~680 KB): kubesim keeps 10 MiB per container, so all wait there (and in
+    # the agent's buffer) while the reader waits; past that the cluster itself drops the oldest.
     script = (
         "sleep 2; i=1; while [ $i -le 20000 ]; do echo line-$i-padding-padding-padding; "
         "i=$((i+1)); done; sleep 5"
@@ -197,10 +197,59 @@ async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating
     )
     stream = _Stream(streams, LogOpen(stream_id="s", workload="ns/w", follow=True, tail_lines=10))
     await stream.read("ns", ("pod", "main"))
-    assert [e.line.text for e in stream.buffer] == ["line-0", "line-1", "line-2", "line-3"]
+    assert [e.text for e in stream.buffer] == ["line-0", "line-1", "line-2", "line-3"]
     assert stream.ended == [("pod", "main")]
     assert kube.calls[0]["tail_lines"] == 10
     assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
+
+
+class _HangingKube:
+    """pod_log that serves three lines, then nothing more until cancelled."""
+
+    async def pod_log(self, namespace: str, name: str, **kwargs: object) -> AsyncIterator[str]:
+        for i in range(3):
+            yield f"2026-12-02T10:00:0{i}.000000Z line-{i}"
+        await asyncio.Event().wait()
+
+
+class _OnePod:
+    def workload_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        running = {"name": "main", "state": {"running": {}}}
+        return [
+            {
+                "metadata": {"name": "pod"},
+                "spec": {"containers": [{"name": "main"}]},
+                "status": {"containerStatuses": [running]},
+            }
+        ]
+
+
+async def test_an_evictions_cut_off_ship_sends_what_it_left_behind_before_it_returns() -> None:
+    # The Evicted report follows the return and ends the binding the hub takes the counts
+    # under: the eof frames must be on the lane first, not in the background.
+    lane_open = asyncio.Event()
+    sent: list[LogData] = []
+
+    async def send(data: LogData) -> None:
+        await lane_open.wait()  # the lane is stuck while the ship runs
+        sent.append(data)
+
+    streams = LogStreams(
+        cluster="c",
+        kube=_HangingKube(),  # type: ignore[arg-type]
+        inventory=_OnePod(),  # type: ignore[arg-type]
+        send=send,
+        batch_lines=1,
+        batch_interval=0,
+        finished=lambda _workload: True,
+    )
+    assert await streams.open_before_stop("ns/w", 1, wait=5.0)
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.7, lane_open.set)  # it drains after the cut-off, within the bound
+    await streams.ship_before_stop("ns/w", 1, 0.5, asyncio.Event(), jobs_gone=True)
+    eof = [f for f in sent if f.eof and f.pod == "pod"]
+    assert len(eof) == 1 and eof[0].cut_off_lines == 2  # (the third was in a frame on its way)
+    assert sent[-1].eof and not sent[-1].pod
 
 
 def shipped_frames(hub: FakeHub, key: str) -> list[LogData]:

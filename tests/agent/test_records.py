@@ -14,6 +14,7 @@ from agent.records import (
     NOT_HELD,
     RESERVATION_EXPIRED,
     Cadence,
+    LogShip,
     Materialize,
     Persist,
     Record,
@@ -451,23 +452,32 @@ def test_an_eviction(before: Record, expected: list[Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("step", "ships"),
+    ("step", "logs"),
     [
-        (on_withdraw(held(P.RUNNING), Cancel(workload=KEY, generation=1, reason="U"), NOW), True),
-        (on_evict(held(P.RUNNING), "Preempted", "preempted by team-a/job-high", NOW), False),
+        (
+            on_withdraw(held(P.RUNNING), Cancel(workload=KEY, generation=1, reason="U"), NOW),
+            LogShip.BEFORE,
+        ),
+        (
+            on_evict(held(P.RUNNING), "Preempted", "preempted by team-a/job-high", NOW),
+            LogShip.ALONGSIDE,
+        ),
+        (on_evict(held(P.RUNNING), "PodsReadyTimeout", "not ready", NOW), LogShip.ALONGSIDE),
         (
             on_withdraw(held(P.RUNNING), Withdraw(workload=KEY, generation=1, reason="X"), NOW),
-            False,
+            LogShip.NONE,
         ),
-        (on_fence(held(P.RUNNING), "fenced: the lease ran out", NOW), False),
-        (on_offer(held(P.RUNNING), offer(2), NOW), False),
+        (on_fence(held(P.RUNNING), "fenced: the lease ran out", NOW), LogShip.NONE),
+        (on_offer(held(P.RUNNING), offer(2), NOW), LogShip.NONE),
     ],
-    ids=["cancel", "preemption", "withdrawal", "fence", "a newer generation"],
+    ids=["cancel", "preemption", "eviction", "withdrawal", "fence", "a newer generation"],
 )
-def test_only_a_cancel_ships_the_logs_before_the_jobs_go(step: Step, ships: bool) -> None:
+def test_a_cancel_ships_the_logs_before_the_jobs_go_an_eviction_alongside_others_not(
+    step: Step, logs: LogShip
+) -> None:
     stops = [e for e in step.effects if isinstance(e, StopJobs)]
     assert len(stops) == 1
-    assert stops[0].ship_logs_first is ships
+    assert stops[0].logs is logs
 
 
 @pytest.mark.parametrize(

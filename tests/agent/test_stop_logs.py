@@ -1,5 +1,6 @@
 """A cancelled workload's logs reach the hub before its Jobs go, without the admission loop
-waiting and within a bound; a withdrawal or a preemption still stops at once."""
+waiting and within a bound; a preempted one's Jobs go at once and its logs reach the hub
+before its Evicted report; a withdrawal stops at once and ships nothing."""
 
 from __future__ import annotations
 
@@ -60,33 +61,57 @@ async def test_a_cancelled_workloads_lines_are_at_the_hub_once_its_jobs_are_gone
     assert shipped_texts(hub, key) == ["first", "second"]
 
 
-async def test_a_preempted_workload_stops_at_once_and_ships_nothing(
+async def test_a_preempted_workloads_jobs_go_at_once_and_its_lines_reach_the_hub_first(
     agents: AgentRunner, hub: FakeHub, kube: KubeClient
 ) -> None:
-    # Its quota is the preemptor's the moment it is given back: a ship first would let the
-    # preemptor start beside a victim still running for up to the ship's bound.
+    # Its quota is the preemptor's the moment it is given back: the ship's reads are opened,
+    # the Jobs go, and the ship reads on; the Evicted report waits for the ship, since the
+    # hub takes the generation's lines only while it is bound there.
     agents.overrides = {"log_ship_stop_wait_seconds": 30.0}
     hub.config = config(preempt=True)
     await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
-    low = offer_for(
-        job_source("low", cpu="2", script="echo low-1; echo low-2; sleep 60"), priority=1
-    )
+    # What it prints as it is stopped (SIGTERM) is shipped too: the ship follows its log.
+    script = "trap 'echo low-bye; exit 0' TERM; echo low-1; echo low-2; sleep 60 & wait"
+    low = offer_for(job_source("low", cpu="2", script=script), priority=1)
     key = f"team-a/{low.workload.metadata.name}"
     await hub.offer(low)
     await hub.wait_for(status(WorkloadPhase.RUNNING, "low"), within=20)
     await eventually(lambda: pod_said(kube, "low-2"), within=20)
-    hub.logs_paused.clear()  # a ship, if one started, could not finish within the test
+    hub.logs_paused.clear()  # the ship cannot finish while the hub does not read
     loop = asyncio.get_running_loop()
     offered_at = loop.time()
     await hub.offer(offer_for(job_source("high", cpu="2", script="true"), priority=100))
+
+    async def low_jobs_gone() -> bool:
+        return not [name for name in await live_jobs(kube) if name.startswith("low")]
+
+    await eventually(low_jobs_gone, within=10)
+    assert loop.time() - offered_at < 5.0
+    assert not any(status(WorkloadPhase.EVICTED, "low")(p) for p in hub.payloads)
+    hub.logs_paused.set()
     evicted = await hub.wait_for(status(WorkloadPhase.EVICTED, "low"), within=20)
     assert evicted.pending_reason == "Preempted"
-    assert loop.time() - offered_at < 10.0
-    assert not [name for name in await live_jobs(kube) if name.startswith("low")]
-    hub.logs_paused.set()
+    assert shipped_texts(hub, key) == ["low-1", "low-2", "low-bye"]
     await hub.wait_for(status(WorkloadPhase.SUCCEEDED, "high"), within=20)
-    assert shipped_texts(hub, key) == []
+
+
+async def test_a_silent_preempted_workload_is_stopped_without_waiting_the_open_bound(
+    agents: AgentRunner, hub: FakeHub, kube: KubeClient
+) -> None:
+    # Its log has no first line to wait for: the read is open once the API server answered.
+    agents.overrides = {"log_ship_open_wait_seconds": 10.0}
+    hub.config = config(preempt=True)
+    await agents.start()
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    await hub.offer(offer_for(job_source("quiet", cpu="2", script="sleep 60"), priority=1))
+    await hub.wait_for(status(WorkloadPhase.RUNNING, "quiet"), within=20)
+    loop = asyncio.get_running_loop()
+    offered_at = loop.time()
+    await hub.offer(offer_for(job_source("high", cpu="2", script="true"), priority=100))
+    await hub.wait_for(status(WorkloadPhase.EVICTED, "quiet"), within=20)
+    assert loop.time() - offered_at < 5.0
+    assert not [name for name in await live_jobs(kube) if name.startswith("quiet")]
 
 
 NOISY = (

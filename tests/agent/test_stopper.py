@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent.errors import K8sServerError
-from agent.records import Effect, Persist, Record, StopJobs, on_offer
+from agent.records import Effect, LogShip, Persist, Record, StopJobs, on_offer
 from agent.stopper import Stopper, reap_spared, repeats_stop, ships_logs_first
 from api.v1alpha1.messages import WorkloadPhase
 from tests.agent.conftest import job_source, offer_for
@@ -26,13 +26,13 @@ def record(name: str = "w", phase: WorkloadPhase = WorkloadPhase.RUNNING) -> Rec
 
 
 def test_only_a_stop_that_asks_for_it_ships_the_logs_first() -> None:
-    assert ships_logs_first(StopJobs(ship_logs_first=True), record(), has_hook=True)
+    assert ships_logs_first(StopJobs(logs=LogShip.BEFORE), record(), has_hook=True)
     assert not ships_logs_first(StopJobs(), record(), has_hook=True)
 
 
 def test_a_stop_ships_no_logs_without_a_way_to_ship_them_or_a_record_to_ship_them_of() -> None:
-    assert not ships_logs_first(StopJobs(ship_logs_first=True), record(), has_hook=False)
-    assert not ships_logs_first(StopJobs(ship_logs_first=True), None, has_hook=True)
+    assert not ships_logs_first(StopJobs(logs=LogShip.BEFORE), record(), has_hook=False)
+    assert not ships_logs_first(StopJobs(logs=LogShip.BEFORE), None, has_hook=True)
 
 
 def test_a_report_of_a_generation_being_stopped_in_the_background_is_a_repeat() -> None:

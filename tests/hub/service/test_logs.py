@@ -100,6 +100,46 @@ async def test_shipped_logs_are_served_after_the_pods_are_gone_and_after_a_hub_r
     assert records[-1] is notes[0]
 
 
+async def test_a_ship_cut_off_by_its_time_bound_is_marked_as_such_not_as_over_the_limit(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        east, west = await two_clusters(hub)
+        key = await submit(hub)
+        await west.expect(DispatchOffer)
+        await west.send(report(key, 1, WorkloadPhase.RUNNING))
+        logs = await connect_agent(hub, "west", lane="logs")
+        ship: dict[str, Any] = {"stream_id": f"ship/1/{key}", "workload": key, "cluster": "west"}
+        frame: dict[str, Any] = {**ship, "from_start": True, "shipped": True, "generation": 1}
+        await logs.send(
+            LogData(**frame, pod="train-0", container="main", lines=numbered(1, 10), seq=1)
+        )
+        await logs.send(
+            LogData(
+                **frame,
+                pod="train-0",
+                container="main",
+                eof=True,
+                seq=11,
+                cut_off_lines=7,
+                cut_off_bytes=700,
+            )
+        )
+        await logs.send(LogData(**frame, pod="", container="", eof=True))
+        await until(lambda: hub.hub.logs.complete(key))
+        records = await read_log(hub, key)
+        await logs.close()
+        await east.close()
+        await west.close()
+    assert [r["line"] for r in records if "line" in r] == [
+        f"train-0 line {n}" for n in range(1, 11)
+    ]
+    notes = [r["message"] for r in records if r.get("event") == "note"]
+    assert len(notes) == 1
+    assert "7 lines (700 bytes)" in notes[0] and "cut off by its time bound" in notes[0]
+    assert "ship limit" not in notes[0]
+
+
 async def test_a_follower_too_slow_for_its_workload_is_told_how_many_lines_it_lost(
     hub: HubUnderTest,
 ) -> None:
