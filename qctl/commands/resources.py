@@ -330,9 +330,12 @@ def global_queue_of(
     local_queues: Sequence[dict[str, Any]],
     global_queues: Sequence[dict[str, Any]],
 ) -> str | None:
-    """The GlobalQueue the hub routes the workload by ("" for none), as hub.placement.routing
-    chooses it: the first by name whose cluster queues and tenants admit the workload's local
-    queue's cluster queue and tenant (None: its local queue is not there to tell)."""
+    """The GlobalQueue the hub routes the workload by ("" for none), as
+    hub.placement.routing's `governing_queue` chooses it (None: its local queue is not there
+    to tell): of those whose cluster queues and tenants admit the workload's local queue's
+    cluster queue and tenant, one naming the cluster queue before one open to all, then one
+    naming a tenant, then the first by name. (qctl does not import the hub: the rule is
+    kept equal by tests/qctl/test_fair_share_views.py.)"""
     meta, spec = wl.get("metadata", {}), wl.get("spec", {})
     local = next(
         (
@@ -352,14 +355,18 @@ def global_queue_of(
         for t in tenants
         if namespace in (t.get("spec", {}).get("namespaces") or [])
     }
+    best: tuple[bool, bool] | None = None
+    found = ""
     for gq in sorted(global_queues, key=lambda g: g.get("metadata", {}).get("name", "")):
         gq_spec = gq.get("spec", {})
         if gq_spec.get("clusterQueues") and cluster_queue not in gq_spec["clusterQueues"]:
             continue
         if gq_spec.get("tenants") and not owners & set(gq_spec["tenants"]):
             continue
-        return str(gq.get("metadata", {}).get("name", ""))
-    return ""
+        rank = (bool(gq_spec.get("clusterQueues")), bool(gq_spec.get("tenants")))
+        if best is None or rank > best:
+            best, found = rank, str(gq.get("metadata", {}).get("name", ""))
+    return found
 
 
 def fair_share_of(

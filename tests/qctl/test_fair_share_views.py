@@ -4,8 +4,11 @@ workload` names the workload's tenant, queue, submitter and factor."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from api.v1alpha1.federation import GlobalQueue
+from hub.placement.routing import Routing
 from qctl.commands.resources import describe_workload, fair_share_of, global_queue_of
 from qctl.render import render
 
@@ -166,3 +169,35 @@ def test_a_workload_no_global_queue_governs_has_no_queue() -> None:
     only_a = [{"metadata": {"name": "big"}, "spec": {"clusterQueues": ["a"]}}]
     assert global_queue_of(wl, TENANTS, local_queues, only_a) == ""
     assert global_queue_of(wl, TENANTS, [], only_a) is None
+
+
+def test_qctl_names_the_global_queue_the_hub_routes_by_in_every_combination() -> None:
+    # qctl does not import the hub: its copy of the rule is checked against the hub's over
+    # every way three GlobalQueues can name (or not) the cluster queue and the tenant.
+    wl = {"metadata": {"namespace": "video"}, "spec": {"queueName": "fast"}}
+    local_queues = [
+        {"metadata": {"name": "fast", "namespace": "video"}, "spec": {"clusterQueue": "b"}}
+    ]
+    owners = {t["metadata"]["name"] for t in TENANTS if "video" in t["spec"]["namespaces"]}
+    choices = [
+        {},
+        {"clusterQueues": ["b"]},
+        {"clusterQueues": ["a"]},
+        {"tenants": sorted(owners)},
+        {"tenants": ["nobody"]},
+        {"clusterQueues": ["b"], "tenants": sorted(owners)},
+    ]
+    for specs in itertools.product(choices, repeat=3):
+        wire = [
+            {"metadata": {"name": f"q{i}"}, "spec": {"clusterSet": "all", **s}}
+            for i, s in enumerate(specs)
+        ]
+        routing = Routing.of(
+            local_queues=[],
+            global_queues=[GlobalQueue.model_validate(g) for g in wire],
+            tenants=[],
+            cluster_sets=[],
+            members=[],
+        )
+        hub = routing.governing_queue("b", owners)
+        assert global_queue_of(wl, TENANTS, local_queues, wire) == (hub.name if hub else ""), specs
