@@ -35,7 +35,7 @@ from api.v1alpha1.messages import (
     TraceContext,
     Withdraw,
 )
-from api.v1alpha1.queues import LocalQueue
+from api.v1alpha1.queues import ClusterQueue, LocalQueue
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.fleet import Fleet
@@ -187,6 +187,7 @@ class Dispatcher:
                 tenants=[o for o in objects(Tenant) if isinstance(o, Tenant)],
                 cluster_sets=[o for o in objects(ClusterSet) if isinstance(o, ClusterSet)],
                 members=[o for o in objects(MemberCluster) if isinstance(o, MemberCluster)],
+                cluster_queues=[o for o in objects(ClusterQueue) if isinstance(o, ClusterQueue)],
             )
         return self._routing
 
@@ -199,7 +200,7 @@ class Dispatcher:
             book=self.book,
             routing=routing,
             clusters=self._cluster_facts(),
-            views=self.fleet.views(self.book.room, self.book.domains),
+            views=self.fleet.views(self.book.room, self.book.domains, routing.reclaiming),
             usage=self.fleet_usage(),
             config_generation=self.state.config_generation,
             settings=self.settings,

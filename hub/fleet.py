@@ -16,7 +16,7 @@ hub.app (loading clusters and agent tokens).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -101,6 +101,9 @@ class ClusterState:
     # were read from (converted once per report, not once per cycle).
     topologies: dict[str, TopologyView] | None = None
     topologies_of: CapacityReport | None = None
+    reclaimable: dict[RoomCell, dict[str, int]] = field(default_factory=dict)
+    """Per (cluster queue, flavor) of the last capacity report: its nominal quota not in use
+    (what it may take back from its cohort's borrowers), in milli-units."""
     freed: list[FreedRoom] = field(default_factory=list)
     """Room workloads that finished here gave back, not yet in a capacity report."""
 
@@ -117,6 +120,7 @@ class ClusterState:
     def report_received(self, report: CapacityReport) -> None:
         self.capacity = report
         self.cells = capacity_cells(report)
+        self.reclaimable = reclaimable_cells(report)
         # What it observed after (or when) a workload finished already shows its room.
         self.freed = [f for f in self.freed if f.observed_at > report.observed_at]
 
@@ -292,11 +296,14 @@ class Fleet:
         self,
         assumed: Mapping[str, Mapping[tuple[str, str], Mapping[str, int]]],
         domains: Mapping[str, Mapping[str, tuple[str, tuple[TopologyNeed, ...]]]] | None = None,
+        reclaiming: Set[str] = frozenset(),
     ) -> list[ClusterView]:
         """Frozen views of every known cluster. `assumed` holds, per cluster and (cluster
         queue, flavor), requests offered since its last capacity report, subtracted from the
         reported headroom so one cycle does not offer the same room twice; `domains`, per
-        cluster, the offers' pod sets that take a topology domain's room (by workload)."""
+        cluster, the offers' pod sets that take a topology domain's room (by workload);
+        `reclaiming`, the cluster queues that take back lent quota from any borrower (their
+        unused nominal quota is room by preemption)."""
         views = []
         for state in self.clusters.values():
             if state.topologies_of is not state.capacity:
@@ -323,7 +330,12 @@ class Fleet:
                         )
                         for r, v in headroom.items()
                     }
-                queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity))
+                lent: Mapping[str, int] = {}
+                if cq in reclaiming:
+                    lent = state.reclaimable.get((cq, flavor), {})
+                    if taken:
+                        lent = {r: v - taken.get(r, 0) for r, v in lent.items()}
+                queues.setdefault(cq, []).append(FlavorHeadroom(flavor, free, capacity, lent))
             topologies: Mapping[str, TopologyView] | None = state.topologies
             if topologies is not None:
                 for _, (cq, needs) in sorted((domains or {}).get(state.name, {}).items()):
@@ -336,11 +348,23 @@ class Fleet:
                     connected=state.connected,
                     reported=state.capacity is not None or bool(state.cells),
                     cordoned=state.cordoned,
-                    queues={cq: QueueView(cq, tuple(fl)) for cq, fl in queues.items()},
+                    queues={
+                        cq: QueueView(cq, tuple(fl), reclaims=cq in reclaiming)
+                        for cq, fl in queues.items()
+                    },
                     topologies=topologies,
                 )
             )
         return views
+
+
+def reclaimable_cells(report: CapacityReport) -> dict[RoomCell, dict[str, int]]:
+    """(cluster queue, flavor) → per resource, the nominal quota not in use (milli-units)."""
+    cells: dict[RoomCell, dict[str, int]] = {}
+    for cell in report.queues:
+        unused = _milli(cell.nominal) - _milli(cell.usage)
+        cells.setdefault((cell.cluster_queue, cell.flavor), {})[cell.resource] = max(0, unused)
+    return cells
 
 
 def capacity_cells(

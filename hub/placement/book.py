@@ -49,6 +49,10 @@ class Assumed:
     answered: bool = False
     topology: tuple[TopologyNeed, ...] = ()
     """Its pod sets that require one domain of a level: they take a domain's room too."""
+    reclaim: bool = False
+    """Offered to take back quota its queue lent to its cohort: the cluster queues it while
+    it preempts, and the room stays booked meanwhile (another offer would count on the same
+    quota)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +200,10 @@ class DispatchBook:
 
     def mark_queued(self, key: str, cluster: str) -> None:
         """The cluster answered Pending: the offer stays open (no timeout, no re-offer) until
-        it reserves, admits, rejects or loses it; it books no room meanwhile."""
+        it reserves, admits, rejects or loses it; it books no room meanwhile, but for an offer
+        that takes back lent quota (its preemptions are under way for that room)."""
         record = self.get(key)
-        assumed = {c: a for c, a in record.assumed.items() if c != cluster}
+        assumed = {c: a for c, a in record.assumed.items() if c != cluster or a.reclaim}
         self.put(key, replace(record, queued=record.queued | {cluster}, assumed=assumed))
 
     def mark_answered(self, key: str, cluster: str) -> None:

@@ -7,9 +7,13 @@ left for the workload's requests in the best flavor of its cluster queue, and ap
 dispatch policy (BestFit: the single best; AllAtOnce: every cluster with room; Incremental:
 `stepSize` more every `interval`). Clusters with no room now are not offered: the workload
 waits at the hub, where fleet-wide ordering still applies, instead of queueing blind in one
-cluster. A pod set that requires one domain of a topology level also needs such a domain
-free in the cluster (hub.placement.topology): a cluster where one could only ever fit is
-waited for, one where none could is ruled out. No I/O, no clock: `now` is an argument.
+cluster — unless its cluster queue takes back lent quota from any borrower and some cluster
+holds it within the queue's unused nominal quota (`reclaim_score`): then it is offered to the
+one such cluster where the most is left, whatever the dispatch mode, and that cluster's
+engine preempts the borrowers. A pod set that requires one domain of a topology level also
+needs such a domain free in the cluster (hub.placement.topology): a cluster where one could
+only ever fit is waited for, one where none could is ruled out. No I/O, no clock: `now` is
+an argument.
 
 Called by: the hub's dispatch loop (one call per pending workload per cycle).
 """
@@ -62,6 +66,30 @@ def headroom_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, 
                 break
             share = (free - amount) * _SCALE // cap if cap > 0 else 0
             leftover = min(leftover, share)
+        if fits and (best is None or leftover > best[0]):
+            best = (leftover, flavor.flavor)
+    return best
+
+
+def reclaim_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, str] | None:
+    """Where the queue may take back quota it lent to its cohort (preempting borrowers
+    there), the best flavor that holds the workload within its unused nominal quota, scored
+    as `headroom_score`; None when the queue does not reclaim or no flavor holds it."""
+    if not queue.reclaims:
+        return None
+    best: tuple[int, str] | None = None
+    for flavor in queue.flavors:
+        leftover = _SCALE
+        fits = True
+        for resource, amount in requests.items():
+            if amount == 0:
+                continue
+            room = max(flavor.reclaimable.get(resource, 0), flavor.headroom.get(resource, 0))
+            cap = flavor.capacity.get(resource, 0)
+            if room < amount:
+                fits = False
+                break
+            leftover = min(leftover, (room - amount) * _SCALE // cap if cap > 0 else 0)
         if fits and (best is None or leftover > best[0]):
             best = (leftover, flavor.flavor)
     return best
@@ -134,6 +162,8 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
     """Decide where to offer `request` now. Pure: same inputs, same answer."""
     verdicts: list[ClusterVerdict] = []
     scored: list[ClusterVerdict] = []
+    reclaiming: list[ClusterVerdict] = []
+    """Full now, but its queue may take back lent quota there: offered only if none fits."""
     open_offers = [o for o in request.offers if o.outcome is None]
     described = ""  # the requests in words, written once per call when a verdict needs them
     for cluster in sorted(clusters, key=lambda c: c.name):
@@ -153,6 +183,20 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
         fit = headroom_score(queue, request.requests)
         if fit is None and request.min_requests is not None:
             fit = headroom_score(queue, request.min_requests)
+        if fit is None and (topology is None or topology.fit is not Fit.LATER):
+            taken_back = reclaim_score(queue, request.requests)
+            if taken_back is not None:
+                reclaiming.append(
+                    ClusterVerdict(
+                        cluster.name,
+                        Verdict.RECLAIM,
+                        f"no free quota in {request.cluster_queue!r} now, but it may take back "
+                        f"quota it lent to its cohort in flavor {taken_back[1]!r} by "
+                        "preempting borrowers",
+                        (-1, taken_back[0]),
+                    )
+                )
+                continue
         if fit is None:
             described = described or _describe(request.requests)
             if _ever_fits(queue, request.min_requests or request.requests):
@@ -188,6 +232,14 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             )
         )
     scored.sort(key=lambda v: (-v.score[0], -v.score[1], v.cluster))
+    reclaiming.sort(key=lambda v: (-v.score[1], v.cluster))
+    if not scored and not open_offers and reclaiming:
+        # No cluster has room, but the workload's queue lent quota it may take back: offer it
+        # to one such cluster alone, whatever the dispatch mode, so it preempts in one
+        # cluster only (its agent queues it and preempts the borrowers there).
+        scored = reclaiming[:1]
+        reclaiming = reclaiming[1:]
+    verdicts = reclaiming + verdicts
     if not scored and not open_offers:
         only = _only_cluster(verdicts)
         if only is not None:

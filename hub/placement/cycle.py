@@ -49,14 +49,13 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.placement import holds
 from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
-from hub.placement.core import headroom_score, place
+from hub.placement.core import headroom_score, place, reclaim_score
 from hub.placement.fairshare import FairShareOrder
 from hub.placement.routing import Route, Routing, workload_requests
 from hub.placement.snapshot import (
     ClusterName,
     ClusterView,
     DispatchMode,
-    FlavorHeadroom,
     Offer,
     PlacementRequest,
     QueueView,
@@ -581,8 +580,17 @@ class _Cycle:
         by_name = {v.name: v for v in views}
         booked: dict[str, Assumed] = {}
         for cluster in placement.offer_to:
-            fit = headroom_score(by_name[cluster].queues[route.cluster_queue], requests)
-            item = Assumed(route.cluster_queue, fit[1] if fit else "", requests, topology=topology)
+            room = by_name[cluster].queues[route.cluster_queue]
+            fit = headroom_score(room, requests)
+            taken_back = reclaim_score(room, requests) if fit is None else None
+            flavor = fit[1] if fit else taken_back[1] if taken_back else ""
+            item = Assumed(
+                route.cluster_queue,
+                flavor,
+                requests,
+                topology=topology,
+                reclaim=taken_back is not None,
+            )
             booked[cluster] = item
             self._book(cluster, item)
         if gq is not None and gq in self.usage:
@@ -702,8 +710,7 @@ def _minus(
         for cell in queue.flavors:
             used = taken.get((name, cell.flavor))
             if used:
-                free = {r: v - used.get(r, 0) for r, v in cell.headroom.items()}
-                cell = FlavorHeadroom(cell.flavor, free, cell.capacity)  # noqa: PLW2901
+                cell = cell.minus(used)  # noqa: PLW2901
             flavors.append(cell)
         queues[name] = QueueView(name, tuple(flavors), queue.pending_workloads)
     return replace(view, queues=queues)

@@ -19,6 +19,7 @@ class Verdict(enum.StrEnum):
 
     CANDIDATE = "Candidate"
     ONLY_CLUSTER = "OnlyCluster"  # full now, but no other cluster could ever take it: queue there
+    RECLAIM = "ReclaimQuota"  # full now, but its queue may take back quota it lent there
     NOT_IN_CLUSTER_SET = "NotInClusterSet"
     DISCONNECTED = "Disconnected"
     AWAITING_CAPACITY = "AwaitingCapacity"  # connected, its first capacity report not in yet

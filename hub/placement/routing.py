@@ -19,7 +19,7 @@ from api.k8s.core import LabelSelectorRequirement
 from api.k8s.pod import add_resources
 from api.quantity import Quantity
 from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
-from api.v1alpha1.queues import LocalQueue
+from api.v1alpha1.queues import ClusterQueue, LocalQueue
 from api.v1alpha1.workload import Workload
 from hub.placement.snapshot import ClusterName, DispatchMode, PreferredTerm
 
@@ -78,6 +78,10 @@ class Routing:
     tenants: tuple[Tenant, ...]
     cluster_sets: Mapping[str, ClusterSet]
     members: Mapping[str, MemberCluster]
+    reclaiming: frozenset[str] = frozenset()
+    """Cluster queues in a cohort that take back lent quota from any borrower
+    (`preemption.reclaimWithinCohort: Any`): placement may offer them a cluster where their
+    unused nominal quota is borrowed (hub.placement.core `reclaim_score`)."""
     _memo: dict[tuple[str, str, str | None], Route | str] = field(default_factory=dict)
     _global_by_name: dict[str, GlobalQueue] = field(default_factory=dict)
 
@@ -94,6 +98,7 @@ class Routing:
         tenants: Iterable[Tenant],
         cluster_sets: Iterable[ClusterSet],
         members: Iterable[MemberCluster],
+        cluster_queues: Iterable[ClusterQueue] = (),
     ) -> Routing:
         return cls(
             local_queues={f"{q.metadata.namespace}/{q.name}": q for q in local_queues},
@@ -101,6 +106,11 @@ class Routing:
             tenants=tuple(tenants),
             cluster_sets={s.name: s for s in cluster_sets},
             members={m.name: m for m in members},
+            reclaiming=frozenset(
+                q.metadata.name
+                for q in cluster_queues
+                if q.spec.cohort_name and q.spec.preemption.reclaim_within_cohort == "Any"
+            ),
         )
 
     def global_queue(self, name: str) -> GlobalQueue | None:

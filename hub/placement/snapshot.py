@@ -42,6 +42,19 @@ class FlavorHeadroom:
     flavor: str
     headroom: Mapping[str, int]
     capacity: Mapping[str, int]
+    reclaimable: Mapping[str, int] = field(default_factory=dict)
+    """Its nominal quota not in use (nominal − usage, never below 0): what it may take back
+    from the borrowers of its cohort by preemption, when its policy lets it."""
+
+    def minus(self, used: Mapping[str, int]) -> FlavorHeadroom:
+        """This cell with `used` taken (by offers booked on it): from its headroom, and from
+        the quota it could take back."""
+        return FlavorHeadroom(
+            self.flavor,
+            {r: v - used.get(r, 0) for r, v in self.headroom.items()},
+            self.capacity,
+            {r: v - used.get(r, 0) for r, v in self.reclaimable.items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +64,9 @@ class QueueView:
     name: str
     flavors: tuple[FlavorHeadroom, ...]
     pending_workloads: int = 0
+    reclaims: bool = False
+    """It is in a cohort and takes back its lent quota from any borrower
+    (`preemption.reclaimWithinCohort: Any`): its `reclaimable` room is room by preemption."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,3 +220,60 @@ def test_incremental_adds_a_step_of_clusters_each_interval() -> None:
 def test_placement_is_deterministic_for_equal_scores() -> None:
     clusters = [cluster("c", 8), cluster("a", 8), cluster("b", 8)]
     assert place(clusters, request(1), NOW).offer_to == ("a",)
+
+
+# --- taking back lent quota ------------------------------------------------------------------
+
+
+def lent(
+    name: str, free_cpu: int, unused_nominal_cpu: int, *, reclaims: bool = True
+) -> ClusterView:
+    """A cluster whose queue has `unused_nominal_cpu` of its nominal quota lent out (others
+    in its cohort borrow it) and `free_cpu` free now."""
+    flavor = FlavorHeadroom(
+        "default",
+        {"cpu": free_cpu * CPU},
+        {"cpu": 16 * CPU},
+        {"cpu": unused_nominal_cpu * CPU},
+    )
+    return ClusterView(
+        ClusterName(name),
+        {},
+        connected=True,
+        queues={"team-a": QueueView("team-a", (flavor,), reclaims=reclaims)},
+    )
+
+
+def test_when_no_cluster_has_room_the_queue_takes_back_lent_quota_in_one_cluster() -> None:
+    p = place([lent("a", 0, 2), lent("b", 0, 6)], request(2, "a", "b"), NOW)
+    assert p.offer_to == ("b",)  # the most quota left to take back after it
+    assert verdict_of(p, "b") is Verdict.RECLAIM
+    assert verdict_of(p, "a") is Verdict.RECLAIM  # could too, not offered: one preempts
+    [said] = [v.message for v in p.verdicts if v.cluster == "b"]
+    assert "may take back quota it lent to its cohort in flavor 'default'" in said
+
+
+def test_a_cluster_with_room_now_goes_before_taking_back_lent_quota() -> None:
+    p = place([lent("a", 0, 6), lent("b", 3, 0)], request(2, "a", "b"), NOW)
+    assert p.offer_to == ("b",)
+    assert verdict_of(p, "b") is Verdict.CANDIDATE
+    assert verdict_of(p, "a") is Verdict.RECLAIM
+
+
+def test_lent_quota_is_taken_back_in_one_cluster_only_whatever_the_dispatch_mode() -> None:
+    for mode in (DispatchMode.ALL_AT_ONCE, DispatchMode.INCREMENTAL):
+        p = place([lent("a", 0, 4), lent("b", 0, 4)], request(2, "a", "b", mode=mode), NOW)
+        assert len(p.offer_to) == 1, mode
+
+
+def test_a_queue_that_does_not_reclaim_or_asks_more_than_it_lent_waits() -> None:
+    p = place(
+        [lent("a", 0, 6, reclaims=False), lent("b", 0, 6, reclaims=False)],
+        request(2, "a", "b"),
+        NOW,
+    )
+    assert p.offer_to == ()
+    assert verdict_of(p, "a") is Verdict.INSUFFICIENT_HEADROOM
+    p = place([lent("a", 0, 1), lent("b", 0, 1)], request(2, "a", "b"), NOW)
+    assert p.offer_to == ()
+    assert verdict_of(p, "b") is Verdict.INSUFFICIENT_HEADROOM

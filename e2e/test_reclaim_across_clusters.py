@@ -1,0 +1,101 @@
+"""A cluster queue takes back the quota it lent, across a federation of two clusters: queue A
+borrows every cohort's spare room on both clusters, then queue B, under its nominal quota and
+allowed to take it back from any borrower (`reclaimWithinCohort: Any`), submits. No cluster
+has room, so the hub offers B's work to one cluster where B's lent quota is borrowed, and that
+cluster's engine preempts A's borrowed work for it. Before, the hub offered only room that was
+free, and B waited at the hub until A's work finished."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from e2e.conftest import apply_documents, qctl, workload
+from e2e.test_fair_sharing import submit
+from e2e.test_federation import eventually
+from qctl.commands.dev import DevFederation
+
+CLUSTERS = ("sim-0", "sim-1")
+
+
+def _queue(name: str, nominal_cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": "research",
+            "namespaceSelector": {},
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "default",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": nominal_cpu},
+                                {"name": "memory", "nominalQuota": f"{nominal_cpu}Gi"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _setup() -> list[dict[str, Any]]:
+    local_queues = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": f"team-{team}", "namespace": "default"},
+            "spec": {"clusterQueue": f"team-{team}"},
+        }
+        for team in ("a", "b")
+    ]
+    api = "multiq.dev/v1alpha1"
+    routing = [
+        {
+            "apiVersion": api,
+            "kind": "ClusterSet",
+            "metadata": {"name": "both"},
+            "spec": {"clusters": list(CLUSTERS)},
+        },
+        {
+            "apiVersion": api,
+            "kind": "GlobalQueue",
+            "metadata": {"name": "research"},
+            "spec": {"clusterSet": "both", "clusterQueues": ["team-a", "team-b"]},
+        },
+    ]
+    # Per cluster the cohort holds 3 CPUs: A owns 1, B owns 2 and lends them while idle.
+    return [_queue("team-a", "1"), _queue("team-b", "2"), *local_queues, *routing]
+
+
+def admitted_on(fed: DevFederation, name: str) -> str | None:
+    status = workload(fed, name).get("status") or {}
+    ok = any(
+        c["type"] == "Admitted" and c["status"] == "True" for c in status.get("conditions", [])
+    )
+    return status.get("clusterName") if ok else None
+
+
+def test_a_queue_takes_back_its_lent_quota_in_one_cluster_when_none_has_room(
+    federation: DevFederation, tmp_path: Path
+) -> None:
+    apply_documents(federation, tmp_path, "queues", _setup())
+    a_jobs = [submit(federation, tmp_path, "team-a", f"a-{i}", 300) for i in range(6)]
+    eventually(lambda: all(admitted_on(federation, n) for n in a_jobs), within=40)
+    assert (
+        sorted(str(admitted_on(federation, n)) for n in a_jobs) == ["sim-0"] * 3 + ["sim-1"] * 3
+    ), "A borrows all of both clusters' cohorts"
+
+    b_jobs = [submit(federation, tmp_path, "team-b", f"b-{i}", 300) for i in range(2)]
+    eventually(lambda: all(admitted_on(federation, n) for n in b_jobs), within=40)
+    preempted = [n for n in a_jobs if admitted_on(federation, n) is None]
+    assert len(preempted) == 2, preempted
+    for name in preempted:
+        described = qctl(federation, "describe", "workload", name).stdout
+        assert "InCohortReclamation" in described, described
