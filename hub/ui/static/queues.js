@@ -7,7 +7,7 @@
 // Called by app.js (route #/queues; the Session owns the sampler).
 
 import { h, clear, announce } from "./dom.js";
-import { objectPath } from "./hub.js";
+import { HubError, objectPath } from "./hub.js";
 import { lineChart } from "./charts.js";
 import { bar } from "./fleet.js";
 import {
@@ -85,11 +85,21 @@ function stopButton(session, plural, obj, onDone) {
       onclick: async (event) => {
         const button = event.currentTarget;
         button.disabled = true;
-        const body = structuredClone(obj);
-        delete body.status;
-        body.spec = { ...body.spec, stopPolicy: stopped ? "None" : "Hold" };
+        const path = objectPath(plural, obj.metadata.namespace, name);
         try {
-          await session.hub.put(objectPath(plural, obj.metadata.namespace, name), body);
+          // Read, change, write — again when the write lost a race (the hub writes queue
+          // status all the time, and each write moves the resourceVersion), as qctl does.
+          for (let attempt = 1; ; attempt++) {
+            const body = await session.hub.get(path);
+            delete body.status;
+            body.spec = { ...body.spec, stopPolicy: stopped ? "None" : "Hold" };
+            try {
+              await session.hub.put(path, body);
+              break;
+            } catch (error) {
+              if (!(error instanceof HubError && error.status === 409) || attempt >= 5) throw error;
+            }
+          }
           announce(`${label}: done`);
         } catch (error) {
           announce(`${label}: ${error.message}`);
