@@ -13,6 +13,7 @@ Called by: every kind module in api/v1alpha1 and api/k8s, and api.codec.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -205,6 +206,18 @@ class ObjectMeta(StrictModel):
     managed_fields: list[dict[str, Any]] = Field(default_factory=list)
 
 
+@functools.cache
+def _plural(kind: str) -> str:
+    """`Object.plural`, worked out once per kind: store keys are built from it at every
+    write."""
+    lower = kind.lower()
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    return lower + "s"
+
+
 class Object(StrictModel):
     """Base of every top-level kind. Subclasses set `KIND`, `NAMESPACED` and the kind Literal."""
 
@@ -223,12 +236,7 @@ class Object(StrictModel):
     @classmethod
     def plural(cls) -> str:
         """The resource name in URLs, as Kubernetes forms it: clusterqueues, topologies."""
-        lower = cls.KIND.lower()
-        if lower.endswith("y") and lower[-2:-1] not in "aeiou":
-            return lower[:-1] + "ies"
-        if lower.endswith(("s", "x", "ch", "sh")):
-            return lower + "es"
-        return lower + "s"
+        return _plural(cls.KIND)
 
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
