@@ -88,6 +88,56 @@ def _shown(text: str) -> str:
 def limit_errors(document: object, limits: InputLimits = DEFAULT_LIMITS) -> list[FieldError]:
     """Every breach of `limits` in a parsed document (depth first, in document order, up to
     the first 20), or none."""
+    if _within(document, limits):
+        return []
+    return _breaches(document, limits)
+
+
+def _within(document: object, limits: InputLimits) -> bool:
+    """Whether `document` is plainly within `limits`: the common case, checked without
+    building a path for every value (every request body goes through here). False for any
+    breach, and for any value not of JSON's exact types (subclasses, the parsers' markers),
+    which `_breaches` then judges; so True only where `_breaches` finds nothing."""
+    max_depth = limits.max_depth
+    max_chars = limits.max_string_chars
+    max_items = limits.max_list_items
+    max_entries = limits.max_map_entries
+    max_values = limits.max_values
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > max_values or depth > max_depth:
+            return False
+        kind = type(value)
+        if kind is dict:
+            if len(value) > max_entries:
+                return False
+            for key, item in value.items():
+                if type(key) is not str or len(key) > max_chars:
+                    return False
+                stack.append((item, depth + 1))
+        elif kind is list:
+            if len(value) > max_items:
+                return False
+            stack.extend((item, depth + 1) for item in value)
+        elif kind is str:
+            if len(value) > max_chars:
+                return False
+        elif kind is int:
+            if not INT64_MIN <= value <= INT64_MAX:
+                return False
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+        elif not (kind is bool or value is None):
+            return False
+    return True
+
+
+def _breaches(document: object, limits: InputLimits) -> list[FieldError]:
+    """`limit_errors`' walk with a path for every value, to say where each breach is."""
     errors: list[FieldError] = []
     stack: list[tuple[object, tuple[str | int, ...]]] = [(document, ())]
     seen = 0

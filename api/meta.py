@@ -13,11 +13,11 @@ Called by: every kind module in api/v1alpha1 and api/k8s, and api.codec.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, Strict
@@ -106,26 +106,32 @@ def build_schemas() -> int:
     return built
 
 
-@dataclass(frozen=True, slots=True)
-class _IsEmptyDefault:
+def _is_empty_str(value: object) -> bool:
+    return type(value) is str and not value
+
+
+def _is_empty_list(value: object) -> bool:
+    return type(value) is list and not value
+
+
+def _is_empty_dict(value: object) -> bool:
+    return type(value) is dict and not value
+
+
+def _empty_default(field: FieldInfo) -> Callable[[object], bool] | None:
     """`exclude_if` of a field whose default is "", [] or {}: true for a value equal to it.
 
     Kubernetes' `omitempty`: the serialized form leaves such a field out, and decoding puts
     the default back, so decode(encode(x)) == x. A non-empty default (`operator: Equal`) is
-    always written; a None default is left out by `exclude_none`.
-    """
-
-    empty: type[str] | type[list[Any]] | type[dict[str, Any]]
-
-    def __call__(self, value: object) -> bool:
-        return type(value) is self.empty and not value
-
-
-def _empty_default(field: FieldInfo) -> _IsEmptyDefault | None:
-    if field.default_factory in (list, dict):
-        return _IsEmptyDefault(cast(type[list[Any]] | type[dict[str, Any]], field.default_factory))
+    always written; a None default is left out by `exclude_none`. Plain functions, not
+    callable objects: pydantic calls them for every such field of every model it serializes,
+    and a function is the cheapest thing for it to call."""
+    if field.default_factory is list:
+        return _is_empty_list
+    if field.default_factory is dict:
+        return _is_empty_dict
     if type(field.default) is str and field.default == "":
-        return _IsEmptyDefault(str)
+        return _is_empty_str
     return None
 
 
@@ -200,6 +206,18 @@ class ObjectMeta(StrictModel):
     managed_fields: list[dict[str, Any]] = Field(default_factory=list)
 
 
+@functools.cache
+def _plural(kind: str) -> str:
+    """`Object.plural`, worked out once per kind: store keys are built from it at every
+    write."""
+    lower = kind.lower()
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    return lower + "s"
+
+
 class Object(StrictModel):
     """Base of every top-level kind. Subclasses set `KIND`, `NAMESPACED` and the kind Literal."""
 
@@ -218,12 +236,7 @@ class Object(StrictModel):
     @classmethod
     def plural(cls) -> str:
         """The resource name in URLs, as Kubernetes forms it: clusterqueues, topologies."""
-        lower = cls.KIND.lower()
-        if lower.endswith("y") and lower[-2:-1] not in "aeiou":
-            return lower[:-1] + "ies"
-        if lower.endswith(("s", "x", "ch", "sh")):
-            return lower + "es"
-        return lower + "s"
+        return _plural(cls.KIND)
 
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 

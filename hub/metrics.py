@@ -26,10 +26,12 @@ from typing import TypeVar
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 __all__ = ["UNCOUNTED", "HubMetrics", "OfferOutcome"]
 
 T = TypeVar("T")
+M = TypeVar("M", bound=MetricWrapperBase)
 
 # Seconds from submission to a binding: from a few milliseconds (an idle fleet) to hours (a
 # deep queue); Kueue's admission-wait buckets, extended below 10 ms.
@@ -68,6 +70,7 @@ class HubMetrics:
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         self.dispatch_latency = Histogram(
             "multiq_dispatch_latency_seconds",
             "From submission (or the last requeue) until the hub bound the workload to a cluster.",
@@ -140,20 +143,30 @@ class HubMetrics:
             registry=registry,
         )
 
+    def _child(self, metric: M, *values: str) -> M:
+        """`metric.labels(*values)`, looked up once: the hooks run for every write, report
+        and request, and prometheus_client's lookup checks and converts the values each time.
+        Children are never removed here, so a kept one stays the one the registry serves."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child  # type: ignore[return-value]
+
     # --- hooks --------------------------------------------------------------------------
 
     def offered(self, clusters: Iterable[str], *, bound: bool) -> None:
         outcome = OfferOutcome.BOUND if bound else OfferOutcome.REQUESTED
         for cluster in clusters:
-            self.offers.labels(cluster, outcome).inc()
+            self._child(self.offers, cluster, outcome).inc()
 
     def offer_outcome(self, cluster: str, outcome: str) -> None:
-        self.offers.labels(cluster, outcome).inc()
+        self._child(self.offers, cluster, outcome).inc()
 
     def report(self, cluster: str, phase: str, *, accepted: bool) -> None:
-        self.reports.labels(cluster, phase, "accepted" if accepted else "refused").inc()
+        self._child(self.reports, cluster, phase, "accepted" if accepted else "refused").inc()
         if accepted and phase == "Reserved":
-            self.offers.labels(cluster, OfferOutcome.RESERVED).inc()
+            self._child(self.offers, cluster, OfferOutcome.RESERVED).inc()
 
     def log_in(self, texts: Iterable[str]) -> None:
         self.log_bytes.labels("in").inc(sum(len(text.encode()) for text in texts))
@@ -167,9 +180,9 @@ class HubMetrics:
         try:
             result = await write
         except BaseException:
-            self.store_write_errors.labels(op).inc()
+            self._child(self.store_write_errors, op).inc()
             raise
-        self.store_writes.labels(op).observe(time.perf_counter() - started)
+        self._child(self.store_writes, op).observe(time.perf_counter() - started)
         return result
 
     def http_middleware(self) -> Middleware:
@@ -191,10 +204,10 @@ class HubMetrics:
                 raise
             finally:
                 route = _route(request)
-                self.http_requests.labels(route, request.method, str(code)).inc()
+                self._child(self.http_requests, route, request.method, str(code)).inc()
                 if request.path not in STREAMING_PATHS:
                     elapsed = time.perf_counter() - started
-                    self.http_duration.labels(route, request.method).observe(elapsed)
+                    self._child(self.http_duration, route, request.method).observe(elapsed)
 
         return count_requests
 

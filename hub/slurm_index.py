@@ -34,7 +34,7 @@ class SlurmIndex:
         self._arrays: dict[int, set[str]] = {}
         self._named: dict[tuple[str, str], set[str]] = {}
         state.on_indexed.append(self.changed)
-        state.on_workload.append(lambda key, _old, _new: self.changed(key))
+        state.on_workload.append(self._notified)
         for key in list(state.workloads):
             self.changed(key)
 
@@ -54,6 +54,10 @@ class SlurmIndex:
         return self._named.get((name, user), _EMPTY)
 
     # --- upkeep -----------------------------------------------------------------------------
+
+    def _notified(self, key: str, old: Workload | None, new: Workload | None) -> None:
+        if old is not new:  # the same object: the mirror repeating what `changed` has seen
+            self.changed(key)
 
     def changed(self, key: str) -> None:
         entry = self.state.workloads.get(key)

@@ -358,9 +358,15 @@ class Workload(Object):
         return {ps.name: ps.total_requests() for ps in self.spec.pod_sets}
 
     def condition(self, type_: str) -> Condition | None:
-        if self.status is None:
+        # A plain loop: asked dozens of times per workload (phase, finished, admitted), where
+        # a generator costs more than the search.
+        st = self.status
+        if st is None:
             return None
-        return next((c for c in self.status.conditions if c.type == type_), None)
+        for cond in st.conditions:
+            if cond.type == type_:
+                return cond
+        return None
 
     def is_condition_true(self, type_: str) -> bool:
         cond = self.condition(type_)

@@ -82,6 +82,8 @@ class _WorkloadWatcher:
         self.phases: Tally[str] = Tally()
 
     def __call__(self, key: str, old: Workload | None, new: Workload | None) -> None:
+        if old is new:
+            return  # the mirror repeating what it holds (the hub's own write, back)
         before = workload_phase(old) if old is not None else None
         after = workload_phase(new) if new is not None else None
         if before == after:

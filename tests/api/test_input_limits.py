@@ -112,6 +112,18 @@ def test_long_strings_lists_and_maps_are_refused() -> None:
     ]
 
 
+def test_long_or_non_string_map_keys_and_too_many_values_are_refused() -> None:
+    assert limit_messages(b'{"kind": "Job", "xxxxx": 1}', max_string_chars=4) == [
+        ": Too long: may not be more than 4 bytes"
+    ]
+    assert limit_messages(b"kind: Job\n1: one\n", yaml_text=True) == [
+        ': Invalid value: "1": map keys must be strings'
+    ]
+    assert limit_messages(b'{"a": [1, 2, 3], "b": {"c": "d"}}', max_values=5) == [
+        'b: Invalid value: "...": the document holds more than 5 values'
+    ]
+
+
 def test_yaml_aliases_cannot_make_a_small_body_a_huge_tree() -> None:
     laughs = b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     for level in "bcdefgh":
