@@ -1,18 +1,24 @@
-"""A cluster queue takes back the quota it lent, across a federation of two clusters: queue A
-borrows every cohort's spare room on both clusters, then queue B, under its nominal quota and
-allowed to take it back from any borrower (`reclaimWithinCohort: Any`), submits. No cluster
-has room, so the hub offers B's work to one cluster where B's lent quota is borrowed, and that
-cluster's engine preempts A's borrowed work for it. Before, the hub offered only room that was
-free, and B waited at the hub until A's work finished."""
+"""Preemption across a federation of two clusters, when no cluster has room:
+- a cluster queue takes back the quota it lent: queue A borrows every cohort's spare room on
+  both clusters, then queue B, under its nominal quota and allowed to take it back from any
+  borrower (`reclaimWithinCohort: Any`), submits; the hub offers B's work to a cluster where
+  B's lent quota is borrowed, and that cluster's engine preempts A's borrowed work for it;
+- urgent work preempts lower priorities of its own queue (`withinClusterQueue:
+  LowerPriority`): the hub offers it to one cluster where lower-priority work of the queue
+  holds the room, and that cluster's engine preempts one of them.
+Before, the hub offered only room that was free, and such work waited at the hub until
+something finished."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from e2e.conftest import apply_documents, qctl, workload
 from e2e.test_fair_sharing import submit
-from e2e.test_federation import eventually
+from e2e.test_federation import eventually, sleeper_job
 from qctl.commands.dev import DevFederation
 
 CLUSTERS = ("sim-0", "sim-1")
@@ -99,3 +105,63 @@ def test_a_queue_takes_back_its_lent_quota_in_one_cluster_when_none_has_room(
     for name in preempted:
         described = qctl(federation, "describe", "workload", name).stdout
         assert "InCohortReclamation" in described, described
+
+
+def _priority_setup() -> list[dict[str, Any]]:
+    queue = _queue("team-p", "2")
+    del queue["spec"]["cohortName"]
+    queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    classes = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        for name, value in (("low", 0), ("high", 100))
+    ]
+    local = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "team-p", "namespace": "default"},
+        "spec": {"clusterQueue": "team-p"},
+    }
+    api = "multiq.dev/v1alpha1"
+    routing = [
+        {
+            "apiVersion": api,
+            "kind": "ClusterSet",
+            "metadata": {"name": "both"},
+            "spec": {"clusters": list(CLUSTERS)},
+        },
+        {
+            "apiVersion": api,
+            "kind": "GlobalQueue",
+            "metadata": {"name": "urgent"},
+            "spec": {"clusterSet": "both", "clusterQueues": ["team-p"]},
+        },
+    ]
+    return [queue, *classes, local, *routing]
+
+
+def test_urgent_work_preempts_lower_priorities_of_its_queue_in_one_cluster_when_none_has_room(
+    federation: DevFederation, tmp_path: Path
+) -> None:
+    apply_documents(federation, tmp_path, "queues", _priority_setup())
+
+    def job(name: str, priority: str) -> str:
+        path = sleeper_job(tmp_path, name, 300, queue="team-p")
+        body = yaml.safe_load(path.read_text())
+        body["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+        path.write_text(yaml.safe_dump(body))
+        qctl(federation, "submit", "-f", str(path))
+        return f"job-{name}"
+
+    low = [job(f"low-{i}", "low") for i in range(4)]
+    eventually(lambda: all(admitted_on(federation, n) for n in low), within=40)
+    urgent = job("urgent", "high")
+    eventually(lambda: admitted_on(federation, urgent), within=40)
+    preempted = [n for n in low if admitted_on(federation, n) is None]
+    assert len(preempted) == 1, preempted
+    described = qctl(federation, "describe", "workload", preempted[0]).stdout
+    assert "InClusterQueue" in described, described

@@ -50,9 +50,9 @@ class Assumed:
     topology: tuple[TopologyNeed, ...] = ()
     """Its pod sets that require one domain of a level: they take a domain's room too."""
     reclaim: bool = False
-    """Offered to take back quota its queue lent to its cohort: the cluster queues it while
-    it preempts, and the room stays booked meanwhile (another offer would count on the same
-    quota)."""
+    """Offered for room it gets by preemption (quota its queue lent to its cohort, or room
+    lower priorities of its queue hold): the cluster queues it while it preempts, and the
+    room stays booked meanwhile (another offer would count on the same room)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ waits at the hub, where fleet-wide ordering still applies, instead of queueing b
 cluster — unless its cluster queue takes back lent quota from any borrower and some cluster
 holds it within the queue's unused nominal quota (`reclaim_score`): then it is offered to the
 one such cluster where the most is left, whatever the dispatch mode, and that cluster's
-engine preempts the borrowers. A pod set that requires one domain of a topology level also
-needs such a domain free in the cluster (hub.placement.topology): a cluster where one could
-only ever fit is waited for, one where none could is ruled out. No I/O, no clock: `now` is
-an argument.
+engine preempts the borrowers; failing that, to one cluster where lower-priority workloads of
+its queue hold the room (`preempt_score`, when the queue preempts its own lower
+priorities). A pod set that requires one domain of a topology level also needs such a
+domain free in the cluster (hub.placement.topology): a cluster where one could only ever fit
+is waited for, one where none could is ruled out. No I/O, no clock: `now` is an argument.
 
 Called by: the hub's dispatch loop (one call per pending workload per cycle).
 """
@@ -85,6 +86,33 @@ def reclaim_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, s
             if amount == 0:
                 continue
             room = max(flavor.reclaimable.get(resource, 0), flavor.headroom.get(resource, 0))
+            cap = flavor.capacity.get(resource, 0)
+            if room < amount:
+                fits = False
+                break
+            leftover = min(leftover, (room - amount) * _SCALE // cap if cap > 0 else 0)
+        if fits and (best is None or leftover > best[0]):
+            best = (leftover, flavor.flavor)
+    return best
+
+
+def preempt_score(
+    queue: QueueView, requests: Mapping[str, int], lower: Mapping[str, Mapping[str, int]]
+) -> tuple[int, str] | None:
+    """The best flavor where the workload fits in what is free plus what lower-priority
+    workloads of its queue hold (`lower`, per flavor), scored as `headroom_score`; None when
+    no flavor holds it so."""
+    best: tuple[int, str] | None = None
+    for flavor in queue.flavors:
+        held = lower.get(flavor.flavor)
+        if not held:
+            continue
+        leftover = _SCALE
+        fits = True
+        for resource, amount in requests.items():
+            if amount == 0:
+                continue
+            room = flavor.headroom.get(resource, 0) + held.get(resource, 0)
             cap = flavor.capacity.get(resource, 0)
             if room < amount:
                 fits = False
@@ -197,6 +225,19 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
                     )
                 )
                 continue
+            lower = request.preemptible.get(cluster.name)
+            freed = preempt_score(queue, request.requests, lower) if lower else None
+            if freed is not None:
+                reclaiming.append(
+                    ClusterVerdict(
+                        cluster.name,
+                        Verdict.PREEMPT,
+                        f"no free quota in {request.cluster_queue!r} now, but lower-priority "
+                        f"workloads of it hold enough in flavor {freed[1]!r} to preempt",
+                        (-2, freed[0]),
+                    )
+                )
+                continue
         if fit is None:
             described = described or _describe(request.requests)
             if _ever_fits(queue, request.min_requests or request.requests):
@@ -232,7 +273,8 @@ def place(clusters: Iterable[ClusterView], request: PlacementRequest, now: datet
             )
         )
     scored.sort(key=lambda v: (-v.score[0], -v.score[1], v.cluster))
-    reclaiming.sort(key=lambda v: (-v.score[1], v.cluster))
+    # Taking back lent quota before preempting the queue's own lower priorities.
+    reclaiming.sort(key=lambda v: (-v.score[0], -v.score[1], v.cluster))
     if not scored and not open_offers and reclaiming:
         # No cluster has room, but the workload's queue lent quota it may take back: offer it
         # to one such cluster alone, whatever the dispatch mode, so it preempts in one

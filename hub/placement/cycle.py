@@ -36,7 +36,7 @@ Called by: hub.dispatch (every cycle), tests, bench.hub_replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -49,7 +49,7 @@ from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.placement import holds
 from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
-from hub.placement.core import headroom_score, place, reclaim_score
+from hub.placement.core import headroom_score, place, preempt_score, reclaim_score
 from hub.placement.fairshare import FairShareOrder
 from hub.placement.routing import Route, Routing, workload_requests
 from hub.placement.snapshot import (
@@ -330,12 +330,14 @@ def _shape(
     requests: Mapping[str, int],
     min_requests: Mapping[str, int] | None,
     topology: tuple[TopologyNeed, ...] = (),
+    priority: int | None = None,
 ) -> Shape | None:
     """What placement decides on for a workload with no offer history, when that is all it
     decides on: two workloads of one shape get the same answer from the same clusters, and
     as a cycle's offers only take room, one that fits nowhere means the next fits nowhere.
     None where the policy also looks at time or labels (incremental dispatch, affinity).
-    Pod sets that require a topology domain are part of the shape (only when there are)."""
+    Pod sets that require a topology domain are part of the shape (only when there are), and
+    so is the priority when the queue preempts lower priorities (`priority` given)."""
     if route.mode == DispatchMode.INCREMENTAL or route.required_terms or route.preferred_terms:
         return None
     shape: Shape = (
@@ -344,7 +346,40 @@ def _shape(
         tuple(sorted(requests.items())),
         tuple(sorted(min_requests.items())) if min_requests is not None else None,
     )
-    return (*shape, topology) if topology else shape
+    if topology:
+        shape = (*shape, topology)
+    return shape if priority is None else (*shape, ("priority", priority))
+
+
+def _admitted_ladder(
+    workloads: Mapping[str, Candidate], keys: Iterable[str], cluster: str, cluster_queue: str
+) -> list[tuple[int, str, dict[str, int]]]:
+    """(priority, flavor, requests in milli-units) of every workload admitted in
+    `cluster_queue` on `cluster`, one row per flavor it uses, lowest priority first."""
+    rows: list[tuple[int, str, dict[str, int]]] = []
+    for key in keys:
+        entry = workloads.get(key)
+        if entry is None:
+            continue
+        wl = entry.workload
+        st = wl.status
+        if st is None or st.cluster_name != cluster or st.admission is None:
+            continue
+        if st.admission.cluster_queue != cluster_queue or not wl.is_condition_true("Admitted"):
+            continue
+        if wl.is_condition_true("Finished") or wl.is_condition_true("Evicted"):
+            continue
+        by_flavor: dict[str, dict[str, int]] = {}
+        for assignment in st.admission.pod_set_assignments:
+            for resource, flavor in assignment.flavors.items():
+                amount = assignment.resource_usage.get(resource)
+                if amount is not None:
+                    cell = by_flavor.setdefault(flavor, {})
+                    cell[resource] = cell.get(resource, 0) + amount.milli()
+        priority = wl.spec.priority or 0
+        rows += [(priority, flavor, amounts) for flavor, amounts in by_flavor.items()]
+    rows.sort(key=lambda row: row[0])
+    return rows
 
 
 def fleet_quota_reason(
@@ -393,6 +428,9 @@ class _Cycle:
         self.told: dict[str, str] = {}
         """Waiting messages this plan writes, by key."""
         self.dissolved: set[Shape] = set()
+        self.ladders: dict[tuple[str, str], list[tuple[int, str, dict[str, int]]]] = {}
+        """Per (cluster, cluster queue): its admitted workloads' priority, flavor and
+        requests, lowest priority first (`_lower_priority_room`)."""
         self.array_live: dict[int, int] = {}
         """Live tasks per throttled array: counted at first need, grown by this cycle's
         offers."""
@@ -406,6 +444,26 @@ class _Cycle:
                 for v in self.snap.views
             ]
         return self._views
+
+    def _lower_priority_room(
+        self, cluster: str, cluster_queue: str, priority: int
+    ) -> dict[str, dict[str, int]]:
+        """Per flavor, what the workloads admitted in `cluster_queue` on `cluster` with a
+        priority below `priority` hold (milli-units): the hub placed them all, so its mirror
+        knows them (read once per cycle per cluster and queue)."""
+        ladder = self.ladders.get((cluster, cluster_queue))
+        if ladder is None:
+            ladder = self.ladders[(cluster, cluster_queue)] = _admitted_ladder(
+                self.snap.workloads, self.snap.by_cluster.get(cluster, ()), cluster, cluster_queue
+            )
+        held: dict[str, dict[str, int]] = {}
+        for below, flavor, amounts in ladder:
+            if below >= priority:
+                break
+            cell = held.setdefault(flavor, {})
+            for resource, amount in amounts.items():
+                cell[resource] = cell.get(resource, 0) + amount
+        return held
 
     def _book(self, cluster: str, item: Assumed) -> None:
         cell = self.taken.setdefault(cluster, {}).setdefault((item.cluster_queue, item.flavor), {})
@@ -544,7 +602,9 @@ class _Cycle:
         has_min = any(ps.min_count is not None for ps in wl.spec.pod_sets)
         min_requests = workload_requests(wl, minimum=True) if has_min else None
         topology = topology_needs(wl)
-        shape = None if history else _shape(route, requests, min_requests, topology)
+        preempts = route.cluster_queue in snap.routing.preempting
+        priority = (wl.spec.priority or 0) if preempts else None
+        shape = None if history else _shape(route, requests, min_requests, topology, priority)
         if shape is not None and (failed := self.failed.get(shape)) is not None:
             self.wait(key, "Waiting", failed[0])
             self.park(key, wl, shape, failed[0], request=failed[1])
@@ -566,6 +626,18 @@ class _Cycle:
         views = self.views()
         plan.placed.append(tuple(sorted(requests.items())))
         placement = place(views, request, now)
+        if not placement.offer_to and priority is not None and not record.offers:
+            # Nothing fits now: where lower priorities of its queue hold the room, the
+            # cluster's engine can preempt them for it (looked at only now: it costs a walk
+            # over the queue's admitted workloads on each cluster of the set).
+            lower = {}
+            for cluster in route.cluster_set:
+                room_held = self._lower_priority_room(cluster, route.cluster_queue, priority)
+                if room_held:
+                    lower[cluster] = room_held
+            if lower:
+                request = replace(request, preemptible=lower)
+                placement = place(views, request, now)
         if not placement.offer_to:
             reason = placement.waiting_reason
             if not record.offers:
@@ -583,13 +655,20 @@ class _Cycle:
             room = by_name[cluster].queues[route.cluster_queue]
             fit = headroom_score(room, requests)
             taken_back = reclaim_score(room, requests) if fit is None else None
-            flavor = fit[1] if fit else taken_back[1] if taken_back else ""
+            held = request.preemptible.get(cluster)
+            freed = (
+                preempt_score(room, requests, held)
+                if fit is None and taken_back is None and held
+                else None
+            )
+            by_preemption = taken_back or freed
+            flavor = fit[1] if fit else by_preemption[1] if by_preemption else ""
             item = Assumed(
                 route.cluster_queue,
                 flavor,
                 requests,
                 topology=topology,
-                reclaim=taken_back is not None,
+                reclaim=by_preemption is not None,
             )
             booked[cluster] = item
             self._book(cluster, item)

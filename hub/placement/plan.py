@@ -20,6 +20,7 @@ class Verdict(enum.StrEnum):
     CANDIDATE = "Candidate"
     ONLY_CLUSTER = "OnlyCluster"  # full now, but no other cluster could ever take it: queue there
     RECLAIM = "ReclaimQuota"  # full now, but its queue may take back quota it lent there
+    PREEMPT = "PreemptLowerPriority"  # full now, but lower priorities of its queue hold room
     NOT_IN_CLUSTER_SET = "NotInClusterSet"
     DISCONNECTED = "Disconnected"
     AWAITING_CAPACITY = "AwaitingCapacity"  # connected, its first capacity report not in yet

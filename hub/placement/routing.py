@@ -78,6 +78,9 @@ class Routing:
     tenants: tuple[Tenant, ...]
     cluster_sets: Mapping[str, ClusterSet]
     members: Mapping[str, MemberCluster]
+    preempting: frozenset[str] = frozenset()
+    """Cluster queues that preempt their own lower priorities (`withinClusterQueue` other
+    than Never): placement may offer them a cluster where such work holds the room."""
     reclaiming: frozenset[str] = frozenset()
     """Cluster queues in a cohort that take back lent quota from any borrower
     (`preemption.reclaimWithinCohort: Any`): placement may offer them a cluster where their
@@ -106,6 +109,11 @@ class Routing:
             tenants=tuple(tenants),
             cluster_sets={s.name: s for s in cluster_sets},
             members={m.name: m for m in members},
+            preempting=frozenset(
+                q.metadata.name
+                for q in cluster_queues
+                if q.spec.preemption.within_cluster_queue != "Never"
+            ),
             reclaiming=frozenset(
                 q.metadata.name
                 for q in cluster_queues

@@ -130,3 +130,8 @@ class PlacementRequest:
     offers: tuple[Offer, ...] = ()
     topology: tuple[TopologyNeed, ...] = ()
     """Its pod sets that require one domain of a topology level."""
+    preemptible: Mapping[ClusterName, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    """Per cluster and flavor of its cluster queue, what the queue's admitted workloads of a
+    lower priority hold there (per resource, milli-units), when the queue preempts lower
+    priorities (`withinClusterQueue`): room its agent can free for it. Filled by the
+    dispatch cycle only once nothing fits now."""

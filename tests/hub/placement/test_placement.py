@@ -277,3 +277,23 @@ def test_a_queue_that_does_not_reclaim_or_asks_more_than_it_lent_waits() -> None
     p = place([lent("a", 0, 1), lent("b", 0, 1)], request(2, "a", "b"), NOW)
     assert p.offer_to == ()
     assert verdict_of(p, "b") is Verdict.INSUFFICIENT_HEADROOM
+
+
+def test_when_no_cluster_has_room_lower_priorities_of_its_queue_make_it_in_one_cluster() -> None:
+    lower = {
+        ClusterName("a"): {"default": {"cpu": 1 * CPU}},
+        ClusterName("b"): {"default": {"cpu": 4 * CPU}},
+    }
+    p = place([cluster("a", 1), cluster("b", 0)], request(2, "a", "b", preemptible=lower), NOW)
+    assert p.offer_to == ("b",)  # a: 1 free + 1 lower = 2 leaves 0; b: 0 + 4 leaves 2
+    assert verdict_of(p, "b") is Verdict.PREEMPT
+    assert verdict_of(p, "a") is Verdict.PREEMPT
+    without = place([cluster("a", 1), cluster("b", 0)], request(2, "a", "b"), NOW)
+    assert without.offer_to == ()
+
+
+def test_taking_back_lent_quota_goes_before_preempting_lower_priorities() -> None:
+    lower = {ClusterName("a"): {"default": {"cpu": 8 * CPU}}}
+    p = place([cluster("a", 0), lent("b", 0, 2)], request(2, "a", "b", preemptible=lower), NOW)
+    assert p.offer_to == ("b",)
+    assert verdict_of(p, "b") is Verdict.RECLAIM
