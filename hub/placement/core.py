@@ -21,7 +21,7 @@ Called by: the hub's dispatch loop (one call per pending workload per cycle).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from api.k8s.core import LabelSelectorRequirement
@@ -30,6 +30,7 @@ from hub.placement.snapshot import (
     ClusterName,
     ClusterView,
     DispatchMode,
+    FlavorHeadroom,
     PlacementRequest,
     QueueView,
 )
@@ -72,28 +73,46 @@ def headroom_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, 
     return best
 
 
+def _best_by_preemption(
+    queue: QueueView,
+    requests: Mapping[str, int],
+    room_of: Callable[[FlavorHeadroom], Mapping[str, int] | None],
+) -> tuple[int, str] | None:
+    """The best flavor whose room by preemption (`room_of`, per resource; None: none in that
+    flavor) holds the workload, scored as `headroom_score`."""
+    best: tuple[int, str] | None = None
+    for flavor in queue.flavors:
+        room = room_of(flavor)
+        if room is None:
+            continue
+        leftover = _SCALE
+        fits = True
+        for resource, amount in requests.items():
+            if amount == 0:
+                continue
+            free = room.get(resource, 0)
+            cap = flavor.capacity.get(resource, 0)
+            if free < amount:
+                fits = False
+                break
+            leftover = min(leftover, (free - amount) * _SCALE // cap if cap > 0 else 0)
+        if fits and (best is None or leftover > best[0]):
+            best = (leftover, flavor.flavor)
+    return best
+
+
 def reclaim_score(queue: QueueView, requests: Mapping[str, int]) -> tuple[int, str] | None:
     """Where the queue may take back quota it lent to its cohort (preempting borrowers
     there), the best flavor that holds the workload within its unused nominal quota, scored
     as `headroom_score`; None when the queue does not reclaim or no flavor holds it."""
     if not queue.reclaims:
         return None
-    best: tuple[int, str] | None = None
-    for flavor in queue.flavors:
-        leftover = _SCALE
-        fits = True
-        for resource, amount in requests.items():
-            if amount == 0:
-                continue
-            room = max(flavor.reclaimable.get(resource, 0), flavor.headroom.get(resource, 0))
-            cap = flavor.capacity.get(resource, 0)
-            if room < amount:
-                fits = False
-                break
-            leftover = min(leftover, (room - amount) * _SCALE // cap if cap > 0 else 0)
-        if fits and (best is None or leftover > best[0]):
-            best = (leftover, flavor.flavor)
-    return best
+
+    def lent(flavor: FlavorHeadroom) -> Mapping[str, int]:
+        resources = flavor.reclaimable.keys() | flavor.headroom.keys()
+        return {r: max(flavor.reclaimable.get(r, 0), flavor.headroom.get(r, 0)) for r in resources}
+
+    return _best_by_preemption(queue, requests, lent)
 
 
 def preempt_score(
@@ -102,25 +121,15 @@ def preempt_score(
     """The best flavor where the workload fits in what is free plus what lower-priority
     workloads of its queue hold (`lower`, per flavor), scored as `headroom_score`; None when
     no flavor holds it so."""
-    best: tuple[int, str] | None = None
-    for flavor in queue.flavors:
+
+    def freed(flavor: FlavorHeadroom) -> Mapping[str, int] | None:
         held = lower.get(flavor.flavor)
         if not held:
-            continue
-        leftover = _SCALE
-        fits = True
-        for resource, amount in requests.items():
-            if amount == 0:
-                continue
-            room = flavor.headroom.get(resource, 0) + held.get(resource, 0)
-            cap = flavor.capacity.get(resource, 0)
-            if room < amount:
-                fits = False
-                break
-            leftover = min(leftover, (room - amount) * _SCALE // cap if cap > 0 else 0)
-        if fits and (best is None or leftover > best[0]):
-            best = (leftover, flavor.flavor)
-    return best
+            return None
+        resources = held.keys() | flavor.headroom.keys()
+        return {r: flavor.headroom.get(r, 0) + held.get(r, 0) for r in resources}
+
+    return _best_by_preemption(queue, requests, freed)
 
 
 def _ever_fits(queue: QueueView, requests: Mapping[str, int]) -> bool:
