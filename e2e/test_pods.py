@@ -84,17 +84,14 @@ def test_a_pod_group_of_three_plain_pods_is_admitted_and_runs_together(
     # The other cluster never got any of them (one workload, all or nothing).
     (other,) = [c for c in federation.names if c != cluster]
     assert pods_on(federation, other, "pod-group-ring") == []
-    # No pod started before the group was admitted, nor before its last pod existed (Kueue's
-    # admission gate, taken off the three together).
-    admitted = next(
-        _time(c["lastTransitionTime"])
-        for c in status["conditions"]
-        if c["type"] == "Admitted" and c["status"] == "True"
-    )
+    # No pod started before its last pod existed (Kueue's admission gate, taken off the three
+    # together; the agent makes the pods only once the group is admitted there). The hub's
+    # Admitted time is when the agent's report reached it, which a loaded machine can put
+    # after the pods started: it bounds nothing here (CI saw a pod start 1 s before it).
+    assert any(c["type"] == "Admitted" and c["status"] == "True" for c in status["conditions"])
     last_created = max(_time(p["metadata"]["creationTimestamp"]) for p in pods)
     for p in pods:
         started = _time(p["status"]["startTime"])
-        assert started >= admitted.replace(microsecond=0)
         assert started >= last_created
 
 
