@@ -45,7 +45,9 @@ from tests.hub.service.conftest import (
 API = "/apis/multiq.dev/v1alpha1"
 
 
-def capacity(cluster: str, free_cpu: str) -> CapacityReport:
+def capacity(cluster: str, free_cpu: str, used_cpu: str = "0") -> CapacityReport:
+    """team-vision's room on `cluster`: 8 CPUs nominal (`used_cpu` of them in use), `free_cpu`
+    free now; 32Gi of memory, all free."""
     return CapacityReport(
         cluster=cluster,
         observed_at=datetime.now(UTC),
@@ -55,10 +57,10 @@ def capacity(cluster: str, free_cpu: str) -> CapacityReport:
                 flavor="default",
                 resource=r,
                 nominal=Quantity.parse(n),
-                usage=Quantity.parse("0"),
+                usage=Quantity.parse(u),
                 headroom=Quantity.parse(h),
             )
-            for r, n, h in (("cpu", "8", free_cpu), ("memory", "32Gi", "32Gi"))
+            for r, n, u, h in (("cpu", "8", used_cpu, free_cpu), ("memory", "32Gi", "0", "32Gi"))
         ],
     )
 

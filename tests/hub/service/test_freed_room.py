@@ -16,14 +16,15 @@ from tests.hub.service.conftest import HubUnderTest, ScriptedAgent
 from tests.hub.service.test_dispatch_flow import capacity, report, submit, two_clusters
 
 
-def admission() -> Admission:
+def admission(cpu: str = "2", memory: str = "4Gi") -> Admission:
+    """What an agent reports of a one-pod-set workload admitted in team-vision."""
     return Admission(
         cluster_queue="team-vision",
         pod_set_assignments=[
             PodSetAssignment(
                 name="main",
                 flavors={"cpu": "default", "memory": "default"},
-                resource_usage={"cpu": Quantity.parse("2"), "memory": Quantity.parse("4Gi")},
+                resource_usage={"cpu": Quantity.parse(cpu), "memory": Quantity.parse(memory)},
                 count=1,
             )
         ],

@@ -10,29 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from api.quantity import Quantity
 from api.v1alpha1.messages import DispatchOffer, WorkloadPhase
-from api.v1alpha1.workload import Admission, PodSetAssignment
 from tests.hub.service.conftest import ADMIN, HubUnderTest, ScriptedAgent
 from tests.hub.service.test_access_matrix import submit_as, workload_body
 from tests.hub.service.test_dispatch_flow import capacity, eventually, report, two_clusters
-from tests.hub.service.test_freed_room import no_offer
+from tests.hub.service.test_freed_room import admission, no_offer
 
 API = "/apis/multiq.dev/v1alpha1"
-
-
-def admission() -> Admission:
-    return Admission(
-        cluster_queue="team-vision",
-        pod_set_assignments=[
-            PodSetAssignment(
-                name="main",
-                flavors={"cpu": "default", "memory": "default"},
-                resource_usage={"cpu": Quantity.parse("1"), "memory": Quantity.parse("1Gi")},
-                count=1,
-            )
-        ],
-    )
 
 
 async def submit(hub: HubUnderTest, name: str, priority: int) -> str:
@@ -72,7 +56,7 @@ async def test_urgent_work_is_offered_where_lower_priorities_of_its_queue_hold_r
     for name in ("low-0", "low-1"):
         key = await submit(hub, name, 0)
         agent = await offered((east, west), key)
-        await agent.send(report(key, 1, WorkloadPhase.ADMITTED, admission=admission()))
+        await agent.send(report(key, 1, WorkloadPhase.ADMITTED, admission=admission("1", "1Gi")))
         await eventually(lambda name=name: admitted(hub, name))
     for agent in (east, west):  # (reports after the admissions: their room shows taken)
         full = capacity(agent.name, "0")

@@ -7,13 +7,11 @@ hub until something finished and nothing was ever preempted for it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from api.quantity import Quantity
-from api.v1alpha1.messages import CapacityReport, DispatchOffer, QueueCapacity, WorkloadPhase
+from api.v1alpha1.messages import CapacityReport, DispatchOffer, WorkloadPhase
 from tests.hub.service.conftest import HubUnderTest, ScriptedAgent
-from tests.hub.service.test_dispatch_flow import report, submit, two_clusters
+from tests.hub.service.test_dispatch_flow import capacity, report, submit, two_clusters
 from tests.hub.service.test_freed_room import no_offer
 
 API = "/apis/multiq.dev/v1alpha1"
@@ -21,21 +19,7 @@ API = "/apis/multiq.dev/v1alpha1"
 
 def lent(cluster: str, used_cpu: str) -> CapacityReport:
     """Nothing free (the cohort's borrowers took it), `used_cpu` of 8 nominal used."""
-    return CapacityReport(
-        cluster=cluster,
-        observed_at=datetime.now(UTC),
-        queues=[
-            QueueCapacity(
-                cluster_queue="team-vision",
-                flavor="default",
-                resource=resource,
-                nominal=Quantity.parse(nominal),
-                usage=Quantity.parse(used),
-                headroom=Quantity.parse("0"),
-            )
-            for resource, nominal, used in (("cpu", "8", used_cpu), ("memory", "32Gi", "0"))
-        ],
-    )
+    return capacity(cluster, "0", used_cpu)
 
 
 async def reclaiming(hub: HubUnderTest, policy: str) -> None:
