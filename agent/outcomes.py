@@ -30,12 +30,14 @@ def quota_steps(
 ) -> Iterator[tuple[str, Step]]:
     """Evict the victims and the engine's evictions, then take the admissions (a
     reservation, or an admission if the hub bound it already)."""
-    evictions = [(p.victim, "Preempted", p.message) for p in result.preempted]
-    evictions += [(e.workload, e.reason.value, e.message) for e in result.evicted]
-    for key, why, message in evictions:
+    evictions: list[tuple[str, str, str, str | None]] = [
+        (p.victim, "Preempted", p.message, p.reason.value) for p in result.preempted
+    ]
+    evictions += [(e.workload, e.reason.value, e.message, None) for e in result.evicted]
+    for key, why, message, preempted in evictions:
         record = held.get(key)
         if record is not None:
-            yield key, records.on_evict(record, why, message, now)
+            yield key, records.on_evict(record, why, message, now, preempted=preempted)
     for admit in result.admitted:
         record = held.get(admit.workload)
         if record is not None:

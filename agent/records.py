@@ -334,9 +334,36 @@ def _report(
 
 
 def _given_back(
-    key: str, generation: int, phase: WorkloadPhase, reason: str, message: str, now: float
+    key: str,
+    generation: int,
+    phase: WorkloadPhase,
+    reason: str,
+    message: str,
+    now: float,
+    preempted: str | None = None,
 ) -> Report:
-    """Evicted or Withdrawn: the hub reads the why of any phase from pending_reason/message."""
+    """Evicted or Withdrawn: the hub reads the why of any phase from pending_reason/message.
+    A preemption also carries Kueue's Preempted condition, whose reason says which rule
+    chose the victim (InClusterQueue, InCohortReclamation, …)."""
+    conditions = [
+        Condition(
+            type="Evicted",
+            status="True",
+            reason=condition_reason(reason),
+            message=message,
+            last_transition_time=_at(now),
+        )
+    ]
+    if preempted is not None:
+        conditions.append(
+            Condition(
+                type="Preempted",
+                status="True",
+                reason=condition_reason(preempted),
+                message=message,
+                last_transition_time=_at(now),
+            )
+        )
     return Report(
         WorkloadStatusReport(
             workload=key,
@@ -345,15 +372,7 @@ def _given_back(
             observed_at=_at(now),
             pending_reason=reason,
             pending_message=message,
-            conditions=[
-                Condition(
-                    type="Evicted",
-                    status="True",
-                    reason=condition_reason(reason),
-                    message=message,
-                    last_transition_time=_at(now),
-                )
-            ],
+            conditions=conditions,
         )
     )
 
@@ -635,14 +654,23 @@ def on_pending(record: Record, reason: PendingReason, now: float, cadence: Caden
 
 
 def on_evict(
-    record: Record, reason: str, message: str, now: float, *, logs: LogShip = LogShip.ALONGSIDE
+    record: Record,
+    reason: str,
+    message: str,
+    now: float,
+    *,
+    logs: LogShip = LogShip.ALONGSIDE,
+    preempted: str | None = None,
 ) -> Step:
     """Preempted, evicted by the engine, or fenced: stop its Jobs, report Evicted (a
     reservation too — the hub then queues it again), keep the generation as given back.
     Its logs are shipped alongside the stop, never before it: the generation's quota is free
     the moment it is given back, and a preemptor must not start beside a victim still
-    running (a fence ships nothing: `LogShip.NONE`)."""
-    report = _given_back(record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now)
+    running (a fence ships nothing: `LogShip.NONE`). `preempted`: the engine's preemption
+    reason, when a preemption is why."""
+    report = _given_back(
+        record.key, record.generation, WorkloadPhase.EVICTED, reason, message, now, preempted
+    )
     kept = _settle_given_back(record, report, now)
     return Step(kept, (*_stop(record, logs=logs), report, Persist()))
 

@@ -92,6 +92,46 @@ def change_member_cluster(fed: DevFederation, tmp: Path, cluster: str, **spec: A
     apply_documents(fed, tmp, cluster, [changed])
 
 
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def kueue_resource_groups(cpu: str, memory: str) -> list[dict[str, Any]]:
+    """One resource group of cpu and memory in the flavor "default", as Kueue's users write
+    a ClusterQueue's or a Cohort's quota."""
+    quota = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
+    return [
+        {
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [{"name": "default", "resources": quota}],
+        }
+    ]
+
+
+def kueue_cluster_queue(name: str, cpu: str, memory: str, **spec: Any) -> dict[str, Any]:
+    """A Kueue ClusterQueue open to every namespace with that quota; `spec` adds the rest
+    (cohortName, preemption, fairSharing, admissionScope, …)."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            **spec,
+            "resourceGroups": kueue_resource_groups(cpu, memory),
+        },
+    }
+
+
+def kueue_local_queue(name: str, cluster_queue: str) -> dict[str, Any]:
+    """A Kueue LocalQueue in the namespace "default"."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
 def workload(fed: DevFederation, name: str) -> dict[str, Any]:
     async def get() -> dict[str, Any]:
         async with HubClient(fed.context) as client:

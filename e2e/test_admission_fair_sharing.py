@@ -12,46 +12,26 @@ from pathlib import Path
 from typing import Any
 
 from api.quantity import Quantity
-from e2e.conftest import apply_documents, change_member_cluster, qctl
+from e2e.conftest import (
+    apply_documents,
+    change_member_cluster,
+    kueue_cluster_queue,
+    kueue_local_queue,
+    qctl,
+)
 from e2e.test_fair_sharing import CLUSTER, admitted, route_to_one_cluster, submit
 from e2e.test_federation import eventually
 from qctl.commands.dev import DevFederation
 
 
 def _kueue_setup() -> list[dict[str, Any]]:
-    cluster_queue = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": "shared"},
-        "spec": {
-            "namespaceSelector": {},
-            "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "2"},
-                                {"name": "memory", "nominalQuota": "2Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    local_queues = [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"clusterQueue": "shared"},
-        }
-        for name in ("heavy", "light")
-    ]
-    return [cluster_queue, *local_queues]
+    cluster_queue = kueue_cluster_queue(
+        "shared",
+        "2",
+        "2Gi",
+        admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"},
+    )
+    return [cluster_queue, *(kueue_local_queue(name, "shared") for name in ("heavy", "light"))]
 
 
 def fair_usage(fed: DevFederation) -> dict[str, dict[str, Quantity]]:

@@ -10,7 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import apply_documents, change_member_cluster, qctl, workload
+import pytest
+
+from e2e.conftest import (
+    KUEUE_API,
+    apply_documents,
+    change_member_cluster,
+    kueue_cluster_queue,
+    kueue_local_queue,
+    kueue_resource_groups,
+    qctl,
+    workload,
+)
 from e2e.test_federation import eventually, sleeper_job
 from qctl.commands.dev import DevFederation
 
@@ -24,66 +35,26 @@ FAIR_A, FAIR_B = 5, 3
 
 
 def _queue(name: str, weight: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "cohortName": "research",
-            "namespaceSelector": {},
-            "fairSharing": {"weight": str(weight)},
-            # Kueue's classic rules alone would let B reclaim its own nominal quota and
-            # nothing more: borrowing, it may not preempt (borrowWithinCohort: Never).
-            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "1"},
-                                {"name": "memory", "nominalQuota": "1Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
+    return kueue_cluster_queue(
+        name,
+        "1",
+        "1Gi",
+        cohortName="research",
+        fairSharing={"weight": str(weight)},
+        # Kueue's classic rules alone would let B reclaim its own nominal quota and
+        # nothing more: borrowing, it may not preempt (borrowWithinCohort: Never).
+        preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
+    )
 
 
 def _kueue_setup() -> list[dict[str, Any]]:
     cohort = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "apiVersion": KUEUE_API,
         "kind": "Cohort",
         "metadata": {"name": "research"},
-        "spec": {
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "6"},
-                                {"name": "memory", "nominalQuota": "6Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ]
-        },
+        "spec": {"resourceGroups": kueue_resource_groups("6", "6Gi")},
     }
-    local_queues = [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": f"team-{team}", "namespace": "default"},
-            "spec": {"clusterQueue": f"team-{team}"},
-        }
-        for team in ("a", "b")
-    ]
+    local_queues = [kueue_local_queue(f"team-{team}", f"team-{team}") for team in ("a", "b")]
     return [cohort, _queue("team-a", 2), _queue("team-b", 1), *local_queues]
 
 
@@ -127,10 +98,15 @@ def weighted_shares(fed: DevFederation) -> dict[str, str]:
     return {name: rows[name] for name in ("team-a", "team-b")}
 
 
+@pytest.mark.parametrize(
+    "fair_sharing",
+    [{}, {"preemptionStrategies": ["MultiQTowardFairShare"]}],
+    ids=["kueue-default-strategies", "multiq-toward-fair-share"],
+)
 def test_a_borrowing_queue_gives_back_by_weight_to_a_queue_that_submits_later(
-    federation: DevFederation, tmp_path: Path
+    federation: DevFederation, tmp_path: Path, fair_sharing: dict[str, Any]
 ) -> None:
-    change_member_cluster(federation, tmp_path, CLUSTER, fairSharing={})
+    change_member_cluster(federation, tmp_path, CLUSTER, fairSharing=fair_sharing)
     routing = route_to_one_cluster(["team-a", "team-b"])
     apply_documents(federation, tmp_path, "queues", [*_kueue_setup(), *routing])
 
@@ -150,5 +126,12 @@ def test_a_borrowing_queue_gives_back_by_weight_to_a_queue_that_submits_later(
     for preempted in sorted(set(a_jobs) - set(running_a)):
         described = qctl(federation, "describe", "workload", preempted).stdout
         assert "(InCohortFairSharing) in team-b" in described, described
+        # Kueue's conditions: Evicted because Preempted, and Preempted saying by which rule.
+        conditions = {c["type"]: c for c in workload(federation, preempted)["status"]["conditions"]}
+        assert conditions["Evicted"]["reason"] == "Preempted"
+        assert (conditions["Preempted"]["status"], conditions["Preempted"]["reason"]) == (
+            "True",
+            "InCohortFairSharing",
+        )
     # Equal weighted shares, A borrowing twice what B does: the weights 2:1.
     eventually(lambda: weighted_shares(federation) == {"team-a": "250", "team-b": "250"})

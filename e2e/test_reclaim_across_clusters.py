@@ -16,7 +16,14 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import apply_documents, qctl, workload
+from e2e.conftest import (
+    KUEUE_API,
+    apply_documents,
+    kueue_cluster_queue,
+    kueue_local_queue,
+    qctl,
+    workload,
+)
 from e2e.test_fair_sharing import submit
 from e2e.test_federation import eventually, sleeper_job
 from qctl.commands.dev import DevFederation
@@ -25,42 +32,17 @@ CLUSTERS = ("sim-0", "sim-1")
 
 
 def _queue(name: str, nominal_cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "cohortName": "research",
-            "namespaceSelector": {},
-            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": "default",
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": nominal_cpu},
-                                {"name": "memory", "nominalQuota": f"{nominal_cpu}Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
+    return kueue_cluster_queue(
+        name,
+        nominal_cpu,
+        f"{nominal_cpu}Gi",
+        cohortName="research",
+        preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"},
+    )
 
 
 def _setup() -> list[dict[str, Any]]:
-    local_queues = [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": f"team-{team}", "namespace": "default"},
-            "spec": {"clusterQueue": f"team-{team}"},
-        }
-        for team in ("a", "b")
-    ]
+    local_queues = [kueue_local_queue(f"team-{team}", f"team-{team}") for team in ("a", "b")]
     api = "multiq.dev/v1alpha1"
     routing = [
         {
@@ -105,27 +87,32 @@ def test_a_queue_takes_back_its_lent_quota_in_one_cluster_when_none_has_room(
     for name in preempted:
         described = qctl(federation, "describe", "workload", name).stdout
         assert "InCohortReclamation" in described, described
+        assert preempted_by(federation, name) == "InCohortReclamation"
+
+
+def preempted_by(fed: DevFederation, name: str) -> str | None:
+    """The reason of the workload's Preempted condition, when it stands (Kueue's)."""
+    conditions = (workload(fed, name).get("status") or {}).get("conditions", [])
+    return next(
+        (c["reason"] for c in conditions if c["type"] == "Preempted" and c["status"] == "True"),
+        None,
+    )
 
 
 def _priority_setup() -> list[dict[str, Any]]:
-    queue = _queue("team-p", "2")
-    del queue["spec"]["cohortName"]
-    queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    queue = kueue_cluster_queue(
+        "team-p", "2", "2Gi", preemption={"withinClusterQueue": "LowerPriority"}
+    )
     classes = [
         {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "apiVersion": KUEUE_API,
             "kind": "WorkloadPriorityClass",
             "metadata": {"name": name},
             "value": value,
         }
         for name, value in (("low", 0), ("high", 100))
     ]
-    local = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "LocalQueue",
-        "metadata": {"name": "team-p", "namespace": "default"},
-        "spec": {"clusterQueue": "team-p"},
-    }
+    local = kueue_local_queue("team-p", "team-p")
     api = "multiq.dev/v1alpha1"
     routing = [
         {
@@ -165,3 +152,4 @@ def test_urgent_work_preempts_lower_priorities_of_its_queue_in_one_cluster_when_
     assert len(preempted) == 1, preempted
     described = qctl(federation, "describe", "workload", preempted[0]).stdout
     assert "InClusterQueue" in described, described
+    assert preempted_by(federation, preempted[0]) == "InClusterQueue"

@@ -64,6 +64,7 @@ ADMITTED = "Admitted"
 PODS_READY = "PodsReady"
 FINISHED = "Finished"
 EVICTED = "Evicted"
+PREEMPTED = "Preempted"
 REQUEUED = "Requeued"
 
 
@@ -413,6 +414,12 @@ def _from_bound(
         if is_admitted(wl):
             kind = "EvictedOnCluster" if phase is WorkloadPhase.EVICTED else "Withdrawn"
             message = report.pending_message or f"evicted on cluster {cluster}"
+            preempted = _preempted_condition(report)
+            if preempted is not None:
+                # Kueue's pair: Evicted for Preempted, and Preempted saying which rule chose it.
+                kind = "Preempted"
+                message = f"{message} (on cluster {cluster})"
+                set_condition(wl, PREEMPTED, True, preempted.reason, message, now)
             requeue(wl, kind, message, now)
             if reason == PODS_READY_TIMEOUT:
                 back_off(wl, requeuing, message, now)
@@ -440,6 +447,7 @@ def _from_bound(
             now,
         )
         set_condition(wl, EVICTED, False, "Admitted", "", now)
+        _settle_preempted(wl, now)
     if report.admission is not None:
         st.admission = report.admission
     st.pods = WorkloadPods(
@@ -484,6 +492,20 @@ def _from_bound(
             wl, FINISHED, True, "Failed", report.pending_message or detail or "the job failed", now
         )
     return wl, ReportOutcome(True)
+
+
+def _preempted_condition(report: WorkloadStatusReport) -> Condition | None:
+    """The agent's Preempted condition, when a preemption is why it evicted the workload."""
+    return next((c for c in report.conditions if c.type == PREEMPTED and c.status == "True"), None)
+
+
+def _settle_preempted(wl: Workload, now: datetime) -> None:
+    """Admitted again: a standing Preempted condition turns False and keeps what it said as
+    "Previously: …" (Kueue, when quota is reserved again)."""
+    st = _status(wl)
+    current = next((c for c in st.conditions if c.type == PREEMPTED), None)
+    if current is not None and current.status == "True":
+        set_condition(wl, PREEMPTED, False, "QuotaReserved", f"Previously: {current.message}", now)
 
 
 def apply_rejection(

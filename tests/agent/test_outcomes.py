@@ -81,6 +81,11 @@ def test_victims_and_evictions_give_back_before_admissions_take_quota() -> None:
     assert any(isinstance(e, StopJobs) for e in steps[0][1].effects)
     victim_report = next(e for e in steps[0][1].effects if isinstance(e, Report))
     assert victim_report.payload.pending_reason == "Preempted"
+    # Kueue's pair of conditions: Evicted (Preempted) and Preempted (which rule chose it).
+    conditions = {c.type: c.reason for c in victim_report.payload.conditions}
+    assert conditions == {"Evicted": "Preempted", "Preempted": "InClusterQueue"}
+    timed_out = next(e for e in steps[1][1].effects if isinstance(e, Report))
+    assert [c.type for c in timed_out.payload.conditions] == ["Evicted"]
 
 
 def test_a_step_is_computed_from_the_record_as_it_is_when_taken() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from api.meta import Condition
 from api.v1alpha1.federation import RequeuingStrategy
 from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
 from api.v1alpha1.workload import Admission, Workload
@@ -160,6 +161,42 @@ def test_an_admitted_workload_evicted_on_its_cluster_is_requeued() -> None:
     assert wl.is_condition_true("Evicted") and wl.is_condition_true("Requeued")
     # Only pods-ready timeouts count toward the requeuing limit (Kueue's requeueState).
     assert wl.status.requeue_state is None
+
+
+def test_a_workload_preempted_on_its_cluster_carries_kueues_preempted_condition() -> None:
+    wl = bound_to("east", admitted=True)
+    preempted = Condition(type="Preempted", status="True", reason="InCohortReclamation")
+    wl, outcome = apply_report(
+        wl,
+        "east",
+        report(
+            WorkloadPhase.EVICTED,
+            pending_reason="Preempted",
+            pending_message="to admit team/urgent",
+            conditions=[preempted],
+        ),
+        NOW,
+    )
+    assert outcome.accepted
+    evicted, condition = wl.condition("Evicted"), wl.condition("Preempted")
+    assert evicted is not None and (evicted.status, evicted.reason) == ("True", "Preempted")
+    assert condition is not None and condition.status == "True"
+    assert condition.reason == "InCohortReclamation"
+    assert condition.message == "to admit team/urgent (on cluster east)"
+    # Admitted again: the condition turns False and keeps what it said (Kueue).
+    again = transitions.mark_bound_offer(wl, "west", 3, NOW)
+    again, _ = apply_report(again, "west", report(WorkloadPhase.ADMITTED, 3), NOW)
+    settled = again.condition("Preempted")
+    assert settled is not None and (settled.status, settled.reason) == ("False", "QuotaReserved")
+    assert settled.message == "Previously: to admit team/urgent (on cluster east)"
+
+
+def test_an_eviction_that_was_no_preemption_sets_no_preempted_condition() -> None:
+    wl = bound_to("east", admitted=True)
+    wl, _ = apply_report(wl, "east", report(WorkloadPhase.EVICTED), NOW)
+    evicted = wl.condition("Evicted")
+    assert evicted is not None and evicted.reason == "EvictedOnCluster"
+    assert wl.condition("Preempted") is None
 
 
 def test_a_bound_reservation_reported_again_is_sent_its_bind_again() -> None:
