@@ -63,6 +63,22 @@ class AgentAnswers:
         with self.tracing.report(cluster, report, wl, trace_context) as traced:
             await self._on_status(cluster, report, traced)
 
+    def on_status_received(self, cluster: str, report: WorkloadStatusReport) -> None:
+        """Count an answer from its arrival, before its task applies it: the agent's next
+        capacity report, sent after this answer on the same lane, already shows the room
+        the offer took, and may be handled before that task runs (reports of one workload
+        are applied in order, different workloads' side by side)."""
+        if report.phase is not WorkloadPhase.PENDING:
+            self._mark_answered(cluster, report)
+
+    def _mark_answered(self, cluster: str, report: WorkloadStatusReport) -> None:
+        """Only an answer to the current round's offer: a late report of an earlier
+        generation does not show the room this round's offer books."""
+        entry = self.state.workloads.get(report.workload)
+        st = entry.workload.status if entry is not None else None
+        if st is not None and st.dispatch_generation == report.generation:
+            self.book.mark_answered(report.workload, cluster)
+
     async def _on_status(
         self, cluster: str, report: WorkloadStatusReport, traced: ReportSpan
     ) -> None:
@@ -84,7 +100,7 @@ class AgentAnswers:
         if report.phase is WorkloadPhase.PENDING and cluster in self.book.get(key).offers:
             self.book.mark_queued(key, cluster)
         else:
-            self.book.mark_answered(key, cluster)
+            self._mark_answered(cluster, report)
         written = await self.writer.change(key, change) if key in self.state.workloads else None
         if report.phase is not WorkloadPhase.PENDING:
             # Closed once the answer is written, not before: until then the mirror still

@@ -123,6 +123,7 @@ class SessionRoutes:
                 state.last_seen = now
                 payload = envelope.payload
                 if isinstance(payload, WorkloadStatusReport):
+                    self.answers.on_status_received(state.name, payload)
                     await reports.run(
                         payload.workload,
                         self.answers.on_status(state.name, payload, envelope.trace_context),

@@ -92,3 +92,22 @@ async def test_a_redelivered_finish_and_an_older_capacity_report_count_the_room_
     assert third  # still waiting
     await east.close()
     await west.close()
+
+
+async def test_a_capacity_report_sent_right_after_an_answer_frees_that_offers_booking(
+    hub: HubUnderTest,
+) -> None:
+    # The agent answers, then reports capacity that already shows the admission. The hub
+    # applies each workload's reports in a task of its own, so the capacity report can be
+    # handled before the answer's task runs: the answer must count from its arrival, or the
+    # booking stays on top of the report that shows it, hiding the room until the next one.
+    east, west = await two_clusters(hub, east_cpu="0", west_cpu="4")
+    first = await submit(hub, "first")  # 2 CPUs
+    assert (await west.expect(DispatchOffer)).workload.key() == first
+    await west.send(report(first, 1, WorkloadPhase.ADMITTED, admission=admission()))
+    await west.send(capacity("west", "2", used_cpu="2"))
+    second = await submit(hub, "second")
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == second
+    await east.close()
+    await west.close()
