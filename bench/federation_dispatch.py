@@ -12,7 +12,10 @@ runtime, 3 agents), then
 
 Prints one JSON object. Targets (issue 5): ≥ 500/s submitted and dispatched; p99 < 1 s at
 200/s. Each phase also reports the CPU milliseconds every process of the federation spent
-per workload (from /proc), and this client's ("bench"). Other processes do not count in it,
+per workload (from /proc), and this client's ("bench"), and the hub's steps per workload
+(`hub_steps_per_workload`, from its /metrics: store creates and updates — each also one event
+of the hub's store watch and of every workload watch — and the agents' status reports it
+applied, by phase). Other processes do not count in the CPU figures,
 but the machine's speed does: on a shared VM all of them move together by up to a quarter
 from run to run, so compare runs interleaved, and components within one run.
 """
@@ -29,6 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
@@ -93,6 +99,33 @@ class AdmissionWatch:
                     await self.changed.wait()
             except TimeoutError:
                 continue
+
+
+class StepMeter:
+    """The hub's steps per workload, from its Prometheus counters: store writes by operation
+    (each is also one event of the hub's store watch, and one of every workload watch) and the
+    agents' status reports it applied, by phase."""
+
+    def __init__(self, fed: DevFederation) -> None:
+        self.url = f"{fed.url}/metrics"
+
+    async def sample(self) -> dict[str, float]:
+        async with aiohttp.ClientSession() as session, session.get(self.url) as response:
+            text = await response.text()
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "multiq_store_write_duration_seconds_count":
+                    out[f"store_{sample.labels['op']}s"] = sample.value
+                elif sample.name == "multiq_agent_reports_total":
+                    name = f"reports_{sample.labels['phase'].lower()}"
+                    out[name] = out.get(name, 0.0) + sample.value
+        return out
+
+    async def per_workload(self, before: dict[str, float], count: int) -> dict[str, float]:
+        after = await self.sample()
+        steps = {k: round((v - before.get(k, 0.0)) / count, 2) for k, v in sorted(after.items())}
+        return {k: v for k, v in steps.items() if v}
 
 
 class CpuMeter:
@@ -188,17 +221,22 @@ async def latency(
 
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
     meter = CpuMeter(fed)
+    steps = StepMeter(fed)
     async with HubClient(fed.context, timeout=60) as client:
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
         await asyncio.sleep(0.5)
         try:
+            counted = await steps.sample()
             before = meter.sample()
             burst: dict[str, Any] = await throughput(client, watch, args.workloads)
             burst["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.workloads)
+            burst["hub_steps_per_workload"] = await steps.per_workload(counted, args.workloads)
+            counted = await steps.sample()
             before = meter.sample()
             paced: dict[str, Any] = await latency(client, watch, args.paced, args.rate)
             paced["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.paced)
+            paced["hub_steps_per_workload"] = await steps.per_workload(counted, args.paced)
             result = {"throughput": burst, "latency": paced}
         finally:
             watcher.cancel()
