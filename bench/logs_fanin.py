@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from bench.federation_dispatch import CpuMeter
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
@@ -123,21 +121,12 @@ class Follower:
             self.first = self.last
 
 
-async def follow(
-    session: aiohttp.ClientSession, url: str, token: str, follower: Follower, *, live: bool
-) -> None:
+async def follow(client: HubClient, follower: Follower, *, live: bool) -> None:
+    """Read as `qctl logs [-f]` does: its client's stream of records."""
     namespace, name = follower.workload.split("/")
     params = {"follow": "true"} if live else {}
-    async with session.get(
-        f"{url}{API}/namespaces/{namespace}/workloads/{name}/log",
-        params=params,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-    ) as response:
-        response.raise_for_status()
-        async for raw in response.content:
-            if raw.strip():
-                follower.take(json.loads(raw))
+    async for record in client.logs(namespace, name, params):
+        follower.take(record)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -184,7 +173,7 @@ async def run_phase(
 ) -> tuple[dict[str, Any], list[str]]:
     """Two producer Jobs (one lands on each cluster: the second finds the first's cluster
     full), `followers` followers each, until the Jobs end."""
-    async with HubClient(fed.context, timeout=60) as client, aiohttp.ClientSession() as session:
+    async with HubClient(fed.context, timeout=60) as client:
         keys = []
         for n in range(2):
             wl = await client.submit(
@@ -192,19 +181,15 @@ async def run_phase(
             )
             keys.append(f"default/{wl['metadata']['name']}")
         readers = [Follower(key) for key in keys for _ in range(followers)]
-        await asyncio.gather(
-            *(follow(session, fed.url, fed.admin_token, r, live=True) for r in readers)
-        )
+        await asyncio.gather(*(follow(client, r, live=True) for r in readers))
         return report(readers, lines), keys
 
 
 async def stored(fed: DevFederation, keys: list[str], lines: int) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session:
+    async with HubClient(fed.context, timeout=60) as client:
         readers = [Follower(key) for key in keys]
         started = time.perf_counter()
-        await asyncio.gather(
-            *(follow(session, fed.url, fed.admin_token, r, live=False) for r in readers)
-        )
+        await asyncio.gather(*(follow(client, r, live=False) for r in readers))
         took = time.perf_counter() - started
     return {
         "lines_per_workload": [r.lines for r in readers],
