@@ -58,11 +58,17 @@ class ContainerLog:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def append(self, text: bytes) -> None:
-        if not text.endswith(b"\n"):
-            text += b"\n"
+        self.extend([text])
+
+    def extend(self, texts: list[bytes]) -> None:
+        """Lines written at one moment (what one read of the container's output brought):
+        stamped once; a newline is added to a line without one."""
         at = now()
-        self.lines.append(LogLine(at, text, _stamp(at)))
-        self.size += len(text)
+        stamp = _stamp(at)
+        for written in texts:
+            text = written if written.endswith(b"\n") else written + b"\n"
+            self.lines.append(LogLine(at, text, stamp))
+            self.size += len(text)
         if self.size > _MAX_BYTES:
             cut = 0
             while self.size > _ROTATED_TO:
