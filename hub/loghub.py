@@ -135,17 +135,15 @@ class _Source:
     stream_id: str
     cluster: str
     workload: str
-    shared: bool
-    """Opened for the whole log as it grows: other plain followers may join it."""
     followers: list[_Stream] = field(default_factory=list)
     next_seq: dict[Key, int] = field(default_factory=dict)
     """Per (pod, container): the number of the next line, after those it brought."""
     open: dict[Key, bool] = field(default_factory=dict)
     """Per (pod, container) seen: whether its reader is still on (no eof yet)."""
     kept_generation: int | None = None
-    """The generation every line it brought was stored under; None once one was not (or
-    none came yet)."""
+    """The generation the lines it brought were stored under (None: none stored yet)."""
     all_kept: bool = True
+    """Every line it brought was stored, under that one generation."""
     ended: bool = False
 
     def brought(self, data: LogData) -> None:
@@ -449,7 +447,7 @@ class LogHub:
         state = self.fleet.get(cluster)
         if state is None or state.logs is None:
             raise LaneClosedError(cluster)
-        source = _Source(uuid.uuid4().hex, cluster, request.workload, shared=whole)
+        source = _Source(uuid.uuid4().hex, cluster, request.workload)
         state.logs.send(
             LogOpen(
                 stream_id=source.stream_id,
