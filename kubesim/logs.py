@@ -1,7 +1,8 @@
 """Container logs: what the kubelet runtimes write and the `pods/log` subresource reads.
 
 Each container instance has a `ContainerLog` of timestamped lines (bounded in bytes as a
-kubelet's log file is, oldest dropped);
+kubelet's log file is, oldest dropped; the lines one read of the output brought share a
+stamp);
 a restart moves the current log to `previous` (for `?previous=true`). Followers wait on a
 per-log asyncio.Event; `finish` marks the container terminated so a `follow=true` reader
 stops, which is what ends `kubectl logs -f`. Written by `kubesim.kubelet`, read by the log
