@@ -296,6 +296,9 @@ def _records(
                 last_time = when
             record["seq"] = number
             yield last_time, record
+            if last is not None and number >= last:
+                # Not a byte further: what follows may be a line being appended right now.
+                return
 
 
 @dataclass(slots=True)
