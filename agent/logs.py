@@ -178,9 +178,12 @@ class _Stream:
         tail_lines = req.tail_lines
         count = 0  # lines read and passed on (or deliberately skipped) so far
         last: datetime | None = None  # timestamp of the last line passed on
+        ties = 0  # lines passed on with the timestamp `last` (one read may stamp several)
+        skip = 0  # a read from the start again: lines read before it broke
+        seen: datetime | None = None  # a read resumed by time: lines up to this were read...
+        seen_ties = 0  # ...and this many of those with that very timestamp
         try:
             for attempt in range(5):
-                skip = 0
                 try:
                     async for raw in self.owner.kube.pod_log(
                         namespace,
@@ -197,15 +200,18 @@ class _Stream:
                             skip -= 1  # read before the stream broke (from the start again)
                             continue
                         timestamp, text = parse_line(raw)
-                        if (
-                            not self.from_start
-                            and last is not None
-                            and timestamp is not None
-                            and timestamp <= last
-                        ):
-                            continue  # seen before the stream broke
+                        if seen is not None and timestamp is not None:
+                            if timestamp < seen:
+                                continue  # read before the stream broke
+                            if timestamp == seen and seen_ties:
+                                seen_ties -= 1
+                                continue
+                            seen = None  # past what was read
                         count += 1
-                        last = timestamp or last
+                        if timestamp is not None and timestamp == last:
+                            ties += 1
+                        elif timestamp is not None:
+                            last, ties = timestamp, 1
                         if self._admit(key, timestamp, text):
                             await self.push(_Entry(key, count, timestamp, text))
                     break
@@ -218,6 +224,7 @@ class _Stream:
                         skip = count
                     elif last is not None:
                         # Resume after the last line passed on, not from the beginning.
+                        seen, seen_ties = last, ties
                         tail_lines = None
                         since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
         finally:

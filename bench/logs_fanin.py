@@ -7,6 +7,10 @@ Phases:
 1. `max`: each pod prints `--lines` lines as fast as it can; `--followers` followers per
    workload. MB/s delivered to each follower (its first line to its last), and in total;
    lines lost (not delivered and not announced: must be 0) and lines announced dropped.
+   CPU seconds per MB delivered per part (steadier than MB/s on a shared machine), and from
+   them `idle_cores`: the MB/s the machine's cores would deliver were they this run's alone,
+   with MultiQ's parts as measured and at no cost (the floor the producers, kubesim and the
+   followers' own reading leave), and the share of that floor reached.
 2. `paced`: each pod prints at `--rate` bytes/s (1 MB/s); p50/p99 latency from the line's
    write (the time in it) to its arrival at a follower (one machine, one clock).
 3. `stored`: after the Jobs finished, one plain `GET …/log` of each workload: lines served
@@ -27,15 +31,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from bench.federation_dispatch import CpuMeter
 from qctl.client import HubClient
@@ -123,21 +127,12 @@ class Follower:
             self.first = self.last
 
 
-async def follow(
-    session: aiohttp.ClientSession, url: str, token: str, follower: Follower, *, live: bool
-) -> None:
+async def follow(client: HubClient, follower: Follower, *, live: bool) -> None:
+    """Read as `qctl logs [-f]` does: its client's stream of records."""
     namespace, name = follower.workload.split("/")
     params = {"follow": "true"} if live else {}
-    async with session.get(
-        f"{url}{API}/namespaces/{namespace}/workloads/{name}/log",
-        params=params,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-    ) as response:
-        response.raise_for_status()
-        async for raw in response.content:
-            if raw.strip():
-                follower.take(json.loads(raw))
+    async for record in client.logs(namespace, name, params):
+        follower.take(record)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -184,7 +179,7 @@ async def run_phase(
 ) -> tuple[dict[str, Any], list[str]]:
     """Two producer Jobs (one lands on each cluster: the second finds the first's cluster
     full), `followers` followers each, until the Jobs end."""
-    async with HubClient(fed.context, timeout=60) as client, aiohttp.ClientSession() as session:
+    async with HubClient(fed.context, timeout=60) as client:
         keys = []
         for n in range(2):
             wl = await client.submit(
@@ -192,19 +187,15 @@ async def run_phase(
             )
             keys.append(f"default/{wl['metadata']['name']}")
         readers = [Follower(key) for key in keys for _ in range(followers)]
-        await asyncio.gather(
-            *(follow(session, fed.url, fed.admin_token, r, live=True) for r in readers)
-        )
+        await asyncio.gather(*(follow(client, r, live=True) for r in readers))
         return report(readers, lines), keys
 
 
 async def stored(fed: DevFederation, keys: list[str], lines: int) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as session:
+    async with HubClient(fed.context, timeout=60) as client:
         readers = [Follower(key) for key in keys]
         started = time.perf_counter()
-        await asyncio.gather(
-            *(follow(session, fed.url, fed.admin_token, r, live=False) for r in readers)
-        )
+        await asyncio.gather(*(follow(client, r, live=False) for r in readers))
         took = time.perf_counter() - started
     return {
         "lines_per_workload": [r.lines for r in readers],
@@ -253,23 +244,58 @@ async def kubectl_ceiling(fed: DevFederation, lines: int) -> dict[str, Any]:
     }
 
 
+def sample(meter: CpuMeter) -> dict[str, float]:
+    """CPU seconds so far per part: kubesim (the API servers and kubelets of both clusters),
+    the producers (kubesim's children, counted once they ended), the agents, the hub, and
+    this process (the followers, reading as `qctl logs -f` does)."""
+    out = meter.sample()
+    ticks = os.sysconf("SC_CLK_TCK")
+    for name, proc in meter.fed.processes:
+        if name == "kubesim":
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out["producers"] = (int(fields[13]) + int(fields[14])) / ticks
+    return out
+
+
 def cpu_seconds(meter: CpuMeter, before: dict[str, float]) -> dict[str, float]:
-    """CPU seconds each part spent since `before` (kubesim: the API servers and kubelets of
-    both clusters; the producers are its children, not counted)."""
-    after = meter.sample()
-    return {role: round(after[role] - before.get(role, 0.0), 1) for role in sorted(after)}
+    """CPU seconds each part spent since `before`."""
+    after = sample(meter)
+    return {role: round(after[role] - before.get(role, 0.0), 2) for role in sorted(after)}
+
+
+def floor(per_mb: dict[str, float]) -> dict[str, Any]:
+    """What the machine's cores would deliver were they this run's alone (from CPU seconds
+    per MB, which other work on a shared machine changes little): with every part as
+    measured, and with MultiQ's parts (agent, hub) at no cost — the floor the producers,
+    kubesim and the followers leave; and the first as a share of the second."""
+    cores = os.cpu_count() or 1
+    everything = sum(per_mb.values())
+    below = sum(v for role, v in per_mb.items() if role not in ("agent", "hub"))
+    with_multiq = cores / max(everything, 1e-9)
+    without = cores / max(below, 1e-9)
+    return {
+        "cores": cores,
+        "mb_per_s": round(with_multiq, 1),
+        "mb_per_s_without_multiq": round(without, 1),
+        "share_of_floor": round(with_multiq / without, 2),
+    }
 
 
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
     meter = CpuMeter(fed)
-    before = meter.sample()
+    load_before = os.getloadavg()[0]
+    before = sample(meter)
     fast, keys = await run_phase(fed, "max", lines=args.lines, rate=0, followers=args.followers)
     fast["cpu_seconds"] = cpu_seconds(meter, before)
     # CPU per MB delivered: steadier than MB/s on a machine shared with other work.
     delivered = fast["aggregate_mb_per_s"] * fast["seconds"]
     fast["cpu_seconds_per_mb"] = {
-        role: round(spent / max(delivered, 1e-9), 3) for role, spent in fast["cpu_seconds"].items()
+        role: round(spent / max(delivered, 1e-9), 4) for role, spent in fast["cpu_seconds"].items()
     }
+    fast["idle_cores"] = floor(fast["cpu_seconds_per_mb"])
+    # The machine is shared: the 1-minute load average around the phase says how much.
+    fast["load_average"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     paced_lines = int(args.rate * args.paced_seconds / LINE_BYTES)
     paced, _ = await run_phase(
         fed, "paced", lines=paced_lines, rate=args.rate, followers=args.followers

@@ -13,6 +13,16 @@ that the oldest batches are dropped — and the reader gets, in their place, a r
 of pod/x container y dropped: follower too slow"). So a reader that keeps up with the
 producer loses nothing, and one slower loses lines only once it is that far behind.
 
+One agent stream serves every follower of a workload that reads the whole log as it grows
+(follow, no tail, since, pod or container): the first such follower opens it, the hub
+validates, stores and encodes each of its frames once, and hands the same bytes to every
+follower's queue. A follower arriving later catches up from the store — exactly the lines the
+shared stream brought so far (the store numbers them as the agent did), read up to that point
+— then takes the live frames from the moment it joined: no gap and no line twice. When the
+store cannot say that exactly (a line was not kept, another source wrote between), the late
+follower gets a stream of its own, which later followers share in turn. Readers with a tail,
+since, pod or container, and those that do not follow, get a stream of their own as before.
+
 End of a stream: the agent sends `LogData(eof=True)` for each pod/container that ended, and
 a final `LogData(pod="", container="", eof=True)` when the whole stream is done (all pods
 finished, or, without follow, all logs sent).
@@ -32,7 +42,7 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,6 +60,8 @@ __all__ = ["Binding", "LogHub", "LogRequest", "dropped_record"]
 log = logging.getLogger(__name__)
 
 FOLLOWER_BUFFER_BYTES = 16 * 1024 * 1024
+CATCH_UP_BATCH_LINES = 2000
+"""A late follower's catch-up from the store goes out in writes of this many records."""
 IDLE_END_SECONDS = 0.5
 # Once the workload finished, how long a silent stream may still bring its last lines.
 FINISHED_GRACE_SECONDS = 5.0
@@ -113,6 +125,37 @@ class _Stream:
         return frame
 
 
+Key = tuple[str, str]  # (pod, container)
+
+
+@dataclass
+class _Source:
+    """One agent stream and the followers' queues it feeds (one, unless shared)."""
+
+    stream_id: str
+    cluster: str
+    workload: str
+    followers: list[_Stream] = field(default_factory=list)
+    next_seq: dict[Key, int] = field(default_factory=dict)
+    """Per (pod, container): the number of the next line, after those it brought."""
+    open: dict[Key, bool] = field(default_factory=dict)
+    """Per (pod, container) seen: whether its reader is still on (no eof yet)."""
+    kept_generation: int | None = None
+    """The generation the lines it brought were stored under (None: none stored yet)."""
+    all_kept: bool = True
+    """Every line it brought was stored, under that one generation."""
+    ended: bool = False
+
+    def brought(self, data: LogData) -> None:
+        if not data.pod:
+            self.ended = self.ended or data.eof
+            return
+        key = (data.pod, data.container)
+        if data.lines:
+            self.next_seq[key] = data.seq + len(data.lines)
+        self.open[key] = not data.eof
+
+
 @dataclass(frozen=True, slots=True)
 class _Frame:
     """A frame as every follower of its stream gets it: its lines encoded once."""
@@ -157,7 +200,10 @@ class LogHub:
         self.binding = binding
         self.follower_buffer_bytes = follower_buffer_bytes
         self.metrics = metrics
-        self._streams: dict[str, _Stream] = {}
+        self._sources: dict[str, _Source] = {}
+        """stream id → the agent stream and the followers it feeds."""
+        self._shared: dict[tuple[str, str], _Source] = {}
+        """(cluster, workload) → the shared stream a plain follower joins."""
         self.refused = 0
         """Log batches refused (see `on_data`)."""
         self.stored_lines = 0
@@ -177,19 +223,31 @@ class LogHub:
                 return
             self._keep(cluster, generation, data, _stamps(data))
             return
-        stream = self._streams.get(data.stream_id)
-        if stream is None or stream.cluster != cluster or stream.workload != data.workload:
+        source = self._sources.get(data.stream_id)
+        if source is None or source.cluster != cluster or source.workload != data.workload:
             self._refuse(cluster, data, "not a stream opened there")
             return
         text_bytes = sum(len(line.text.encode()) for line in data.lines)
         self.metrics.log_bytes.labels("in").inc(text_bytes)
         stamps = _stamps(data)
         bound, generation = self.binding(data.workload)
-        if bound == cluster and generation is not None:
+        kept = bound == cluster and generation is not None
+        if kept and generation is not None:
             self._keep(cluster, generation, data, stamps)
-        lost = stream.put(_Frame(data, encode_lines(cluster, data, stamps), text_bytes))
-        if lost:
-            self.metrics.log_lines_dropped.inc(lost)
+        if data.lines and data.from_start and data.seq:
+            if kept and source.kept_generation in (None, generation):
+                source.kept_generation = generation
+            else:
+                source.all_kept = False
+        source.brought(data)
+        if source.ended:
+            self._unshare(source)
+        # Encoded once, the same bytes queued for every follower.
+        frame = _Frame(data, encode_lines(cluster, data, stamps), text_bytes)
+        for follower in source.followers:
+            lost = follower.put(frame)
+            if lost:
+                self.metrics.log_lines_dropped.inc(lost)
 
     def _refuse(self, cluster: str, data: LogData, why: str) -> None:
         self.refused += 1
@@ -230,9 +288,17 @@ class LogHub:
             )
 
     def on_disconnect(self, cluster: str) -> None:
-        for stream in self._streams.values():
-            if stream.cluster == cluster:
-                stream.put(None)
+        for source in list(self._sources.values()):
+            if source.cluster == cluster:
+                source.ended = True
+                self._unshare(source)
+                for follower in source.followers:
+                    follower.put(None)
+
+    def _unshare(self, source: _Source) -> None:
+        """No follower joins `source` any more (it ended, or has no follower left)."""
+        if self._shared.get((source.cluster, source.workload)) is source:
+            del self._shared[(source.cluster, source.workload)]
 
     # --- housekeeping -------------------------------------------------------------------------
 
@@ -282,7 +348,7 @@ class LogHub:
         request: LogRequest,
         *,
         finished: Callable[[], bool] = lambda: False,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Batches of records, as newline-delimited JSON, from the cluster's agent until the
         stream ends or the cluster is lost.
 
@@ -294,26 +360,27 @@ class LogHub:
         state = self.fleet.get(cluster)
         if state is None or state.logs is None or state.logs.closed:
             return
-        stream_id = uuid.uuid4().hex
         stream = _Stream(cluster, request.workload, self.follower_buffer_bytes)
-        # (pod, container) → still open; the stream may end once all have ended.
-        open_streams: dict[tuple[str, str], bool] = {}
-        expected: dict[tuple[str, str], int] = {}
-        idle = 0.0
-        self._streams[stream_id] = stream
         try:
-            state.logs.send(
-                LogOpen(
-                    stream_id=stream_id,
-                    workload=request.workload,
-                    follow=request.follow,
-                    since_seconds=request.since_seconds,
-                    tail_lines=request.tail_lines,
-                    pod=request.pod,
-                    container=request.container,
-                    timestamps=True,
+            source, catch_up = self._attach(cluster, request, stream)
+        except LaneClosedError:
+            return
+        # What the follower has of each (pod, container): the next line it expects, and
+        # whether its reader is still on (the stream may end once all have ended). A late
+        # follower starts where the shared stream was when it joined.
+        expected = dict(source.next_seq)
+        open_streams = dict(source.open)
+        idle = 0.0
+        try:
+            if catch_up:
+                records = await asyncio.to_thread(
+                    self.store.read,
+                    request.workload,
+                    generation=source.kept_generation,
+                    upto=catch_up,
                 )
-            )
+                for start in range(0, len(records), CATCH_UP_BATCH_LINES):
+                    yield encode_records(records[start : start + CATCH_UP_BATCH_LINES])
             while True:
                 try:
                     async with asyncio.timeout(IDLE_END_SECONDS):
@@ -348,14 +415,72 @@ class LogHub:
                     return
                 if data.pod:
                     open_streams[(data.pod, data.container)] = not data.eof
-        except LaneClosedError:
-            return
         finally:
-            self._streams.pop(stream_id, None)
-            logs = state.logs
-            if logs is not None and not logs.closed:
-                with contextlib.suppress(LaneClosedError):
-                    logs.send(LogClose(stream_id=stream_id, reason="reader finished"))
+            source.followers.remove(stream)
+            if not source.followers:
+                self._unshare(source)
+                del self._sources[source.stream_id]
+                logs = state.logs
+                if logs is not None and not logs.closed:
+                    with contextlib.suppress(LaneClosedError):
+                        logs.send(LogClose(stream_id=source.stream_id, reason="reader finished"))
+
+    def _attach(
+        self, cluster: str, request: LogRequest, follower: _Stream
+    ) -> tuple[_Source, dict[tuple[str, str, str], int]]:
+        """The agent stream `follower` reads, and what it must first read from the store:
+        per stored (cluster, pod, container), the last line to read there (none when it
+        reads the stream from its start: it opened it, or joined before a line came)."""
+        whole = (
+            request.follow
+            and request.tail_lines is None
+            and request.since_seconds is None
+            and request.pod is None
+            and request.container is None
+        )
+        joined = self._shared.get((cluster, request.workload)) if whole else None
+        if joined is not None:
+            catch_up = self._catch_up(joined)
+            if catch_up is not None:
+                joined.followers.append(follower)
+                return joined, catch_up
+        state = self.fleet.get(cluster)
+        if state is None or state.logs is None:
+            raise LaneClosedError(cluster)
+        source = _Source(uuid.uuid4().hex, cluster, request.workload)
+        state.logs.send(
+            LogOpen(
+                stream_id=source.stream_id,
+                workload=request.workload,
+                follow=request.follow,
+                since_seconds=request.since_seconds,
+                tail_lines=request.tail_lines,
+                pod=request.pod,
+                container=request.container,
+                timestamps=True,
+            )
+        )
+        self._sources[source.stream_id] = source
+        source.followers.append(follower)
+        if whole:
+            self._shared[(cluster, request.workload)] = source
+        return source, {}
+
+    def _catch_up(self, source: _Source) -> dict[tuple[str, str, str], int] | None:
+        """What a follower joining `source` now reads from the store first, so that with the
+        frames that come after it has exactly what the stream brought from its start: {}
+        when it brought no line yet; None when the store does not hold exactly those lines
+        (one was not kept, or the store has lines it did not bring)."""
+        if not source.next_seq:
+            return {}
+        if not source.all_kept or source.kept_generation is None:
+            return None
+        stored = self.store.counts(source.workload, source.kept_generation)
+        brought = {
+            (source.cluster, pod, container): after - 1
+            for (pod, container), after in source.next_seq.items()
+        }
+        return stored if stored == brought else None
 
 
 def _notes(

@@ -24,7 +24,7 @@ failover the new leader's directory has what arrived while it led (see the READM
 Retention: generations older than `max_age_seconds` (by their last write) go, then the oldest
 until the whole store is under `max_bytes`; `sweep` runs from the LogHub's housekeeping.
 
-Called by: hub.loghub (append, mark, complete, read, sweep).
+Called by: hub.loghub (append, mark, complete, read, counts, sweep).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,12 +184,15 @@ class LogStore:
         pod: str | None = None,
         container: str | None = None,
         since: str | None = None,
+        upto: Mapping[tuple[str, str, str], int] | None = None,
     ) -> list[dict[str, Any]]:
         """The stored records of a generation (default: the latest), every container's lines
         interleaved by time (each container's in order), as the log route sends them:
         `{"cluster", "pod", "container", "time", "line", "seq"}`, markers as
         `{"cluster", "pod", "container", "event": "note", "message"}`; `since` (ISO 8601, as
-        stored): only what was written then or later."""
+        stored): only what was written then or later; `upto`: only these (cluster, pod,
+        container) logs, each up to that line (what `counts` said: lines appended since are
+        left out, so a thread may read while the event loop appends)."""
         generation = generation or self.latest_generation(workload)
         if generation is None:
             return []
@@ -201,12 +204,25 @@ class LogStore:
                 container is not None and container_name != container
             ):
                 continue
-            files.append(_records(path, cluster, pod_name, container_name))
+            last = None if upto is None else upto.get((cluster, pod_name, container_name), 0)
+            if last == 0:
+                continue
+            files.append(_records(path, cluster, pod_name, container_name, last))
         merged = list(heapq.merge(*files, key=lambda pair: pair[0]))
         records = [record for when, record in merged if since is None or when >= since]
         if tail_lines is not None:
             records = records[-tail_lines:] if tail_lines else []
         return records
+
+    def counts(self, workload: str, generation: int) -> dict[tuple[str, str, str], int]:
+        """Per (cluster, pod, container) log stored of the generation: how many lines."""
+        directory = StreamName(workload, generation, "", "", "").directory(self.root)
+        counts = {}
+        for path in directory.glob("*.log"):
+            cluster, pod, container = path.stem.split("_", 2)
+            name = StreamName(workload, generation, cluster, pod, container)
+            counts[(cluster, pod, container)] = self._tip(name).count
+        return counts
 
     # retention -------------------------------------------------------------------------------
 
@@ -251,10 +267,10 @@ def _dirs(path: Path) -> Iterable[Path]:
 
 
 def _records(
-    path: Path, cluster: str, pod: str, container: str
+    path: Path, cluster: str, pod: str, container: str, last: int | None = None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(time, record) pairs of one file in order; a marker takes the time of the line before
-    it so the merge keeps it in place."""
+    """(time, record) pairs of one file in order, up to line `last` (None: all); a marker
+    takes the time of the line before it so the merge keeps it in place."""
     last_time = ""
     with path.open(encoding="utf-8", errors="replace") as f:
         for raw in f:
@@ -271,12 +287,18 @@ def _records(
                 }
                 yield (when or last_time), record
                 continue
+            number = int(seq)
+            if last is not None and number > last:
+                return
             record = {"cluster": cluster, "pod": pod, "container": container, "line": text}
             if when:
                 record["time"] = when
                 last_time = when
-            record["seq"] = int(seq)
+            record["seq"] = number
             yield last_time, record
+            if last is not None and number >= last:
+                # Not a byte further: what follows may be a line being appended right now.
+                return
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """Container logs: what the kubelet runtimes write and the `pods/log` subresource reads.
 
 Each container instance has a `ContainerLog` of timestamped lines (bounded in bytes as a
-kubelet's log file is, oldest dropped);
+kubelet's log file is, oldest dropped; the lines one read of the output brought share a
+stamp);
 a restart moves the current log to `previous` (for `?previous=true`). Followers wait on a
 per-log asyncio.Event; `finish` marks the container terminated so a `follow=true` reader
 stops, which is what ends `kubectl logs -f`. Written by `kubesim.kubelet`, read by the log
@@ -58,11 +59,17 @@ class ContainerLog:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def append(self, text: bytes) -> None:
-        if not text.endswith(b"\n"):
-            text += b"\n"
+        self.extend([text])
+
+    def extend(self, texts: list[bytes]) -> None:
+        """Lines written at one moment (what one read of the container's output brought):
+        stamped once; a newline is added to a line without one."""
         at = now()
-        self.lines.append(LogLine(at, text, _stamp(at)))
-        self.size += len(text)
+        stamp = _stamp(at)
+        for written in texts:
+            text = written if written.endswith(b"\n") else written + b"\n"
+            self.lines.append(LogLine(at, text, stamp))
+            self.size += len(text)
         if self.size > _MAX_BYTES:
             cut = 0
             while self.size > _ROTATED_TO:

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any, cast
 
+import pytest
+
 from agent.book import Book
 from agent.errors import K8sConnectionError
 from agent.inventory import Inventory
@@ -201,6 +203,38 @@ async def test_a_broken_log_stream_resumes_after_the_last_line_without_repeating
     assert stream.ended == [("pod", "main")]
     assert kube.calls[0]["tail_lines"] == 10
     assert kube.calls[1]["tail_lines"] is None and kube.calls[1]["since_seconds"] is not None
+
+
+class _TiedKube:
+    """pod_log of five lines where one read of the container's output stamped three alike
+    (line-1..3); the first read breaks after line-2."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    async def pod_log(self, namespace: str, name: str, **kwargs: object) -> AsyncIterator[str]:
+        self.calls.append(kwargs)
+        for i, second in enumerate((0, 1, 1, 1, 2)):
+            if len(self.calls) == 1 and i == 3:
+                raise K8sConnectionError("reset")
+            yield f"2026-12-02T10:00:0{second}.000000Z line-{i}"
+
+
+@pytest.mark.parametrize("tail_lines", [None, 10], ids=["from the start", "by time"])
+async def test_lines_stamped_alike_are_each_passed_on_once_across_a_broken_read(
+    tail_lines: int | None,
+) -> None:
+    streams = LogStreams(
+        cluster="c",
+        kube=_TiedKube(),  # type: ignore[arg-type]
+        inventory=None,  # type: ignore[arg-type]
+        send=lambda _data: asyncio.sleep(0),
+        batch_interval=0,
+    )
+    request = LogOpen(stream_id="s", workload="ns/w", follow=True, tail_lines=tail_lines)
+    stream = _Stream(streams, request)
+    await stream.read("ns", ("pod", "main"))
+    assert [(e.seq, e.text) for e in stream.buffer] == [(n + 1, f"line-{n}") for n in range(5)]
 
 
 class _HangingKube:

@@ -74,6 +74,25 @@ def test_containers_are_read_interleaved_by_time_each_in_order(tmp_path: Path) -
     assert texts(store, since="2026-12-04T10:00:03.000000+00:00") == ["line 3", "line 4"]
 
 
+def test_a_read_up_to_the_counts_taken_leaves_out_what_was_appended_since(
+    tmp_path: Path,
+) -> None:
+    store = LogStore(tmp_path)
+    store.append(POD_A, "s1", 1, lines(1, 4))
+    store.append(POD_B, "s1", 1, lines(1, 2))
+    counts = store.counts("vision/train", 1)
+    assert counts == {("west", "train-a", "main"): 4, ("west", "train-b", "main"): 2}
+    store.append(POD_A, "s1", 5, lines(5, 6))
+    store.append(POD_B, "s1", 3, lines(3, 3))
+    read = store.read("vision/train", generation=1, upto=counts)
+    assert sorted((r["pod"], r["seq"]) for r in read) == [
+        *(("train-a", n) for n in range(1, 5)),
+        *(("train-b", n) for n in range(1, 3)),
+    ]
+    only_a = store.read("vision/train", generation=1, upto={("west", "train-a", "main"): 1})
+    assert [(r["pod"], r["seq"]) for r in only_a] == [("train-a", 1)]
+
+
 def test_a_marker_is_read_back_in_place_as_a_note(tmp_path: Path) -> None:
     store = LogStore(tmp_path)
     store.append(POD_A, "ship/1", 1, lines(1, 2))

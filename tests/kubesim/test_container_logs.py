@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sys
 
+from kubesim.kubelet.process import _copy_lines
 from kubesim.logs import _MAX_BYTES, _ROTATED_TO, ContainerLog, LogLine, _stamp
 
 
@@ -45,3 +47,33 @@ async def test_a_follower_gets_what_is_there_in_one_batch_then_what_comes() -> N
     log.finish()
     await asyncio.wait_for(task, 5)
     assert batches == [[b"line 0\n", b"line 1\n", b"line 2\n"], [b"line 3\n"]]
+
+
+PIECES = """
+import sys, time
+for n in range(3):
+    sys.stdout.write(f"line {n}\\npart")
+    sys.stdout.flush()
+    time.sleep(0.05)
+    sys.stdout.write(f"ial {n}\\n\\n")
+    sys.stdout.flush()
+sys.stdout.write("x" * 70000 + "\\nlast")
+"""
+
+
+async def test_output_read_in_pieces_is_kept_as_whole_lines_in_order() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PIECES, stdout=asyncio.subprocess.PIPE
+    )
+    log = ContainerLog()
+    await _copy_lines(process, log)
+    await process.wait()
+    texts = [line.text for line in log.lines]
+    assert texts[:9] == [
+        t for n in range(3) for t in (f"line {n}\n".encode(), f"partial {n}\n".encode(), b"\n")
+    ]
+    assert texts[-1] == b"last\n"
+    # A line longer than a read may be cut into several, none lost.
+    assert all(t.endswith(b"\n") for t in texts)
+    assert b"".join(t[:-1] for t in texts[9:-1]) == b"x" * 70000
+    assert log.size == sum(len(t) for t in texts)
