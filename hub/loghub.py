@@ -323,13 +323,16 @@ class LogHub:
 
     # --- reader side --------------------------------------------------------------------------
 
-    def stored(self, request: LogRequest) -> list[dict[str, Any]]:
-        """What the store has of the workload's latest generation."""
+    async def stored(self, request: LogRequest) -> list[dict[str, Any]]:
+        """What the store has of the workload's latest generation, read in a worker thread:
+        a long log (hundreds of thousands of lines) must not hold up the event loop, which
+        may append to it meanwhile (the read stops before a line being written)."""
         since = None
         if request.since_seconds is not None:
             cutoff = datetime.now(UTC) - timedelta(seconds=request.since_seconds)
             since = cutoff.isoformat(timespec="microseconds")
-        return self.store.read(
+        return await asyncio.to_thread(
+            self.store.read,
             request.workload,
             tail_lines=request.tail_lines,
             pod=request.pod,

@@ -269,12 +269,16 @@ def _dirs(path: Path) -> Iterable[Path]:
 def _records(
     path: Path, cluster: str, pod: str, container: str, last: int | None = None
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(time, record) pairs of one file in order, up to line `last` (None: all); a marker
-    takes the time of the line before it so the merge keeps it in place."""
+    """(time, record) pairs of one file in order, up to line `last` (None: every whole
+    line); a marker takes the time of the line before it so the merge keeps it in place."""
     last_time = ""
     with path.open(encoding="utf-8", errors="replace") as f:
         for raw in f:
-            seq, _, rest = raw.rstrip("\n").partition("\t")
+            if not raw.endswith("\n"):
+                # A line being appended right now (the hub writes whole lines only): what
+                # the read may give is what was stored before it, never half a line.
+                return
+            seq, _, rest = raw[:-1].partition("\t")
             stamp, _, text = rest.partition("\t")
             when = "" if stamp == "-" else stamp
             if seq == "!":

@@ -102,7 +102,7 @@ class LogRoutes:
         ):
             # Its agent shipped everything it will: the store alone has the whole log, also
             # the lines the cluster no longer keeps.
-            await _write(response, self.logs.stored(log_request))
+            await _write(response, await self.logs.stored(log_request))
             await response.write_eof()
             return response
         streamed_from: str | None = None
@@ -126,13 +126,13 @@ class LogRoutes:
                     continue
                 streamed_from = cluster
                 if not got_any:
-                    await _write(response, self.logs.stored(log_request))
+                    await _write(response, await self.logs.stored(log_request))
                 if not follow:
                     break
                 continue
             if finished or not follow:
                 if streamed_from is None:
-                    await _write(response, self.logs.stored(log_request))
+                    await _write(response, await self.logs.stored(log_request))
                 break
             await asyncio.sleep(WAIT_POLL_SECONDS)
         await response.write_eof()

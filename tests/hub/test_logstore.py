@@ -93,6 +93,18 @@ def test_a_read_up_to_the_counts_taken_leaves_out_what_was_appended_since(
     assert [(r["pod"], r["seq"]) for r in only_a] == [("train-a", 1)]
 
 
+def test_a_read_while_a_line_is_being_appended_gives_the_whole_lines_before_it(
+    tmp_path: Path,
+) -> None:
+    # The log route reads in a worker thread while the event loop may be appending: the
+    # bytes of a write in progress are never read as a line.
+    store = LogStore(tmp_path)
+    store.append(POD_A, "s1", 1, lines(1, 2))
+    with POD_A.path(tmp_path).open("a", encoding="utf-8") as f:
+        f.write("3\t2026-12-04T10:00:03.000000+00:00\tline 3 half wr")
+    assert texts(store) == ["line 1", "line 2"]
+
+
 def test_a_marker_is_read_back_in_place_as_a_note(tmp_path: Path) -> None:
     store = LogStore(tmp_path)
     store.append(POD_A, "ship/1", 1, lines(1, 2))

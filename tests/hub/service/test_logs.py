@@ -194,7 +194,7 @@ async def test_a_follower_too_slow_for_its_workload_is_told_how_many_lines_it_lo
         seqs = [r["seq"] for r in delivered if r["pod"] == pod]
         assert seqs == sorted(seqs) and seqs[-1] == total // 2
     # The store has every line the hub received, whatever its followers lost.
-    stored = loghub.stored(LogRequest(key))
+    stored = await loghub.stored(LogRequest(key))
     assert len([r for r in stored if "line" in r]) == total
     await logs.close()
     await east.close()

@@ -139,7 +139,7 @@ async def test_log_lines_from_a_cluster_that_does_not_run_the_workload_are_refus
     await logs.send(shipped.model_copy(update={"from_start": True}))
     loghub = hub.hub.logs
     await eventually(_true_when(lambda: loghub.refused >= 2))
-    assert loghub.stored(LogRequest(key)) == []
+    assert await loghub.stored(LogRequest(key)) == []
     namespace, name = key.split("/")
     status, body = await hub.call("GET", f"{API}/namespaces/{namespace}/workloads/{name}/log")
     assert status == 200 and "I finished your job" not in str(body)
