@@ -54,12 +54,7 @@ from operator import attrgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
 from agent.engine.fair_sharing import tournament_key
-from agent.engine.flavors import (
-    Assignment,
-    Mode,
-    assign_flavors,
-    group_index,
-)
+from agent.engine.flavors import Assignment, Mode, QueueFlavors, assign_flavors
 from agent.engine.gang import largest_admissible, reducible_pod_set
 from agent.engine.ordering import EntryKey, entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
@@ -89,7 +84,6 @@ from agent.engine.snapshot import (
     PodSetAssignment,
     PreemptionPolicy,
     QueueingStrategy,
-    ResourceName,
     Snapshot,
     StopPolicy,
     Workload,
@@ -182,7 +176,7 @@ class _Cycle:
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
         self.nominated: dict[WorkloadId, Admission] = {}
-        self.group_index: dict[ClusterQueueName, dict[ResourceName, int]] = {}
+        self.queue_flavors: dict[ClusterQueueName, QueueFlavors] = {}
         self.hopeless: dict[tuple[str, int], list[tuple[dict[FlavorResource, int], float]]] = {}
         self.protected: list[Protected] = []
         """What protection kept the workload being processed from preempting (any flavor,
@@ -423,21 +417,16 @@ class _Cycle:
         excluded: Mapping[int, Mapping[FlavorName, str]],
     ) -> tuple[Assignment, list[Target] | None]:
         """Flavor assignment, and the victims of a quota preemption."""
-        node = self.tree.cqs[cq.name]
         shielded = self.preemptor.shielded
         a = assign_flavors(
             tree=self.tree,
-            node=node,
-            cq=cq,
+            queue=self._queue_flavors(cq),
             wl=wl,
-            flavors=self.snap.flavors,
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
-            groups=self._groups(cq),
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
             topologies=self.snap.topologies,
             excluded=excluded or None,
-            fair_sharing=self.snap.config.fair_sharing is not None,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -558,10 +547,15 @@ class _Cycle:
             return None
         return found
 
-    def _groups(self, cq: ClusterQueue) -> dict[ResourceName, int]:
-        found = self.group_index.get(cq.name)
+    def _queue_flavors(self, cq: ClusterQueue) -> QueueFlavors:
+        found = self.queue_flavors.get(cq.name)
         if found is None:
-            found = self.group_index[cq.name] = group_index(cq)
+            found = self.queue_flavors[cq.name] = QueueFlavors(
+                cq,
+                self.tree.cqs[cq.name],
+                self.snap.flavors,
+                fair_sharing=self.snap.config.fair_sharing is not None,
+            )
         return found
 
     def _known_hopeless(self, wl: Workload, cq: ClusterQueue, a: Assignment) -> bool:
