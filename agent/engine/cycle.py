@@ -384,13 +384,17 @@ class _Cycle:
     # step 4 -----------------------------------------------------------------------------------
 
     def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
+        a, targets = self._assign(wl, cq, counts, None)
+        placer = self.placer
+        if placer is None or a.mode is Mode.NO_FIT:
+            return _Outcome(a, targets, counts)
         excluded: dict[int, dict[FlavorName, str]] = {}
         first: tuple[Assignment, list[Ask], list[Target] | None] | None = None
         while True:
-            a, targets = self._assign(wl, cq, counts, excluded)
-            placer = self.placer
-            if placer is None or a.mode is Mode.NO_FIT:
-                break
+            if excluded:
+                a, targets = self._assign(wl, cq, counts, excluded)
+                if a.mode is Mode.NO_FIT:
+                    break
             asks = placer.asks(
                 wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
             )
@@ -414,7 +418,7 @@ class _Cycle:
         wl: Workload,
         cq: ClusterQueue,
         counts: tuple[int, ...] | None,
-        excluded: Mapping[int, Mapping[FlavorName, str]],
+        excluded: Mapping[int, Mapping[FlavorName, str]] | None,
     ) -> tuple[Assignment, list[Target] | None]:
         """Flavor assignment, and the victims of a quota preemption."""
         shielded = self.preemptor.shielded
@@ -426,7 +430,7 @@ class _Cycle:
             counts=counts,
             oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
             topologies=self.snap.topologies,
-            excluded=excluded or None,
+            excluded=excluded,
         )
         targets = None
         if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
@@ -745,22 +749,21 @@ class _Cycle:
 
     def _would_borrow(self, wl: Workload, cq: ClusterQueue) -> bool:
         """A cheap estimate for ordering: would the full request exceed unused nominal?"""
-        node = self.tree.cqs[cq.name]
+        queue = self._queue_flavors(cq)
+        node = queue.node
         if node.parent is None:
             return False
-        total: dict[str, int] = {}
-        for ps in wl.pod_sets:
-            for res, amount in ps.requests.items():
-                total[res] = total.get(res, 0) + amount * ps.count
-        for g in cq.resource_groups:
-            for res in g.covered_resources:
-                want = total.get(res, 0)
-                if want <= 0:
-                    continue
-                # Only the first flavor: the preferred one decides the order, as in Kueue.
-                fr = (g.flavors[0].flavor, res) if g.flavors else None
-                if fr is not None and node.usage.get(fr, 0) + want > node.subtree.get(fr, 0):
-                    return True
+        pod_sets = wl.pod_sets
+        used, nominal = node.usage, node.subtree
+        # Only the first flavor of each group: the preferred one decides the order, as in Kueue.
+        for res, fr in queue.preferred:
+            if len(pod_sets) == 1:
+                ps = pod_sets[0]
+                want = ps.requests.get(res, 0) * ps.count
+            else:
+                want = sum(ps.requests.get(res, 0) * ps.count for ps in pod_sets)
+            if want > 0 and used.get(fr, 0) + want > nominal.get(fr, 0):
+                return True
         return False
 
     def _process(self, wl: Workload, cq: ClusterQueue) -> bool:
@@ -773,7 +776,8 @@ class _Cycle:
                 blocking_workload=self.blocker.id,
             )
             return True
-        self.protected = []
+        if self.protected:
+            self.protected = []
         shielded = self.preemptor.shielded
         out = self._evaluate_with_partial(wl, cq)
         a = out.assignment
@@ -838,7 +842,8 @@ class _Cycle:
             # Usage only grows within a cycle: the same shape, queued no earlier, fails again.
             # (Not for LowerOrNewerEqualPriority, whose candidates depend on the age.)
             self.failed[(cq.name, wl.shape_hash)] = (wl.shape, self._age(wl, shielded), reason)
-            self.memo_version[cq.name] = self.memo_version.get(cq.name, 0) + 1
+            if self.carry is not None:
+                self.memo_version[cq.name] = self.memo_version.get(cq.name, 0) + 1
         return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
 
     @staticmethod

@@ -151,6 +151,7 @@ class QueueFlavors:
         "may_preempt",
         "node",
         "options",
+        "preferred",
         "ranks",
         "stop_borrowing",
         "stop_preempting",
@@ -184,6 +185,14 @@ class QueueFlavors:
             for g in cq.resource_groups
         )
         """Per resource group, its flavors in order: (name, spec or None, screens pod sets)."""
+        self.preferred: tuple[tuple[ResourceName, FlavorResource], ...] = tuple(
+            (res, (g.flavors[0].flavor, res))
+            for g in cq.resource_groups
+            if g.flavors
+            for res in g.covered_resources
+        )
+        """Each covered resource with its cell in the group's first flavor (the cycle orders
+        a queue's head by whether it would borrow there)."""
         p = cq.preemption
         self.may_preempt = (
             p.within_cluster_queue is not PreemptionPolicy.NEVER
@@ -265,7 +274,8 @@ def assign_flavors(
             best = None
             group_shortfalls: list[Shortfall] = []
             exceeds = False
-            considered: list[FlavorAttempt] = []
+            # Flavors that would do but did not stop the search: attempts unless chosen.
+            considered: list[tuple[FlavorName, Mode, list[Shortfall]]] = []
             any_matching = False
             options = queue.options[gi]
             for fname, spec, screens in options:
@@ -354,18 +364,7 @@ def assign_flavors(
                     break
                 if best is None or rank > best[0]:
                     best = (rank, fmode, fborrow, fname, shortfalls, needs)
-                considered.append(
-                    FlavorAttempt(
-                        ps.name, fname, "fits only by borrowing; a later flavor was preferred"
-                    )
-                    if fmode is Mode.FIT
-                    else FlavorAttempt(
-                        ps.name,
-                        fname,
-                        "needs preemption ({}); a later flavor was preferred",
-                        tuple(shortfalls),
-                    )
-                )
+                considered.append((fname, fmode, shortfalls))
             if best is None:
                 out.mode = Mode.NO_FIT
                 if not any_matching:
@@ -375,8 +374,21 @@ def assign_flavors(
                     out.exceeds_max = True
                 continue
             _, fmode, fborrow, fname, shortfalls, needs = best
-            if considered:
-                attempts.extend(a for a in considered if a.flavor != fname)
+            for other, mode, lacking in considered:
+                if other == fname:
+                    continue
+                attempts.append(
+                    FlavorAttempt(
+                        ps.name, other, "fits only by borrowing; a later flavor was preferred"
+                    )
+                    if mode is Mode.FIT
+                    else FlavorAttempt(
+                        ps.name,
+                        other,
+                        "needs preemption ({}); a later flavor was preferred",
+                        tuple(lacking),
+                    )
+                )
             out.mode = min(out.mode, fmode)
             if fborrow:
                 out.borrowing = True
