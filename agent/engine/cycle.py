@@ -422,13 +422,18 @@ class _Cycle:
     ) -> tuple[Assignment, list[Target] | None]:
         """Flavor assignment, and the victims of a quota preemption."""
         shielded = self.preemptor.shielded
+        queue = self.queue_flavors.get(cq.name) or self._queue_flavors(cq)
         a = assign_flavors(
             tree=self.tree,
-            queue=self._queue_flavors(cq),
+            queue=queue,
             wl=wl,
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
-            oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
+            oracle=(
+                (lambda request, needs: self._search(wl, cq, request, needs) is not None)
+                if queue.fallbacks
+                else None
+            ),
             topologies=self.snap.topologies,
             excluded=excluded,
         )
@@ -579,7 +584,8 @@ class _Cycle:
 
     def _evaluate_with_partial(self, wl: Workload, cq: ClusterQueue) -> _Outcome:
         full = self._evaluate(wl, cq, None)
-        if full.admissible:
+        a = full.assignment
+        if a.mode is Mode.FIT or (a.mode is Mode.PREEMPT and full.targets):  # admissible
             return full
         idx = reducible_pod_set(wl)
         if idx is None:
@@ -749,7 +755,7 @@ class _Cycle:
 
     def _would_borrow(self, wl: Workload, cq: ClusterQueue) -> bool:
         """A cheap estimate for ordering: would the full request exceed unused nominal?"""
-        queue = self._queue_flavors(cq)
+        queue = self.queue_flavors.get(cq.name) or self._queue_flavors(cq)
         node = queue.node
         if node.parent is None:
             return False

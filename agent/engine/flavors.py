@@ -145,6 +145,7 @@ class QueueFlavors:
         "covers_pods",
         "cq",
         "deep",
+        "fallbacks",
         "groups",
         "implied",
         "may_borrow_preempt",
@@ -185,6 +186,9 @@ class QueueFlavors:
             for g in cq.resource_groups
         )
         """Per resource group, its flavors in order: (name, spec or None, screens pod sets)."""
+        self.fallbacks = any(len(group) > 1 for group in self.options)
+        """Whether some group has a flavor to fall back on: only then is the preemption
+        oracle asked."""
         self.preferred: tuple[tuple[ResourceName, FlavorResource], ...] = tuple(
             (res, (g.flavors[0].flavor, res))
             for g in cq.resource_groups

@@ -269,7 +269,10 @@ class Preemptor:
                 n = n.parent
             found = set()
             for m in self._cohort_members(node):
-                if not any(tree.is_borrowing(m, fr) for fr in needed):
+                # (`QuotaTree.is_borrowing`, inlined: every member of the cohort, for every
+                # search after the tree changed.)
+                used, nominal = m.usage, m.subtree
+                if not any(used.get(fr, 0) > nominal.get(fr, 0) for fr in needed):
                     continue
                 # Climb to the child of the lowest common ancestor on m's side.
                 top = m
