@@ -57,6 +57,12 @@ class Mode(enum.IntEnum):
     FIT = 2
 
 
+# The members as module constants for the loops below: in Python 3.11 reading a member off
+# its Enum class costs about ten times a global lookup, and assignment compares modes for
+# every pending workload of every cycle.
+_FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
+
+
 @dataclass(slots=True)
 class PodSetFlavors:
     name: str
@@ -212,7 +218,8 @@ class QueueFlavors:
         self.ranks = _RANKS[fungibility.preference]
         self.stop_borrowing = fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
         self.stop_preempting = fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
-        self.implied = tas_only(cq, flavors)
+        # (Only a flavor with a topology reads it: it screens pod sets.)
+        self.implied = any(o[2] for g in self.options for o in g) and tas_only(cq, flavors)
         """A TAS-only queue (every flavor has a topology): pod sets asking for none are
         placed as unconstrained."""
 
@@ -261,7 +268,7 @@ def assign_flavors(
             if gi is None:
                 if undeclared is UndeclaredResources.BLOCK:
                     out.no_flavor = True
-                    out.mode = Mode.NO_FIT
+                    out.mode = _NO_FIT
                     attempts.append(
                         FlavorAttempt(ps.name, FlavorName(""), f"resource {res} is not covered")
                     )
@@ -292,14 +299,14 @@ def assign_flavors(
                         attempts.append(FlavorAttempt(ps.name, fname, why))
                         continue
                 any_matching = True
-                fmode = Mode.FIT
+                fmode = _FIT
                 fborrow = False
                 shortfalls: list[Shortfall] = []
                 needs: set[FlavorResource] = set()
                 for res in resources:
                     fr = (fname, res)
                     if fr not in nominal:
-                        fmode = Mode.NO_FIT
+                        fmode = _NO_FIT
                         requested = per_pod[res] * count
                         shortfalls.append(Shortfall(fname, res, requested, 0, 0))
                         exceeds = exceeds or requested > 0
@@ -317,20 +324,20 @@ def assign_flavors(
                     # (borrowWithinCohort), or a deeper cohort tree may hold the room.
                     if val > potential:
                         exceeds = True
-                        fmode = Mode.NO_FIT
+                        fmode = _NO_FIT
                     elif queue.may_preempt and (
                         val <= subtree.get(fr, 0) or queue.may_borrow_preempt or queue.deep
                     ):
-                        if fmode is Mode.FIT:
-                            fmode = Mode.PREEMPT
+                        if fmode is _FIT:
+                            fmode = _PREEMPT
                         needs.add(fr)
                         # As Kueue: preempting borrows if the request alone exceeds nominal.
                         if val > subtree.get(fr, 0):
                             fborrow = True
                     else:
-                        fmode = Mode.NO_FIT
+                        fmode = _NO_FIT
                 if (
-                    fmode is Mode.PREEMPT
+                    fmode is _PREEMPT
                     and oracle is not None
                     and len(options) > 1
                     and not oracle(
@@ -354,12 +361,12 @@ def assign_flavors(
                     )
                     group_shortfalls.extend(shortfalls)
                     continue
-                if fmode is Mode.NO_FIT:
+                if fmode is _NO_FIT:
                     group_shortfalls.extend(shortfalls)
                     attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))
                     continue
                 rank = queue.ranks[(fmode, fborrow)]
-                if fmode is Mode.FIT:
+                if fmode is _FIT:
                     if not fborrow or queue.stop_borrowing:
                         best = (rank, fmode, fborrow, fname, shortfalls, needs)
                         break
@@ -370,7 +377,7 @@ def assign_flavors(
                     best = (rank, fmode, fborrow, fname, shortfalls, needs)
                 considered.append((fname, fmode, shortfalls))
             if best is None:
-                out.mode = Mode.NO_FIT
+                out.mode = _NO_FIT
                 if not any_matching:
                     out.no_flavor = True
                 out.shortfalls.extend(group_shortfalls)
@@ -385,7 +392,7 @@ def assign_flavors(
                     FlavorAttempt(
                         ps.name, other, "fits only by borrowing; a later flavor was preferred"
                     )
-                    if mode is Mode.FIT
+                    if mode is _FIT
                     else FlavorAttempt(
                         ps.name,
                         other,
