@@ -3,15 +3,24 @@
     .venv/bin/python -m bench.engine_throughput
 
 Every pending workload gets a decision per cycle (admitted, or pending with a reason and a
-queue position), so decisions/s = (admitted + pending) / cycle wall time. Two mixes:
+queue position), so decisions/s = (admitted + pending) / cycle CPU time. Two mixes:
 `repeated_shapes` (every queue holds three workload shapes, as the Kueue perf classes) and
 `distinct_shapes` (every workload asks for a different amount, so no two evaluations can
-share a result). Target (issue 4): ≥ 20,000 decisions/s.
+share a result). Targets: ≥ 20,000 decisions/s (issue 4), ≥ 50,000 on distinct shapes
+(issue 17).
+
+The cycle runs as in the agent, under its garbage-collector thresholds (`agent.main`): with
+the interpreter's defaults a 50,000-workload cycle also pays for several full collections of
+the whole heap, which the agent never configures. The machine is shared: the figures are
+the best of several cycles' process time (the wall time beside it), and only ratios taken
+in one run, or runs interleaved in one window, compare.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import math
 import time
 
 from agent.engine.cycle import schedule
@@ -24,6 +33,7 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
+from agent.main import GC_THRESHOLDS
 from bench.engine_common import CPU, DEFAULT, LARGE_SCALE, Shape, build_config
 
 
@@ -64,28 +74,30 @@ def build(distinct: bool, pending_per_cq: int = 50, running_per_cq: int = 15) ->
     )
 
 
-def measure(snap: Snapshot, repeats: int = 3) -> dict[str, object]:
-    best = None
+def measure(snap: Snapshot, repeats: int = 5) -> dict[str, object]:
+    best_cpu = best_wall = math.inf
     result = None
     for _ in range(repeats):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         result = schedule(snap, 10.0)
-        elapsed = time.perf_counter() - start
-        best = elapsed if best is None else min(best, elapsed)
-    assert result is not None and best is not None
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+        best_wall = min(best_wall, time.perf_counter() - wall)
+    assert result is not None
     decisions = len(result.admitted) + len(result.pending)
     return {
         "pending": sum(1 for w in snap.workloads.values() if w.admission is None),
         "cluster_queues": len(snap.cluster_queues),
-        "cycle_seconds": round(best, 3),
+        "cycle_cpu_seconds": round(best_cpu, 3),
+        "cycle_wall_seconds": round(best_wall, 3),
         "decisions": decisions,
         "admitted": len(result.admitted),
         "preemptions": len(result.preempted),
-        "decisions_per_second": round(decisions / best),
+        "decisions_per_second": round(decisions / best_cpu),
     }
 
 
 def main() -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
     out = {
         "repeated_shapes": measure(build(distinct=False)),
         "distinct_shapes": measure(build(distinct=True)),

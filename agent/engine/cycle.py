@@ -54,12 +54,7 @@ from operator import attrgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
 from agent.engine.fair_sharing import tournament_key
-from agent.engine.flavors import (
-    Assignment,
-    Mode,
-    assign_flavors,
-    group_index,
-)
+from agent.engine.flavors import Assignment, Mode, QueueFlavors, assign_flavors
 from agent.engine.gang import largest_admissible, reducible_pod_set
 from agent.engine.ordering import EntryKey, entry_key, namespace_selected
 from agent.engine.podsready import blocking_workload, evictions
@@ -89,7 +84,6 @@ from agent.engine.snapshot import (
     PodSetAssignment,
     PreemptionPolicy,
     QueueingStrategy,
-    ResourceName,
     Snapshot,
     StopPolicy,
     Workload,
@@ -100,6 +94,11 @@ from agent.engine.topology import Ask, Placed, Placer, Unplaced
 __all__ = ["schedule", "schedule_incremental"]
 
 _ORDER = attrgetter("order_key")
+# Enum members read for every pending workload, as module constants: in Python 3.11 reading
+# a member off its Enum class costs about ten times a global lookup.
+_FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
+_STRICT_FIFO = QueueingStrategy.STRICT_FIFO
+_LOWER_OR_NEWER_EQUAL = PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
 
 
 def schedule(snapshot: Snapshot, now: float) -> CycleResult:
@@ -182,7 +181,7 @@ class _Cycle:
         self.blocker: Workload | None = None
         self.preemptor: Preemptor
         self.nominated: dict[WorkloadId, Admission] = {}
-        self.group_index: dict[ClusterQueueName, dict[ResourceName, int]] = {}
+        self.queue_flavors: dict[ClusterQueueName, QueueFlavors] = {}
         self.hopeless: dict[tuple[str, int], list[tuple[dict[FlavorResource, int], float]]] = {}
         self.protected: list[Protected] = []
         """What protection kept the workload being processed from preempting (any flavor,
@@ -390,17 +389,21 @@ class _Cycle:
     # step 4 -----------------------------------------------------------------------------------
 
     def _evaluate(self, wl: Workload, cq: ClusterQueue, counts: tuple[int, ...] | None) -> _Outcome:
+        a, targets = self._assign(wl, cq, counts, None)
+        placer = self.placer
+        if placer is None or a.mode is _NO_FIT:
+            return _Outcome(a, targets, counts)
         excluded: dict[int, dict[FlavorName, str]] = {}
         first: tuple[Assignment, list[Ask], list[Target] | None] | None = None
         while True:
-            a, targets = self._assign(wl, cq, counts, excluded)
-            placer = self.placer
-            if placer is None or a.mode is Mode.NO_FIT:
-                break
+            if excluded:
+                a, targets = self._assign(wl, cq, counts, excluded)
+                if a.mode is _NO_FIT:
+                    break
             asks = placer.asks(
                 wl, cq, [p.flavors for p in a.pod_sets], [p.count for p in a.pod_sets]
             )
-            if not asks or not (a.mode is Mode.FIT or targets):
+            if not asks or not (a.mode is _FIT or targets):
                 break
             placed = self._try_place(asks, targets)
             if not isinstance(placed, Unplaced):
@@ -420,35 +423,32 @@ class _Cycle:
         wl: Workload,
         cq: ClusterQueue,
         counts: tuple[int, ...] | None,
-        excluded: Mapping[int, Mapping[FlavorName, str]],
+        excluded: Mapping[int, Mapping[FlavorName, str]] | None,
     ) -> tuple[Assignment, list[Target] | None]:
         """Flavor assignment, and the victims of a quota preemption."""
-        node = self.tree.cqs[cq.name]
         shielded = self.preemptor.shielded
+        queue = self.queue_flavors.get(cq.name) or self._queue_flavors(cq)
         a = assign_flavors(
             tree=self.tree,
-            node=node,
-            cq=cq,
+            queue=queue,
             wl=wl,
-            flavors=self.snap.flavors,
             undeclared=self.snap.config.undeclared_resources,
             counts=counts,
-            groups=self._groups(cq),
-            oracle=lambda request, needs: self._search(wl, cq, request, needs) is not None,
+            oracle=(
+                (lambda request, needs: self._search(wl, cq, request, needs) is not None)
+                if queue.fallbacks
+                else None
+            ),
             topologies=self.snap.topologies,
-            excluded=excluded or None,
-            fair_sharing=self.snap.config.fair_sharing is not None,
+            excluded=excluded,
         )
         targets = None
-        if a.mode is Mode.PREEMPT and not self._known_hopeless(wl, cq, a):
+        if a.mode is _PREEMPT and not self._known_hopeless(wl, cq, a):
             targets = self._search(wl, cq, a.usage, a.needs_preemption)
             if (
                 targets is None
                 and not self.protected
-                and (
-                    cq.preemption.within_cluster_queue
-                    is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-                )
+                and (cq.preemption.within_cluster_queue is not _LOWER_OR_NEWER_EQUAL)
             ):
                 memo = self.hopeless.setdefault((cq.name, wl.priority), [])
                 memo.append((dict(a.usage), self._age(wl, shielded)))
@@ -504,11 +504,11 @@ class _Cycle:
                     placer.restore(ids)
                     if not isinstance(placed, Unplaced):
                         placer.undo(placed)
-                        a.mode = Mode.PREEMPT
+                        a.mode = _PREEMPT
                         return _Outcome(a, [*(targets or ()), *extra], counts, placed, where)
-                a.mode = Mode.PREEMPT  # (its victims were looked for: no quota memo by age)
+                a.mode = _PREEMPT  # (its victims were looked for: no quota memo by age)
             else:
-                a.mode = Mode.NO_FIT
+                a.mode = _NO_FIT
             a.topology_reason = why
             return _Outcome(a, None, counts)
         finally:
@@ -558,10 +558,15 @@ class _Cycle:
             return None
         return found
 
-    def _groups(self, cq: ClusterQueue) -> dict[ResourceName, int]:
-        found = self.group_index.get(cq.name)
+    def _queue_flavors(self, cq: ClusterQueue) -> QueueFlavors:
+        found = self.queue_flavors.get(cq.name)
         if found is None:
-            found = self.group_index[cq.name] = group_index(cq)
+            found = self.queue_flavors[cq.name] = QueueFlavors(
+                cq,
+                self.tree.cqs[cq.name],
+                self.snap.flavors,
+                fair_sharing=self.snap.config.fair_sharing is not None,
+            )
         return found
 
     def _known_hopeless(self, wl: Workload, cq: ClusterQueue, a: Assignment) -> bool:
@@ -571,17 +576,21 @@ class _Cycle:
         failed one (same queue and priority, at least as much of every cell) fails too; the
         memo skips the victim search, the expensive part, and keeps the reason exact.
         """
+        usage = a.usage
         for failed, queued in self.hopeless.get((cq.name, wl.priority), ()):
-            usage = a.usage
-            if wl.queued_here_at >= queued and all(
-                usage.get(fr, 0) >= amount for fr, amount in failed.items()
-            ):
+            if wl.queued_here_at < queued:
+                continue
+            for fr, amount in failed.items():
+                if usage.get(fr, 0) < amount:
+                    break
+            else:
                 return True
         return False
 
     def _evaluate_with_partial(self, wl: Workload, cq: ClusterQueue) -> _Outcome:
         full = self._evaluate(wl, cq, None)
-        if full.admissible:
+        a = full.assignment
+        if a.mode is _FIT or (a.mode is _PREEMPT and full.targets):  # admissible
             return full
         idx = reducible_pod_set(wl)
         if idx is None:
@@ -628,7 +637,7 @@ class _Cycle:
             for name in active:
                 bucket = queues[name]
                 cq = cqs[name]
-                strict = cq.queueing_strategy is QueueingStrategy.STRICT_FIFO
+                strict = cq.queueing_strategy is _STRICT_FIFO
                 i = cursors[name]
                 head = None
                 while i < len(bucket):
@@ -751,22 +760,21 @@ class _Cycle:
 
     def _would_borrow(self, wl: Workload, cq: ClusterQueue) -> bool:
         """A cheap estimate for ordering: would the full request exceed unused nominal?"""
-        node = self.tree.cqs[cq.name]
+        queue = self.queue_flavors.get(cq.name) or self._queue_flavors(cq)
+        node = queue.node
         if node.parent is None:
             return False
-        total: dict[str, int] = {}
-        for ps in wl.pod_sets:
-            for res, amount in ps.requests.items():
-                total[res] = total.get(res, 0) + amount * ps.count
-        for g in cq.resource_groups:
-            for res in g.covered_resources:
-                want = total.get(res, 0)
-                if want <= 0:
-                    continue
-                # Only the first flavor: the preferred one decides the order, as in Kueue.
-                fr = (g.flavors[0].flavor, res) if g.flavors else None
-                if fr is not None and node.usage.get(fr, 0) + want > node.subtree.get(fr, 0):
-                    return True
+        pod_sets = wl.pod_sets
+        used, nominal = node.usage, node.subtree
+        # Only the first flavor of each group: the preferred one decides the order, as in Kueue.
+        for res, fr in queue.preferred:
+            if len(pod_sets) == 1:
+                ps = pod_sets[0]
+                want = ps.requests.get(res, 0) * ps.count
+            else:
+                want = sum(ps.requests.get(res, 0) * ps.count for ps in pod_sets)
+            if want > 0 and used.get(fr, 0) + want > nominal.get(fr, 0):
+                return True
         return False
 
     def _process(self, wl: Workload, cq: ClusterQueue) -> bool:
@@ -779,12 +787,13 @@ class _Cycle:
                 blocking_workload=self.blocker.id,
             )
             return True
-        self.protected = []
+        if self.protected:
+            self.protected = []
         shielded = self.preemptor.shielded
         out = self._evaluate_with_partial(wl, cq)
         a = out.assignment
         node = self.tree.cqs[cq.name]
-        if a.mode is Mode.FIT:
+        if a.mode is _FIT:
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
             if out.placed and self.placer is not None:
@@ -795,7 +804,7 @@ class _Cycle:
                 # Its pods are not ready yet: it blocks the rest (sequential admission).
                 self.blocker = wl
             return True
-        if a.mode is Mode.PREEMPT and out.targets:
+        if a.mode is _PREEMPT and out.targets:
             fresh = [t for t in out.targets if not t.candidate.evicting]
             for t in out.targets:
                 self.preemptor.take(t.candidate)
@@ -831,21 +840,20 @@ class _Cycle:
                 flavors_tried=tuple(a.attempts),
             )
             # StrictFIFO: nothing younger passes a head that is still waiting for room.
-            return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
+            return cq.queueing_strategy is not _STRICT_FIFO
         if self.protected:
             reason = self._protected(cq, out, self.protected)
             self._later(reason.retry_at)
         else:
             reason = self._failure(wl, cq, out)
         self.pending[wl.id] = reason
-        if a.mode is Mode.NO_FIT or (
-            cq.preemption.within_cluster_queue is not PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-        ):
+        if a.mode is _NO_FIT or (cq.preemption.within_cluster_queue is not _LOWER_OR_NEWER_EQUAL):
             # Usage only grows within a cycle: the same shape, queued no earlier, fails again.
             # (Not for LowerOrNewerEqualPriority, whose candidates depend on the age.)
             self.failed[(cq.name, wl.shape_hash)] = (wl.shape, self._age(wl, shielded), reason)
-            self.memo_version[cq.name] = self.memo_version.get(cq.name, 0) + 1
-        return cq.queueing_strategy is not QueueingStrategy.STRICT_FIFO
+            if self.carry is not None:
+                self.memo_version[cq.name] = self.memo_version.get(cq.name, 0) + 1
+        return cq.queueing_strategy is not _STRICT_FIFO
 
     @staticmethod
     def _admission(
@@ -924,7 +932,7 @@ class _Cycle:
                 shortfalls,
                 tried,
             )
-        if a.mode is Mode.PREEMPT or a.no_candidates:
+        if a.mode is _PREEMPT or a.no_candidates:
             return PendingReason(
                 PendingCode.NO_PREEMPTION_CANDIDATES,
                 f"{text}; no workload may be preempted for it under {cq.name}'s policy",

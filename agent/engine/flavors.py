@@ -1,7 +1,8 @@
 """Flavor assignment: which resource flavor each pod set's resources use, and in what mode.
 
 Owns `assign_flavors`, called by `cycle` (and by `gang` for reduced counts) with the
-cycle's `QuotaTree`. For each pod set and each of the cluster queue's resource groups it
+cycle's `QuotaTree` and the queue's `QueueFlavors` (what assignment reads of a cluster queue,
+built once per queue and cycle). For each pod set and each of the cluster queue's resource groups it
 walks the group's flavors in order, skipping flavors whose node labels contradict the pod
 set's node selector or required affinity (only label keys the flavor declares are
 compared, as in Kueue) and flavors with NoSchedule/NoExecute taints the pod set does not
@@ -38,7 +39,14 @@ from agent.engine.snapshot import (
 )
 from agent.engine.topology import tas_mismatch, tas_only
 
-__all__ = ["Assignment", "Mode", "PodSetFlavors", "assign_flavors", "flavor_mismatch"]
+__all__ = [
+    "Assignment",
+    "Mode",
+    "PodSetFlavors",
+    "QueueFlavors",
+    "assign_flavors",
+    "flavor_mismatch",
+]
 
 
 class Mode(enum.IntEnum):
@@ -47,6 +55,12 @@ class Mode(enum.IntEnum):
     NO_FIT = 0
     PREEMPT = 1
     FIT = 2
+
+
+# The members as module constants for the loops below: in Python 3.11 reading a member off
+# its Enum class costs about ten times a global lookup, and assignment compares modes for
+# every pending workload of every cycle.
+_FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
 
 
 @dataclass(slots=True)
@@ -102,14 +116,6 @@ def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
     return None
 
 
-def _can_preempt(cq: ClusterQueue) -> bool:
-    p = cq.preemption
-    return (
-        p.within_cluster_queue is not PreemptionPolicy.NEVER
-        or p.reclaim_within_cohort is not PreemptionPolicy.NEVER
-    )
-
-
 _RANKS = {
     FungibilityPreference.BORROWING_OVER_PREEMPTION: {
         (Mode.FIT, False): 4,
@@ -124,11 +130,10 @@ _RANKS = {
         (Mode.PREEMPT, True): 1,
     },
 }
+"""Kueue's preference among candidate flavors: fit > fit-borrowing ≷ preempt > ..."""
 
 
-def _rank(mode: Mode, borrow: bool, preference: FungibilityPreference) -> int:
-    """Kueue's preference among candidate flavors: fit > fit-borrowing ≷ preempt > ..."""
-    return _RANKS[preference].get((mode, borrow), 0)
+_Option = tuple[FlavorName, ResourceFlavor | None, bool]
 
 
 def group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
@@ -136,22 +141,101 @@ def group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
     return {res: i for i, g in enumerate(cq.resource_groups) for res in g.covered_resources}
 
 
+class QueueFlavors:
+    """What flavor assignment reads of one cluster queue that no workload changes: its
+    resource groups' flavors (with their specs), its preemption and fungibility rules, and
+    its place in the quota tree. The cycle builds one per queue it evaluates (`for_queue`)
+    and hands it to `assign_flavors` for every workload of that queue."""
+
+    __slots__ = (
+        "covers_pods",
+        "cq",
+        "deep",
+        "fallbacks",
+        "groups",
+        "implied",
+        "may_borrow_preempt",
+        "may_preempt",
+        "node",
+        "options",
+        "preferred",
+        "ranks",
+        "stop_borrowing",
+        "stop_preempting",
+    )
+
+    def __init__(
+        self,
+        cq: ClusterQueue,
+        node: QuotaNode,
+        flavors: Mapping[FlavorName, ResourceFlavor],
+        *,
+        fair_sharing: bool = False,
+    ) -> None:
+        self.cq = cq
+        self.node = node
+        self.groups = group_index(cq)
+        self.covers_pods = PODS in self.groups
+        self.options: tuple[tuple[_Option, ...], ...] = tuple(
+            tuple(
+                (
+                    fq.flavor,
+                    (spec := flavors.get(fq.flavor)),
+                    # Only these can turn a pod set away (labels, taints, topology).
+                    spec is not None
+                    and (
+                        bool(spec.node_labels or spec.node_taints) or spec.topology_name is not None
+                    ),
+                )
+                for fq in g.flavors
+            )
+            for g in cq.resource_groups
+        )
+        """Per resource group, its flavors in order: (name, spec or None, screens pod sets)."""
+        self.fallbacks = any(len(group) > 1 for group in self.options)
+        """Whether some group has a flavor to fall back on: only then is the preemption
+        oracle asked."""
+        self.preferred: tuple[tuple[ResourceName, FlavorResource], ...] = tuple(
+            (res, (g.flavors[0].flavor, res))
+            for g in cq.resource_groups
+            if g.flavors
+            for res in g.covered_resources
+        )
+        """Each covered resource with its cell in the group's first flavor (the cycle orders
+        a queue's head by whether it would borrow there)."""
+        p = cq.preemption
+        self.may_preempt = (
+            p.within_cluster_queue is not PreemptionPolicy.NEVER
+            or p.reclaim_within_cohort is not PreemptionPolicy.NEVER
+        )
+        # Under fair sharing a request beyond nominal may preempt too, as with
+        # borrowWithinCohort (the fair-sharing strategies then decide which victims are fair).
+        self.may_borrow_preempt = (
+            fair_sharing or p.borrow_within_cohort.policy is not PreemptionPolicy.NEVER
+        )
+        self.deep = node.parent is not None and node.parent.parent is not None
+        fungibility = cq.flavor_fungibility
+        self.ranks = _RANKS[fungibility.preference]
+        self.stop_borrowing = fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+        self.stop_preempting = fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
+        # (Only a flavor with a topology reads it: it screens pod sets.)
+        self.implied = any(o[2] for g in self.options for o in g) and tas_only(cq, flavors)
+        """A TAS-only queue (every flavor has a topology): pod sets asking for none are
+        placed as unconstrained."""
+
+
 def assign_flavors(
     *,
     tree: QuotaTree,
-    node: QuotaNode,
-    cq: ClusterQueue,
+    queue: QueueFlavors,
     wl: Workload,
-    flavors: Mapping[FlavorName, ResourceFlavor],
     undeclared: UndeclaredResources,
     counts: tuple[int, ...] | None = None,
-    groups: Mapping[ResourceName, int] | None = None,
     oracle: Callable[[dict[FlavorResource, int], set[FlavorResource]], bool] | None = None,
     topologies: Mapping[str, Topology] | None = None,
     excluded: Mapping[int, Mapping[FlavorName, str]] | None = None,
-    fair_sharing: bool = False,
 ) -> Assignment:
-    """Assign a flavor to every requested resource of every pod set of `wl` in `cq`.
+    """Assign a flavor to every requested resource of every pod set of `wl` in `queue`.
 
     `counts` overrides the pod sets' counts (partial admission tries smaller ones).
     `oracle(request, needs)` says whether preemption could make room for `request`; it is
@@ -159,25 +243,23 @@ def assign_flavors(
     (the snapshot's) let flavors with a topology take only pod sets that ask for one, and
     pod sets that ask for one only flavors whose topology has the levels asked for.
     `excluded`: pod set index → flavors it may not take, with why (its pods did not fit the
-    flavor's topology). `fair_sharing`: a request beyond nominal may preempt too, as with
-    borrowWithinCohort (the fair-sharing strategies then decide which victims are fair).
+    flavor's topology).
     """
-    implied: bool | None = None
+    # Called for every pending workload a cycle looks at (50,000 in bench.engine_throughput),
+    # so the constants come from `queue` and the loops below stay plain.
     out = Assignment()
-    if groups is None:
-        groups = group_index(cq)
-    covers_pods = PODS in groups
-    fungibility = cq.flavor_fungibility
-    may_preempt = _can_preempt(cq)
-    may_borrow_preempt = (
-        fair_sharing or cq.preemption.borrow_within_cohort.policy is not PreemptionPolicy.NEVER
-    )
-    deep = node.parent is not None and node.parent.parent is not None
+    node = queue.node
+    nominal = node.nominal
+    subtree = node.subtree
+    usage = out.usage
+    attempts = out.attempts
+    groups = queue.groups
+    available = tree.available
     for idx, ps in enumerate(wl.pod_sets):
         count = ps.count if counts is None else counts[idx]
-        per_pod = dict(ps.requests)
-        if covers_pods:
-            per_pod[PODS] = 1000
+        per_pod: Mapping[ResourceName, int] = ps.requests
+        if queue.covers_pods:
+            per_pod = {**per_pod, PODS: 1000}
         by_group: dict[int, list[ResourceName]] = {}
         for res, amount in per_pod.items():
             if amount <= 0:
@@ -186,51 +268,53 @@ def assign_flavors(
             if gi is None:
                 if undeclared is UndeclaredResources.BLOCK:
                     out.no_flavor = True
-                    out.mode = Mode.NO_FIT
-                    out.attempts.append(
+                    out.mode = _NO_FIT
+                    attempts.append(
                         FlavorAttempt(ps.name, FlavorName(""), f"resource {res} is not covered")
                     )
                 continue
-            by_group.setdefault(gi, []).append(res)
+            members = by_group.get(gi)
+            if members is None:
+                by_group[gi] = [res]
+            else:
+                members.append(res)
         psf = PodSetFlavors(ps.name, count, {}, {})
+        screen = ps.topology is not None or (excluded is not None and idx in excluded)
         for gi, resources in by_group.items():
             best: tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource]] | None
             best = None
             group_shortfalls: list[Shortfall] = []
-            considered: list[FlavorAttempt] = []
+            exceeds = False
+            # Flavors that would do but did not stop the search: attempts unless chosen.
+            considered: list[tuple[FlavorName, Mode, list[Shortfall]]] = []
             any_matching = False
-            for fq in cq.resource_groups[gi].flavors:
-                fname = fq.flavor
-                spec = flavors.get(fname)
+            options = queue.options[gi]
+            for fname, spec, screens in options:
                 if spec is None:
-                    out.attempts.append(FlavorAttempt(ps.name, fname, "flavor not found"))
+                    attempts.append(FlavorAttempt(ps.name, fname, "flavor not found"))
                     continue
-                why = flavor_mismatch(spec, ps)
-                if why is None and excluded is not None and fname in excluded.get(idx, {}):
-                    why = excluded[idx][fname]
-                if why is None and (spec.topology_name is not None or ps.topology is not None):
-                    if implied is None:
-                        implied = tas_only(cq, flavors)
-                    topology = (topologies or {}).get(spec.topology_name or "")
-                    why = tas_mismatch(spec, ps, topology, implied)
-                if why is not None:
-                    out.attempts.append(FlavorAttempt(ps.name, fname, why))
-                    continue
+                if screens or screen:
+                    why = _mismatch(queue, fname, spec, ps, idx, excluded, topologies)
+                    if why is not None:
+                        attempts.append(FlavorAttempt(ps.name, fname, why))
+                        continue
                 any_matching = True
-                fmode = Mode.FIT
+                fmode = _FIT
                 fborrow = False
                 shortfalls: list[Shortfall] = []
                 needs: set[FlavorResource] = set()
                 for res in resources:
                     fr = (fname, res)
-                    if fr not in node.nominal:
-                        fmode = Mode.NO_FIT
-                        shortfalls.append(Shortfall(fname, res, per_pod[res] * count, 0, 0))
+                    if fr not in nominal:
+                        fmode = _NO_FIT
+                        requested = per_pod[res] * count
+                        shortfalls.append(Shortfall(fname, res, requested, 0, 0))
+                        exceeds = exceeds or requested > 0
                         continue
-                    val = per_pod[res] * count + out.usage.get(fr, 0)
-                    avail = tree.available(node, fr)
+                    val = per_pod[res] * count + usage.get(fr, 0)
+                    avail = available(node, fr)
                     if val <= avail:
-                        if tree.is_borrowing(node, fr, val):
+                        if node.usage.get(fr, 0) + val > subtree.get(fr, 0):
                             fborrow = True
                         continue
                     potential = tree.potential_available(node, fr)
@@ -238,25 +322,27 @@ def assign_flavors(
                     # Kueue: a workload may preempt for a cell if its request fits the
                     # queue's nominal quota, or it may preempt while borrowing
                     # (borrowWithinCohort), or a deeper cohort tree may hold the room.
-                    if (
-                        val <= potential
-                        and may_preempt
-                        and (val <= node.subtree.get(fr, 0) or may_borrow_preempt or deep)
+                    if val > potential:
+                        exceeds = True
+                        fmode = _NO_FIT
+                    elif queue.may_preempt and (
+                        val <= subtree.get(fr, 0) or queue.may_borrow_preempt or queue.deep
                     ):
-                        fmode = min(fmode, Mode.PREEMPT)
+                        if fmode is _FIT:
+                            fmode = _PREEMPT
                         needs.add(fr)
                         # As Kueue: preempting borrows if the request alone exceeds nominal.
-                        if val > node.subtree.get(fr, 0):
+                        if val > subtree.get(fr, 0):
                             fborrow = True
                     else:
-                        fmode = Mode.NO_FIT
+                        fmode = _NO_FIT
                 if (
-                    fmode is Mode.PREEMPT
+                    fmode is _PREEMPT
                     and oracle is not None
-                    and len(cq.resource_groups[gi].flavors) > 1
+                    and len(options) > 1
                     and not oracle(
                         {
-                            (fname, r): per_pod[r] * count + out.usage.get((fname, r), 0)
+                            (fname, r): per_pod[r] * count + usage.get((fname, r), 0)
                             for r in resources
                         },
                         needs,
@@ -264,9 +350,8 @@ def assign_flavors(
                 ):
                     # Kueue's preemption oracle: a flavor where no workload may be preempted
                     # is no better than one without room, so a later flavor can win.
-                    fmode = Mode.NO_FIT
                     out.no_candidates = True
-                    out.attempts.append(
+                    attempts.append(
                         FlavorAttempt(
                             ps.name,
                             fname,
@@ -276,58 +361,76 @@ def assign_flavors(
                     )
                     group_shortfalls.extend(shortfalls)
                     continue
-                if fmode is Mode.NO_FIT:
+                if fmode is _NO_FIT:
                     group_shortfalls.extend(shortfalls)
-                    out.attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))
+                    attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))
                     continue
-                rank = _rank(fmode, fborrow, fungibility.preference)
-                if best is None or rank > best[0]:
-                    best = (rank, fmode, fborrow, fname, shortfalls, needs)
-                stop = (
-                    (fmode is Mode.FIT and not fborrow)
-                    or (
-                        fmode is Mode.FIT
-                        and fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
-                    )
-                    or (
-                        fmode is Mode.PREEMPT
-                        and fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
-                    )
-                )
-                if stop:
+                rank = queue.ranks[(fmode, fborrow)]
+                if fmode is _FIT:
+                    if not fborrow or queue.stop_borrowing:
+                        best = (rank, fmode, fborrow, fname, shortfalls, needs)
+                        break
+                elif queue.stop_preempting:
                     best = (rank, fmode, fborrow, fname, shortfalls, needs)
                     break
-                considered.append(
-                    FlavorAttempt(
-                        ps.name, fname, "fits only by borrowing; a later flavor was preferred"
-                    )
-                    if fmode is Mode.FIT
-                    else FlavorAttempt(
-                        ps.name,
-                        fname,
-                        "needs preemption ({}); a later flavor was preferred",
-                        tuple(shortfalls),
-                    )
-                )
+                if best is None or rank > best[0]:
+                    best = (rank, fmode, fborrow, fname, shortfalls, needs)
+                considered.append((fname, fmode, shortfalls))
             if best is None:
-                out.mode = Mode.NO_FIT
+                out.mode = _NO_FIT
                 if not any_matching:
                     out.no_flavor = True
                 out.shortfalls.extend(group_shortfalls)
-                if any(s.requested > s.maximum for s in group_shortfalls):
+                if exceeds:
                     out.exceeds_max = True
                 continue
             _, fmode, fborrow, fname, shortfalls, needs = best
-            out.attempts.extend(a for a in considered if a.flavor != fname)
+            for other, mode, lacking in considered:
+                if other == fname:
+                    continue
+                attempts.append(
+                    FlavorAttempt(
+                        ps.name, other, "fits only by borrowing; a later flavor was preferred"
+                    )
+                    if mode is _FIT
+                    else FlavorAttempt(
+                        ps.name,
+                        other,
+                        "needs preemption ({}); a later flavor was preferred",
+                        tuple(lacking),
+                    )
+                )
             out.mode = min(out.mode, fmode)
-            out.borrowing = out.borrowing or fborrow
+            if fborrow:
+                out.borrowing = True
             out.shortfalls.extend(shortfalls)
-            out.needs_preemption |= needs
+            if needs:
+                out.needs_preemption |= needs
             for res in resources:
                 amount = per_pod[res] * count
                 psf.flavors[res] = fname
                 psf.usage[res] = amount
                 fr = (fname, res)
-                out.usage[fr] = out.usage.get(fr, 0) + amount
+                usage[fr] = usage.get(fr, 0) + amount
         out.pod_sets.append(psf)
     return out
+
+
+def _mismatch(
+    queue: QueueFlavors,
+    fname: FlavorName,
+    spec: ResourceFlavor,
+    ps: PodSet,
+    idx: int,
+    excluded: Mapping[int, Mapping[FlavorName, str]] | None,
+    topologies: Mapping[str, Topology] | None,
+) -> str | None:
+    """Why the flavor cannot take the pod set (labels, taints, an earlier topology
+    placement, topology rules), or None."""
+    why = flavor_mismatch(spec, ps)
+    if why is None and excluded is not None and fname in excluded.get(idx, {}):
+        why = excluded[idx][fname]
+    if why is None and (spec.topology_name is not None or ps.topology is not None):
+        topology = (topologies or {}).get(spec.topology_name or "")
+        why = tas_mismatch(spec, ps, topology, queue.implied)
+    return why

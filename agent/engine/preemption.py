@@ -138,6 +138,7 @@ class Preemptor:
         "leaving",
         "members",
         "now",
+        "protecting",
         "queue_usage",
         "shielded",
         "taken",
@@ -176,6 +177,9 @@ class Preemptor:
         first time, so a cycle that preempts nothing never builds or sorts any."""
         self.evicting_cqs = evicting_cqs
         """Queues with a workload being evicted."""
+        self.protecting = any(spec.preemption.min_admit_seconds > 0 for spec in cq_specs.values())
+        """Whether any queue protects its workloads (minAdmitSeconds): only then may a
+        search set candidates aside."""
         self.now = now
         self.taken: set[str] = set()
         """Victims already chosen this cycle: nobody else may count on them."""
@@ -265,7 +269,10 @@ class Preemptor:
                 n = n.parent
             found = set()
             for m in self._cohort_members(node):
-                if not any(tree.is_borrowing(m, fr) for fr in needed):
+                # (`QuotaTree.is_borrowing`, inlined: every member of the cohort, for every
+                # search after the tree changed.)
+                used, nominal = m.usage, m.subtree
+                if not any(used.get(fr, 0) > nominal.get(fr, 0) for fr in needed):
                     continue
                 # Climb to the child of the lowest common ancestor on m's side.
                 top = m
@@ -361,29 +368,8 @@ class Preemptor:
         taken = self.taken
         needed = tuple(frs)
         prio = wl.priority
-        evicting: list[Candidate] = []
+        evicting, own = self._own_candidates(wl, cq, needed, shielded)
         others: list[Candidate] = []
-        own: list[Candidate] = []
-        within = policy.within_cluster_queue
-        for c in self._queue(cq.name):
-            if c.wl.id in taken or not c.uses(needed):
-                continue
-            if c.evicting:
-                evicting.append(c)
-                continue
-            if within is PreemptionPolicy.NEVER:
-                continue
-            cp = c.wl.priority
-            if cp < prio or (
-                cp == prio
-                and within is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-                and wl.queue_timestamp < c.wl.queue_timestamp
-            ):
-                if shielded is not None and c.shielded_from(wl, same_queue=True):
-                    shielded.append(c)
-                    self.shielded += 1
-                else:
-                    own.append(c)
         reclaim = policy.reclaim_within_cohort
         borrowers = self._borrowers(node, needed) if reclaim is not PreemptionPolicy.NEVER else ()
         # Only borrowing queues and queues with workloads already being evicted can offer
@@ -415,6 +401,42 @@ class Preemptor:
         evicting.sort(key=_KEY)
         others.sort(key=_KEY)
         return evicting + others + own
+
+    def _own_candidates(
+        self,
+        wl: Workload,
+        cq: ClusterQueue,
+        needed: tuple[FlavorResource, ...],
+        shielded: list[Candidate] | None,
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """The candidates of the preemptor's own queue: those being evicted, and those
+        `withinClusterQueue` allows (in preemption order); protected ones go to `shielded`
+        as in `candidates`."""
+        taken = self.taken
+        prio = wl.priority
+        evicting: list[Candidate] = []
+        own: list[Candidate] = []
+        within = cq.preemption.within_cluster_queue
+        for c in self._queue(cq.name):
+            if c.wl.id in taken or not c.uses(needed):
+                continue
+            if c.evicting:
+                evicting.append(c)
+                continue
+            if within is PreemptionPolicy.NEVER:
+                continue
+            cp = c.wl.priority
+            if cp < prio or (
+                cp == prio
+                and within is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                and wl.queue_timestamp < c.wl.queue_timestamp
+            ):
+                if shielded is not None and c.shielded_from(wl, same_queue=True):
+                    shielded.append(c)
+                    self.shielded += 1
+                else:
+                    own.append(c)
+        return evicting, own
 
     # selection ------------------------------------------------------------------------------
 
@@ -450,6 +472,14 @@ class Preemptor:
         node = self.tree.cqs[cq.name]
         if self.fair is not None and self._no_fair_victim(cq, node, request, frs):
             return None
+        if self._plain(cq):
+            _, own = self._own_candidates(wl, cq, tuple(frs), None)
+            if self._own_queue_decides(node, request, frs, own):
+                found = self._minimal(node, request, frs, own, borrowing=True, threshold=None)
+                if not found:
+                    return None
+                borrows = self._check_fits(node, request, found)
+                return [Target(c, self.reason_for(c, cq.name, borrows=borrows)) for c in found]
         shielded: list[Candidate] = []
         cands = self.candidates(wl, cq, frs, shielded)
         chosen = self._select(wl, cq, node, request, frs, cands) if cands else None
@@ -624,6 +654,39 @@ class Preemptor:
             preemptor_ok = mine_after <= level + slack
         victim_ok = theirs.weight <= 0 or theirs_after + slack >= level
         return preemptor_ok and victim_ok
+
+    def _plain(self, cq: ClusterQueue) -> bool:
+        """Classic rules without borrowWithinCohort, nothing being evicted, no queue that
+        protects its workloads: no candidate is set aside, and the own queue's candidates
+        are all of `_select`'s `same`."""
+        return (
+            self.fair is None
+            and not self.evicting_cqs
+            and not self.protecting
+            and cq.preemption.borrow_within_cohort.policy is PreemptionPolicy.NEVER
+        )
+
+    def _own_queue_decides(
+        self,
+        node: QuotaNode,
+        request: Mapping[FlavorResource, int],
+        frs: set[FlavorResource],
+        own: list[Candidate],
+    ) -> bool:
+        """Under `_plain` rules, whether `_select` ends in its last step (victims from the
+        own queue only, `own`) whatever other queues offer — known without listing their
+        candidates (in a large cohort, hundreds per search): the step before it, which may
+        take others' workloads without borrowing, is tried only below nominal on every
+        contested cell, and fails when even without all of `own` the request exceeds the
+        nominal quota of a cell."""
+        if not self._under_nominal(node, frs):
+            return True
+        used, nominal = node.usage, node.subtree
+        for fr, amount in request.items():
+            freed = sum(c.usage.get(fr, 0) for c in own)
+            if used.get(fr, 0) - freed + amount > nominal.get(fr, 0):
+                return True
+        return False
 
     def _under_nominal(self, node: QuotaNode, frs: set[FlavorResource]) -> bool:
         return all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in frs)

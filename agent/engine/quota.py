@@ -51,6 +51,7 @@ class QuotaNode:
         "name",
         "nominal",
         "parent",
+        "potential",
         "subtree",
         "usage",
         "weight",
@@ -67,6 +68,8 @@ class QuotaNode:
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        self.potential: dict[FlavorResource, int] = {}
+        """`QuotaTree.potential_available` per cell, as worked out (it never changes)."""
         self.weight = 1000
         self.lendable: dict[str, int] | None = None
         """Per resource, what this cohort could lend its children at most (summed over
@@ -234,31 +237,43 @@ class QuotaTree:
     @staticmethod
     def available(node: QuotaNode, fr: FlavorResource) -> int:
         """How much more of fr the node could use now, honouring every limit up the tree."""
-        parent = node.parent
+        # Asked for every cell of every pending workload a cycle evaluates: a cluster queue
+        # under a root cohort (the common tree) is answered without recursing.
         used = node.usage.get(fr, 0)
+        parent = node.parent
         if parent is None:
             return node.subtree.get(fr, 0) - used
+        if parent.parent is None:
+            from_parent = parent.subtree.get(fr, 0) - parent.usage.get(fr, 0)
+        else:
+            from_parent = QuotaTree.available(parent, fr)
         guaranteed = node.guaranteed.get(fr, 0)
-        from_parent = QuotaTree.available(parent, fr)
         limit = node.borrowing_limit.get(fr)
         if limit is not None:
             stored = node.subtree.get(fr, 0) - guaranteed
-            used_in_parent = max(0, used - guaranteed)
+            used_in_parent = used - guaranteed if used > guaranteed else 0
             from_parent = min(from_parent, stored - used_in_parent + limit)
-        return max(0, guaranteed - used) + from_parent
+        return (guaranteed - used if guaranteed > used else 0) + from_parent
 
     @staticmethod
     def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
-        """`available` if nothing anywhere were in use: the most the node could ever get."""
+        """`available` if nothing anywhere were in use: the most the node could ever get.
+        Usage does not enter it, so it is worked out once per node and cell."""
+        found = node.potential.get(fr)
+        if found is not None:
+            return found
         parent = node.parent
         if parent is None:
-            return node.subtree.get(fr, 0)
-        guaranteed = node.guaranteed.get(fr, 0)
-        from_parent = QuotaTree.potential_available(parent, fr)
-        limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            from_parent = min(from_parent, node.subtree.get(fr, 0) - guaranteed + limit)
-        return guaranteed + from_parent
+            found = node.subtree.get(fr, 0)
+        else:
+            guaranteed = node.guaranteed.get(fr, 0)
+            from_parent = QuotaTree.potential_available(parent, fr)
+            limit = node.borrowing_limit.get(fr)
+            if limit is not None:
+                from_parent = min(from_parent, node.subtree.get(fr, 0) - guaranteed + limit)
+            found = guaranteed + from_parent
+        node.potential[fr] = found
+        return found
 
     @staticmethod
     def is_borrowing(node: QuotaNode, fr: FlavorResource, extra: int = 0) -> bool:

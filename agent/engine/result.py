@@ -9,7 +9,11 @@ simulations).
 
 Pending reasons are shared objects: every workload that waits for the same thing in the same
 cluster queue points at one reason, so a cycle over 50,000 pending workloads costs a dict
-insert per workload, not an object.
+insert per workload, not an object. Where a reason is a workload's own (its request is in
+it), it is built with its shortfalls and flavor attempts for every such workload a cycle
+looks at: these three are named tuples, immutable as the frozen dataclasses beside them and
+built in a fifth of the time (a frozen dataclass sets each field through
+`object.__setattr__`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from agent.engine.snapshot import (
     Admission,
@@ -89,8 +94,7 @@ class Unblock(enum.StrEnum):
     NEXT_CYCLE = "NextCycle"
 
 
-@dataclass(frozen=True, slots=True)
-class Shortfall:
+class Shortfall(NamedTuple):
     """One quota cell that stops the workload: how much is missing and against which limit."""
 
     flavor: FlavorName
@@ -129,8 +133,7 @@ def describe_shortfalls(shortfalls: tuple[Shortfall, ...] | list[Shortfall]) -> 
     return "; ".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class FlavorAttempt:
+class FlavorAttempt(NamedTuple):
     """Why a flavor was not chosen for a pod set: a fixed text, or its quota shortfalls."""
 
     pod_set: str
@@ -157,8 +160,7 @@ class ProtectedVictim:
     """When its protection ends (its admission time plus its queue's minAdmitSeconds)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PendingReason:
+class PendingReason(NamedTuple):
     code: PendingCode
     message: str
     unblock: Unblock
