@@ -239,7 +239,7 @@ class Agent:
         cfg = self.admission.config
         report = capacity_report(
             cluster=self.settings.cluster,
-            snapshot=self.admission.snapshot(),
+            snapshot=self.admission.snapshot(admitted_only=True),
             nodes=self.inventory.node_summary(),
             observed_at=datetime.fromtimestamp(self.clock(), UTC),
             config_revision=cfg.revision if cfg else None,
