@@ -375,7 +375,8 @@ class AdmissionShell:
         """Evict (reason NodeFailures) every running workload a domain of whose topology
         assignment lost its node: the hub queues it again (agent.node_checks)."""
         nodes, pods_of = self.inventory.nodes.objects, self.inventory.workload_pods
-        for eviction in lost_node_evictions(self.held, nodes, pods_of, self.clock()):
+        running = {key: self.held[key] for key in self.book.running}
+        for eviction in lost_node_evictions(running, nodes, pods_of, self.clock()):
             log.warning("evicting %s: %s", eviction.key, eviction.message)
             await self._apply(eviction.key, eviction.step)
 
