@@ -22,7 +22,8 @@ and a collection walks every one of them). The queue is still
 ≥ 9,000 deep when the window ends. Real time rather than simulated time because the cost
 asked about is the whole agent's — its admission cycles, status passes, pending reports,
 Job creates and watches — not the engine's alone (bench.engine_* measure that). Prints JSON;
-`--profile` adds the functions that took the most CPU in the window.
+`--profile` adds the functions that took the most CPU in the window (cProfile on the event
+loop's thread, in its CPU time; it slows the agent several-fold, so read it for shares).
 
 `--floor` measures what the same process must spend per admission with no agent in it: the
 Jobs the agent would make (`agent.materialize.plan_jobs`) created at the ideal 32/s through
@@ -106,7 +107,8 @@ async def bench(queued: int, window: float, *, profile: bool = False) -> dict[st
 
     hub.keep, hub.on_envelope = False, received
     await hub.start()
-    profiler = cProfile.Profile() if profile else None
+    # CPU time of the loop's thread, not wall time: the loop's idle waits are not its cost.
+    profiler = cProfile.Profile(time.thread_time) if profile else None
     try:
         async with (
             kubesim_process(
