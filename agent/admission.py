@@ -218,9 +218,10 @@ class AdmissionShell:
     def flavors(self) -> list[str]:
         return [f.metadata.name for f in (self.config.resource_flavors if self.config else [])]
 
-    def snapshot(self, now: float | None = None) -> Snapshot:
+    def snapshot(self, now: float | None = None, *, admitted_only: bool = False) -> Snapshot:
         """The engine's snapshot of the config and every unfinished held workload; `now`:
-        the time of the cycle it is for (local queues' usage is sampled then)."""
+        the time of the cycle it is for (local queues' usage is sampled then);
+        `admitted_only`: of the admitted ones only (what a capacity report reads)."""
         return self._snapshots.build(
             self.config,
             self.held,
@@ -228,6 +229,7 @@ class AdmissionShell:
             self.inventory.namespace_labels(),
             cluster=(self.inventory.nodes.objects, self.inventory.pods.objects),
             now=now,
+            admitted_only=admitted_only,
         )
 
     # input -----------------------------------------------------------------------------------
@@ -373,7 +375,8 @@ class AdmissionShell:
         """Evict (reason NodeFailures) every running workload a domain of whose topology
         assignment lost its node: the hub queues it again (agent.node_checks)."""
         nodes, pods_of = self.inventory.nodes.objects, self.inventory.workload_pods
-        for eviction in lost_node_evictions(self.held, nodes, pods_of, self.clock()):
+        running = {key: self.held[key] for key in self.book.running}
+        for eviction in lost_node_evictions(running, nodes, pods_of, self.clock()):
             log.warning("evicting %s: %s", eviction.key, eviction.message)
             await self._apply(eviction.key, eviction.step)
 

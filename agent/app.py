@@ -36,7 +36,7 @@ from agent.lease import Lease, LeaseTerms
 from agent.logs import LogStreams
 from agent.materialize import Materializer
 from agent.metrics import AgentMetrics, AgentView, MetricsServer, serve_metrics
-from agent.records import Cadence, observable
+from agent.records import Cadence
 from agent.settings import AGENT_VERSION, AgentSettings
 from agent.state import StateStore
 from agent.tracing import AgentTracing
@@ -239,7 +239,7 @@ class Agent:
         cfg = self.admission.config
         report = capacity_report(
             cluster=self.settings.cluster,
-            snapshot=self.admission.snapshot(),
+            snapshot=self.admission.snapshot(admitted_only=True),
             nodes=self.inventory.node_summary(),
             observed_at=datetime.fromtimestamp(self.clock(), UTC),
             config_revision=cfg.revision if cfg else None,
@@ -319,8 +319,10 @@ class Agent:
         """The Jobs whose fencing deadline the agent keeps: those of the current generation
         of every bound workload that runs here."""
         out = []
-        for record in list(self.admission.held.values()):
-            if not (record.bound and observable(record)):
+        held = self.admission.held
+        for key in list(self.admission.book.running):
+            record = held[key]
+            if not record.bound:
                 continue
             namespace, name = record.key.split("/", 1)
             generation = str(record.generation)

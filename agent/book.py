@@ -6,8 +6,9 @@ which workloads a Job or pod change is for (by the (namespace, name label) their
 carry), when each record's next timer is due (`agent.records.wakeup`, a heap whose stale
 entries are skipped, so a pass costs what is due, not what is held), which records the next
 engine snapshot must look at again, which finished with Jobs (whose logs the log shipper
-ships: it looks at those, not at every held record), and which must be saved or deleted at
-the end of the pass. It returns what the change means for admission (`Put`). No I/O, no clock.
+ships: it looks at those, not at every held record), which run here (`running`: the fencing
+deadlines and the lost-node checks look at those), and which must be saved or deleted at the
+end of the pass. It returns what the change means for admission (`Put`). No I/O, no clock.
 
 Called by: agent.admission (every transition goes through `put`).
 """
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from agent.labels import Labels
-from agent.records import Cadence, Record, wakeup
+from agent.records import Cadence, Record, observable, wakeup
 from api.v1alpha1.messages import HeldWorkload, WorkloadStatusReport
 
 __all__ = ["Book", "Put"]
@@ -51,6 +52,10 @@ class Book:
         self._finished: set[str] = set()
         """Keys put finished with Jobs since the last `take_finished`."""
         self._dirty: dict[str, bool | None] = {}
+        self.running: dict[str, None] = {}
+        """The keys of the records a status pass looks at (`records.observable`: admitted or
+        running, with Jobs), in the order they became so (a dict as an ordered set): a deep
+        queue holds thousands more that wait, which these walks need not see."""
 
     def put(self, key: str, record: Record | None) -> Put:
         old = self.records.get(key)
@@ -66,8 +71,13 @@ class Book:
                     del self._by_owner[owner(key)]
             self._dirty[key] = None
             self._finished.discard(key)
+            self.running.pop(key, None)
             return Put(freed=True)
         self.records[key] = record
+        if observable(record):
+            self.running.setdefault(key, None)
+        else:
+            self.running.pop(key, None)
         if record.finished and record.job_names:
             self._finished.add(key)
         if old is None:

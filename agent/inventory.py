@@ -9,6 +9,10 @@ Pods and jobs are mirrored cluster-wide (node free capacity needs every pod's re
 puts on them (`agent.labels`, re-exported here); `workload_objects` and `managed_jobs` count
 the bare Pods MultiQ made (plain Pods, pod groups: labelled, owned by nothing) with the Jobs.
 
+The node summary's used room is kept as pods change (`PodRoom`, fed by the pods mirror), not
+counted from every mirrored pod on each report: finished pods stay mirrored with their Jobs
+for the Jobs' TTL, an hour of them on a busy cluster.
+
 Called by: agent.app (runs the mirrors, wakes the loop on change), agent.status,
 agent.capacity, agent.logs, agent.materialize (adoption).
 """
@@ -25,7 +29,7 @@ from api.k8s.pod import ResourceList
 from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
-__all__ = ["Inventory", "Labels"]
+__all__ = ["Inventory", "Labels", "PodRoom", "pod_requests"]
 
 
 def _bare(pod: JsonObject) -> bool:
@@ -65,7 +69,9 @@ def _sum_into(total: dict[str, int], amounts: dict[str, int]) -> None:
         total[k] = total.get(k, 0) + v
 
 
-def _pod_requests(pod: JsonObject) -> dict[str, Quantity]:
+def pod_requests(pod: JsonObject) -> dict[str, Quantity]:
+    """What a pod asks of its node: its containers' requests summed, or an init container's
+    when larger (they run one at a time, before the others), and one pod."""
     spec = pod.get("spec") or {}
     total: dict[str, Quantity] = {}
     for c in spec.get("containers") or []:
@@ -84,6 +90,59 @@ def _pod_requests(pod: JsonObject) -> dict[str, Quantity]:
     return total
 
 
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class PodRoom:
+    """The requests of the pods that hold room on a node (placed there, not finished), in
+    milli-units and summed per node, kept as the pods mirror reports each pod's change."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, dict[str, int]] = {}
+        """Node name → the summed requests of the pods holding room on it (nodes without
+        such pods are left out)."""
+        self._held: dict[str, tuple[str, str, dict[str, int]]] = {}
+        """Pod key → (node, uid, requests) of every pod counted in `by_node`."""
+
+    def pod_changed(self, key: str, pod: JsonObject | None) -> None:
+        """The pod at `key` is now `pod` (None: gone)."""
+        before = self._held.pop(key, None)
+        if before is not None:
+            self._take(before[0], before[2], -1)
+        if pod is None:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in _FINISHED_PHASES:
+            return
+        uid = str((pod.get("metadata") or {}).get("uid") or key)
+        # A pod's requests never change: parsed once, when it is first placed.
+        amounts = before[2] if before is not None and before[1] == uid else None
+        if amounts is None:
+            amounts = _milli(pod_requests(pod))
+        self._held[key] = (str(node), uid, amounts)
+        self._take(str(node), amounts, 1)
+
+    def _take(self, node: str, amounts: dict[str, int], sign: int) -> None:
+        total = self.by_node.setdefault(node, {})
+        for k, v in amounts.items():
+            left = total.get(k, 0) + sign * v
+            if left:
+                total[k] = left
+            else:
+                del total[k]
+        if not total:
+            del self.by_node[node]
+
+    def used(self, nodes: Iterable[str]) -> dict[str, int]:
+        """The requests held on `nodes`, summed."""
+        out: dict[str, int] = {}
+        for node in nodes:
+            amounts = self.by_node.get(node)
+            if amounts is not None:
+                _sum_into(out, amounts)
+        return out
+
+
 class Inventory:
     """Mirrors of nodes, pods and jobs; `on_change` is called after every change."""
 
@@ -95,7 +154,9 @@ class Inventory:
         watch_timeout: int = 300,
         retry_delay: float = 1.0,
     ) -> None:
-        def mirror(resource: Resource) -> Mirror:
+        def mirror(
+            resource: Resource, on_object: Callable[[str, JsonObject | None], None] | None = None
+        ) -> Mirror:
             return Mirror(
                 kube,
                 resource,
@@ -103,6 +164,7 @@ class Inventory:
                 timeout_seconds=watch_timeout,
                 retry_delay=retry_delay,
                 index=(Labels.NAMESPACE, Labels.NAME),
+                on_object=on_object,
             )
 
         self._labels: dict[str, dict[str, str]] | None = None
@@ -115,7 +177,8 @@ class Inventory:
 
         self.kube = kube
         self.nodes = mirror(Resource.NODES)
-        self.pods = mirror(Resource.PODS)
+        self.pod_room = PodRoom()
+        self.pods = mirror(Resource.PODS, self.pod_room.pod_changed)
         self.jobs = mirror(Resource.JOBS)
         self.namespaces = Mirror(
             kube,
@@ -125,8 +188,7 @@ class Inventory:
             retry_delay=retry_delay,
         )
         self.kubernetes_version: str | None = None
-        # Parsed requests and allocatable, in milli-units, by pod uid and node revision.
-        self._pod_amounts: dict[str, dict[str, int]] = {}
+        # Parsed allocatable, in milli-units, by node revision.
         self._node_amounts: dict[tuple[str, str], dict[str, int]] = {}
 
     @property
@@ -190,7 +252,6 @@ class Inventory:
 
     def node_summary(self) -> NodeSummary:
         allocatable: dict[str, int] = {}
-        used: dict[str, int] = {}
         total = ready = schedulable = 0
         usable: set[str] = set()
         node_cache: dict[tuple[str, str], dict[str, int]] = {}
@@ -208,21 +269,8 @@ class Inventory:
                     amounts = _milli(_parsed((node.get("status") or {}).get("allocatable") or {}))
                 node_cache[key] = amounts
                 _sum_into(allocatable, amounts)
-        # Requests are parsed once per pod (a pod's requests never change); the summary
-        # then only adds integers, however often capacity is reported.
-        pod_cache: dict[str, dict[str, int]] = {}
-        for pod_key, pod in self.pods.objects.items():
-            spec = pod.get("spec") or {}
-            phase = (pod.get("status") or {}).get("phase")
-            if spec.get("nodeName") not in usable or phase in ("Succeeded", "Failed"):
-                continue
-            uid = str((pod.get("metadata") or {}).get("uid") or pod_key)
-            amounts = self._pod_amounts.get(uid)
-            if amounts is None:
-                amounts = _milli(_pod_requests(pod))
-            pod_cache[uid] = amounts
-            _sum_into(used, amounts)
-        self._node_amounts, self._pod_amounts = node_cache, pod_cache
+        used = self.pod_room.used(usable)
+        self._node_amounts = node_cache
         free: ResourceList = {
             k: Quantity.from_milli(max(v - used.get(k, 0), 0)) for k, v in allocatable.items()
         }

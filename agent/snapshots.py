@@ -322,6 +322,8 @@ class SnapshotCache:
         self._workloads: dict[str, _Converted] = {}
         self._engine: dict[WorkloadId, EngineWorkload] = {}
         """What the last snapshot held: the converted unfinished workloads, by engine id."""
+        self._admitted: dict[WorkloadId, EngineWorkload] = {}
+        """The admitted ones among them (a capacity report reads only these)."""
         self._carry: Carry | None = None
         self._replaced: set[WorkloadId] | None = None
         """Engine ids added, replaced or dropped since the last `cycle` (None: unknown)."""
@@ -337,13 +339,17 @@ class SnapshotCache:
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         cluster: tuple[Mapping[str, JsonObject], Mapping[str, JsonObject]] | None = None,
         now: float | None = None,
+        *,
+        admitted_only: bool = False,
     ) -> Snapshot:
         """The snapshot of `config`, the cluster's namespaces' labels (by name; a new object
         when they change) and the unfinished workloads of `held`. `changed`: the keys whose
         record may differ since the last build — forgotten ones included — (None: any of
         them). `cluster`: the node and pod objects, read when a flavor has a topology.
         `now`: the time of the cycle it is for, at which local queues' usage is sampled
-        (None: the usage is left as it is)."""
+        (None: the usage is left as it is). `admitted_only`: the snapshot holds only the
+        admitted workloads — all that quota usage and topology rooms are made of, so a
+        capacity report costs what runs, not what waits."""
         cfg = config or ConfigSync(revision=0)
         new_config = self._config is not cfg
         if self._base is None or new_config or self._namespaces is not namespaces:
@@ -370,6 +376,7 @@ class SnapshotCache:
             changed = None
         if changed is None:
             self._engine = {}
+            self._admitted = {}
             self._replaced = None
             keys: Iterable[str] = held
         else:
@@ -385,8 +392,9 @@ class SnapshotCache:
             if now is not None:
                 self.usage.advance(dataclasses.replace(self._base, workloads=self._engine), now)
             self._restamp(self.usage.scores(self._base))
+        workloads = self._admitted if admitted_only else self._engine
         return dataclasses.replace(
-            self._base, workloads=dict(self._engine), nodes=nodes, queue_usage=self._scores
+            self._base, workloads=dict(workloads), nodes=nodes, queue_usage=self._scores
         )
 
     def _restamp(self, scores: dict[LocalQueueKey, float]) -> None:
@@ -488,7 +496,10 @@ class SnapshotCache:
             return
         if before is not None:
             del self._engine[before.id]
+            self._admitted.pop(before.id, None)
         if after is not None:
             self._engine[after.id] = after
+            if after.admission is not None:
+                self._admitted[after.id] = after
         if self._replaced is not None:
             self._replaced.update(w.id for w in (before, after) if w is not None)

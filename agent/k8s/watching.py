@@ -4,7 +4,9 @@ place when a watch request ends, relist on 410 Gone or any other failure (kopf's
 `watch_objects` yields `Relisted(items)` after every (re)list — the consumer replaces what it
 knew, which also forgets objects deleted while the stream was down — and `WatchEvent`s in
 between. `Mirror` keeps a resource's objects by `namespace/name` from such a stream and calls
-`on_change` after every change, so the agent can react without polling.
+`on_change` after every change, so the agent can react without polling, and `on_object` with
+each object replaced or gone, so a tally over the objects can be kept as they change instead of
+counted again from all of them.
 
 Called by: agent.inventory (nodes, pods, jobs mirrors).
 """
@@ -97,6 +99,7 @@ class Mirror:
         timeout_seconds: int = 300,
         retry_delay: float = 1.0,
         index: tuple[str, str] | None = None,
+        on_object: Callable[[str, JsonObject | None], None] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -111,6 +114,8 @@ class Mirror:
         self.listed = asyncio.Event()
         self.relists = 0
         self._on_change = on_change
+        self._on_object = on_object
+        """Called with an object's key and what it is now (None: gone), after the change."""
         self._timeout = timeout_seconds
         self._retry = retry_delay
 
@@ -122,22 +127,38 @@ class Mirror:
             timeout_seconds=self._timeout,
             retry_delay=self._retry,
         ):
-            if isinstance(item, Relisted):
-                self.objects = {}
-                self.by_owner = {}
-                for obj in item.items:
-                    self._put(object_key(obj), obj)
-                self.relists += 1
-                self.changed_all = True
-                self.listed.set()
-            elif item.type == "DELETED":
-                self._drop(object_key(item.object))
-            else:
-                key = object_key(item.object)
-                self._drop(key)
-                self._put(key, item.object)
-            if self._on_change is not None:
-                self._on_change(self.resource)
+            self.apply(item)
+
+    def apply(self, item: Relisted | WatchEvent) -> None:
+        """Take one item of the stream: a relist replaces every object, an event one."""
+        on_object = self._on_object
+        if isinstance(item, Relisted):
+            gone = self.objects
+            self.objects = {}
+            self.by_owner = {}
+            for obj in item.items:
+                self._put(object_key(obj), obj)
+            if on_object is not None:
+                for key in gone.keys() - self.objects.keys():
+                    on_object(key, None)
+                for key, obj in self.objects.items():
+                    on_object(key, obj)
+            self.relists += 1
+            self.changed_all = True
+            self.listed.set()
+        elif item.type == "DELETED":
+            key = object_key(item.object)
+            self._drop(key)
+            if on_object is not None:
+                on_object(key, None)
+        else:
+            key = object_key(item.object)
+            self._drop(key)
+            self._put(key, item.object)
+            if on_object is not None:
+                on_object(key, item.object)
+        if self._on_change is not None:
+            self._on_change(self.resource)
 
     def _owner(self, obj: JsonObject) -> tuple[str, str] | None:
         if self.index is None:

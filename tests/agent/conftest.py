@@ -105,6 +105,12 @@ class FakeHub:
         self.arrivals: list[float] = []
         """time.perf_counter() at which each of `envelopes` arrived."""
         self.log_envelopes: list[Envelope] = []
+        self.keep = True
+        """False: envelopes are decoded and checked as ever, then not kept (`on_envelope`
+        sees the control lane's): a benchmark's hub peer, whose process would otherwise have
+        its garbage collector walk every envelope of a long run — a cost no agent has."""
+        self.on_envelope: Callable[[Envelope, float], None] | None = None
+        """Called with each control-lane envelope and when it arrived (perf_counter)."""
         self.connects = 0
         self.log_connects = 0
         self.refuse = False
@@ -158,9 +164,16 @@ class FakeHub:
                 env = Envelope.decode(msg.data)
                 assert env.seq == lane.received + 1, "seq must count from 1 without gaps"
                 lane.received = env.seq
-                (self.log_envelopes if logs else self.envelopes).append(env)
-                if not logs:
-                    self.arrivals.append(time.perf_counter())
+                if logs:
+                    if self.keep:
+                        self.log_envelopes.append(env)
+                else:
+                    arrived = time.perf_counter()
+                    if self.keep:
+                        self.envelopes.append(env)
+                        self.arrivals.append(arrived)
+                    if self.on_envelope is not None:
+                        self.on_envelope(env, arrived)
                 if not logs and isinstance(env.payload, LeaseRenew) and self.lease is not None:
                     self.granted_at = time.time()
                     await lane.send(

@@ -3,10 +3,11 @@ indexes derived from it follow — owners, timers, what to save, what the snapsh
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from agent.book import Book, Put
-from agent.records import Cadence, Record, on_offer
+from agent.records import Cadence, Record, observable, on_offer
 from api.v1alpha1.messages import WorkloadPhase
 from tests.agent.conftest import job_source, offer_for
 
@@ -79,3 +80,19 @@ def test_the_log_shipper_is_told_only_of_records_put_finished_with_jobs_and_stil
     book.put(c.key, None)  # forgotten before the shipper looked
     assert book.take_finished() == {a.key}
     assert book.take_finished() == set()  # each told once
+
+
+def test_the_running_index_holds_exactly_the_records_a_status_pass_looks_at() -> None:
+    book = Book(CADENCE)
+    rng = random.Random(7)
+    keys = [record(n).key for n in "abcdef"]
+    base = {key: record(key.split("/job-")[1]) for key in keys}
+    for _ in range(300):
+        key = rng.choice(keys)
+        if rng.random() < 0.15:
+            book.put(key, None)
+        else:
+            phase = rng.choice(list(WorkloadPhase))
+            jobs = rng.choice(((), ("job-x",)))
+            book.put(key, replace(base[key], phase=phase, job_names=jobs))
+        assert set(book.running) == {k for k, r in book.records.items() if observable(r)}

@@ -4,13 +4,16 @@ status, without finished workloads."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+from agent.capacity import capacity_report
 from agent.engine.cycle import schedule
 from agent.engine.snapshot import Admission, ClusterQueueName, ResourceName, WorkloadId
 from agent.records import Record, on_offer
 from agent.snapshots import SnapshotCache, api_admission
-from api.v1alpha1.messages import WorkloadPhase
+from api.quantity import Quantity
+from api.v1alpha1.messages import CapacityReport, NodeSummary, WorkloadPhase
 from api.v1alpha1.workload import WorkloadStatus
 from tests.agent.conftest import config, job_source, offer_for
 
@@ -118,3 +121,36 @@ def test_a_record_change_the_engine_cannot_see_leaves_its_next_cycle_nothing_to_
     assert again.workloads == first.workloads
     assert all(again.workloads[w] is first.workloads[w] for w in first.workloads)
     assert cache.cycle(again)(101.0).pending_changed == frozenset()
+
+
+def test_a_capacity_report_over_the_admitted_workloads_alone_equals_one_over_all() -> None:
+    cache = SnapshotCache()
+    cfg = config(cpu="2")
+    held = {f"team-a/job-{n}": held_record(n) for n in "abcdef"}
+    nodes = NodeSummary(total=1, ready=1, schedulable=1)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def both(changed: set[str] | None) -> tuple[CapacityReport, CapacityReport]:
+        counted = SnapshotCache().build(cfg, held)  # every workload, from scratch
+        admitted = cache.build(cfg, held, changed, admitted_only=True)
+        assert set(admitted.workloads) == {
+            w for w, wl in counted.workloads.items() if wl.admission is not None
+        }
+        return tuple(  # type: ignore[return-value]
+            capacity_report(cluster="c", snapshot=s, nodes=nodes, observed_at=at, config_revision=1)
+            for s in (counted, admitted)
+        )
+
+    first, alone = both(None)
+    assert first == alone and first.queues[0].usage == Quantity(0)
+    admits = schedule(cache.build(cfg, held), 100.0).admitted
+    for admit in admits:
+        key = str(admit.workload)
+        held[key] = admitted(held[key], admit.admission)
+    report, alone = both({str(a.workload) for a in admits})
+    assert report == alone and report.queues[0].usage == Quantity.parse("2")
+    done, gone = str(admits[0].workload), str(admits[1].workload)
+    held[done] = replace(held[done], phase=WorkloadPhase.SUCCEEDED)
+    del held[gone]
+    report, alone = both({done, gone})
+    assert report == alone and report.queues[0].usage == Quantity.parse("1")
