@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable
 from agent.k8s.client import JsonObject, Kube, Resource
 from agent.k8s.watching import Mirror
 from agent.labels import Labels
-from api.k8s.pod import ResourceList
+from api.k8s.pod import ResourceList, room_requests
 from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
-__all__ = ["Inventory", "Labels", "PodRoom", "pod_requests"]
+__all__ = ["Inventory", "Labels", "PodRoom"]
 
 
 def _bare(pod: JsonObject) -> bool:
@@ -69,27 +69,6 @@ def _sum_into(total: dict[str, int], amounts: dict[str, int]) -> None:
         total[k] = total.get(k, 0) + v
 
 
-def pod_requests(pod: JsonObject) -> dict[str, Quantity]:
-    """What a pod asks of its node: its containers' requests summed, or an init container's
-    when larger (they run one at a time, before the others), and one pod."""
-    spec = pod.get("spec") or {}
-    total: dict[str, Quantity] = {}
-    for c in spec.get("containers") or []:
-        _add(total, ((c.get("resources") or {}).get("requests") or {}))
-    init: dict[str, Quantity] = {}
-    for c in spec.get("initContainers") or []:
-        one: dict[str, Quantity] = {}
-        _add(one, ((c.get("resources") or {}).get("requests") or {}))
-        for k, v in one.items():
-            if k not in init or v > init[k]:
-                init[k] = v
-    for k, v in init.items():
-        if k not in total or v > total[k]:
-            total[k] = v
-    total["pods"] = Quantity(1)
-    return total
-
-
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -118,7 +97,7 @@ class PodRoom:
         # A pod's requests never change: parsed once, when it is first placed.
         amounts = before[2] if before is not None and before[1] == uid else None
         if amounts is None:
-            amounts = _milli(pod_requests(pod))
+            amounts = room_requests(pod.get("spec") or {})
         self._held[key] = (str(node), uid, amounts)
         self._take(str(node), amounts, 1)
 

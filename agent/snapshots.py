@@ -60,7 +60,7 @@ from agent.engine.snapshot import Workload as EngineWorkload
 from agent.fair_usage import UsageBook
 from agent.labels import Labels
 from agent.records import Record
-from api.k8s.pod import PodSpec, effective_pod_requests
+from api.k8s.pod import room_requests
 from api.quantity import Quantity
 from api.v1alpha1.federation import AdmissionFairSharing, FairSharing, WaitForPodsReady
 from api.v1alpha1.messages import ConfigSync
@@ -199,12 +199,7 @@ class ClusterNodes:
             uid = str(meta.get("uid") or key)
             amounts = self._requests.get(uid)
             if amounts is None:
-                try:
-                    parsed = effective_pod_requests(PodSpec.model_validate(spec))
-                except ValueError:
-                    parsed = {}
-                amounts = {ResourceName(k): q.milli() for k, q in parsed.items()}
-                amounts[ResourceName("pods")] = 1000
+                amounts = {ResourceName(k): v for k, v in room_requests(spec).items()}
             requests[uid] = amounts
             total = usage.setdefault(str(node_name), {})
             for res, amount in amounts.items():

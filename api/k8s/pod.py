@@ -72,6 +72,7 @@ __all__ = [
     "max_resources",
     "pod_spec_errors",
     "pod_template_errors",
+    "room_requests",
     "scale_resources",
 ]
 
@@ -620,6 +621,19 @@ def effective_pod_requests(spec: PodSpec) -> ResourceList:
                 total[name] = q
     add_resources(total, spec.overhead)
     return total
+
+
+def room_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """What one pod of this PodSpec (as the API server returns it) holds on its node, in
+    milli-units, with one `pods`: `effective_pod_requests`, as the scheduler counts it. A
+    spec this model cannot read (a field of a newer Kubernetes) counts as its one pod."""
+    try:
+        requests = effective_pod_requests(PodSpec.model_validate(spec))
+    except ValueError:
+        requests = {}
+    amounts = {name: q.milli() for name, q in requests.items()}
+    amounts["pods"] = 1000
+    return amounts
 
 
 # --- validation (k8s.io/kubernetes pkg/apis/core/validation, the parts MultiQ relies on) ----

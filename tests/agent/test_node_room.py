@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from agent.inventory import Inventory, pod_requests
+from agent.inventory import Inventory, PodRoom
 from agent.k8s.client import JsonObject, WatchEvent
 from agent.k8s.watching import Relisted
+from api.k8s.pod import room_requests
 from api.quantity import Quantity
 
 NODES = ("n0", "n1", "n2", "n3")
@@ -57,8 +58,8 @@ def counted_per_node(inventory: Inventory) -> dict[str, dict[str, int]]:
         if name is None or p["status"]["phase"] in ("Succeeded", "Failed"):
             continue
         total = out.setdefault(name, {})
-        for k, q in pod_requests(p).items():
-            total[k] = total.get(k, 0) + q.milli()
+        for k, v in room_requests(p["spec"]).items():
+            total[k] = total.get(k, 0) + v
     return out
 
 
@@ -115,3 +116,27 @@ def test_the_room_pods_hold_kept_as_they_change_equals_a_count_over_every_pod(se
             inventory.pods.apply(Relisted(kept + [random_pod(rng, uids) for _ in range(3)], "2"))
         assert inventory.pod_room.by_node == counted_per_node(inventory)
         assert inventory.node_summary().free == counted_free(inventory)
+
+
+def test_a_pods_sidecars_hold_room_beside_its_containers_as_the_scheduler_counts_them() -> None:
+    # A sidecar (an init container that restarts Always) runs beside what starts after it:
+    # the plain init container after it needs 2 + 0.5 CPUs, more than the containers' 1 + 0.5
+    # (taking the init containers' largest request alone would say 2).
+    def container(name: str, cpu: str, **extra: str) -> dict[str, object]:
+        return {"name": name, "image": "i", "resources": {"requests": {"cpu": cpu}}, **extra}
+
+    pod = {
+        "metadata": {"uid": "u1"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [container("main", "1")],
+            "initContainers": [
+                container("proxy", "500m", restartPolicy="Always"),
+                container("setup", "2"),
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    room = PodRoom()
+    room.pod_changed("default/p", pod)
+    assert room.used(["n1"]) == {"cpu": 2500, "pods": 1000}
