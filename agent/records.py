@@ -345,25 +345,17 @@ def _given_back(
     """Evicted or Withdrawn: the hub reads the why of any phase from pending_reason/message.
     A preemption also carries Kueue's Preempted condition, whose reason says which rule
     chose the victim (InClusterQueue, InCohortReclamation, …)."""
+    why = [("Evicted", reason)] + ([("Preempted", preempted)] if preempted is not None else [])
     conditions = [
         Condition(
-            type="Evicted",
+            type=type_,
             status="True",
-            reason=condition_reason(reason),
+            reason=condition_reason(cause),
             message=message,
             last_transition_time=_at(now),
         )
+        for type_, cause in why
     ]
-    if preempted is not None:
-        conditions.append(
-            Condition(
-                type="Preempted",
-                status="True",
-                reason=condition_reason(preempted),
-                message=message,
-                last_transition_time=_at(now),
-            )
-        )
     return Report(
         WorkloadStatusReport(
             workload=key,
