@@ -53,6 +53,7 @@ from agent.errors import HubUnreachableError, K8sError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject, Kube
 from agent.records import Record
+from api.logstamps import InvalidStampError, canonical_stamp
 from api.v1alpha1.messages import LogClose, LogData, LogLine, LogOpen
 
 __all__ = ["LogStreams", "parse_line"]
@@ -64,13 +65,15 @@ SHIP_PREFIX = "ship/"
 """Stream ids of shipped streams start with this (the hub opens none like it)."""
 
 
-def parse_line(raw: str) -> tuple[datetime | None, str]:
-    """A `timestamps=true` log line: RFC 3339 stamp, a space, the text."""
+def parse_line(raw: str) -> tuple[str | None, str]:
+    """A `timestamps=true` log line: an RFC 3339 stamp, a space, the text. The stamp comes
+    back canonical (api.logstamps: compared as text from here on, never parsed); a line
+    without a stamp that reads as one comes back whole, stamped None."""
     stamp, sep, text = raw.partition(" ")
     if sep:
         try:
-            return datetime.fromisoformat(stamp), text
-        except ValueError:
+            return canonical_stamp(stamp), text
+        except InvalidStampError:
             pass
     return None, raw
 
@@ -80,11 +83,17 @@ _LINES: TypeAdapter[list[LogLine]] = TypeAdapter(list[LogLine])
 agent's largest cost under a log flood."""
 
 
+def _seconds_since(stamp: str) -> int:
+    """Whole seconds from a canonical stamp to now, at least 1 (a read resumed `since`)."""
+    then = datetime.fromisoformat(stamp)
+    return max(1, int((datetime.now(UTC) - then).total_seconds()))
+
+
 @dataclass(slots=True)
 class _Entry:
     key: Key
     seq: int
-    timestamp: datetime | None
+    timestamp: str | None
     text: str
 
 
@@ -145,7 +154,7 @@ class _Stream:
         self.buffer.append(entry)
         self.data.set()
 
-    def _admit(self, key: Key, timestamp: datetime | None, text: str) -> bool:
+    def _admit(self, key: Key, timestamp: str | None, text: str) -> bool:
         """Whether a shipped stream sends this line: not sent to the hub before, and within
         the workload's budget (what is over it is counted, not sent)."""
         ship = self.ship
@@ -177,10 +186,10 @@ class _Stream:
             since_seconds = max(1, int((datetime.now(UTC) - since).total_seconds()))
         tail_lines = req.tail_lines
         count = 0  # lines read and passed on (or deliberately skipped) so far
-        last: datetime | None = None  # timestamp of the last line passed on
+        last: str | None = None  # timestamp of the last line passed on (canonical: ordered)
         ties = 0  # lines passed on with the timestamp `last` (one read may stamp several)
         skip = 0  # a read from the start again: lines read before it broke
-        seen: datetime | None = None  # a read resumed by time: lines up to this were read...
+        seen: str | None = None  # a read resumed by time: lines up to this were read...
         seen_ties = 0  # ...and this many of those with that very timestamp
         try:
             for attempt in range(5):
@@ -226,7 +235,7 @@ class _Stream:
                         # Resume after the last line passed on, not from the beginning.
                         seen, seen_ties = last, ties
                         tail_lines = None
-                        since_seconds = max(1, int((datetime.now(UTC) - last).total_seconds()) + 1)
+                        since_seconds = _seconds_since(last) + 1
         finally:
             self._got(key)
             self.ended.append(key)
@@ -388,7 +397,7 @@ class LogStreams:
         """At most this many bytes of a workload's lines are shipped unasked (0: none)."""
         self.lane_up = lane_up
         self.streams: dict[str, _Stream] = {}
-        self.sent_upto: dict[tuple[str, str, str], datetime] = {}
+        self.sent_upto: dict[tuple[str, str, str], str] = {}
         """(workload, pod, container) → the timestamp of the newest line sent over the current
         log lane by a stream that read from the log's start (forgotten with the lane: the hub
         may not have it)."""

@@ -407,3 +407,38 @@ async def test_the_log_shipper_looks_at_what_finished_not_at_every_held_workload
     finally:
         shipper.cancel()
         await asyncio.gather(shipper, return_exceptions=True)
+
+
+class _KubeletStampsKube:
+    """pod_log as a kubelet prints it: RFC3339Nano (trailing zeros left out), and a line
+    whose first word only looks like a stamp."""
+
+    async def pod_log(self, namespace: str, name: str, **kwargs: object) -> AsyncIterator[str]:
+        for line in (
+            "2026-12-02T10:00:00Z start",
+            "2026-12-02T10:00:00.5Z half",
+            "2026-12-02T10:00:00.500000001Z a nanosecond later",
+            "2026-12-02T10:00:01.123456789Z then",
+            "2026-12-02T25:00:01Z not a stamp",
+        ):
+            yield line
+
+
+async def test_the_clusters_stamps_go_out_canonical_and_a_line_without_one_goes_whole() -> None:
+    streams = LogStreams(
+        cluster="c",
+        kube=_KubeletStampsKube(),  # type: ignore[arg-type]
+        inventory=None,  # type: ignore[arg-type]
+        send=lambda _data: asyncio.sleep(0),
+        batch_interval=0,
+    )
+    stream = _Stream(streams, LogOpen(stream_id="s", workload="ns/w"))
+    await stream.read("ns", ("pod", "main"))
+    frame = stream._frame(("pod", "main"), list(stream.buffer), eof=False)
+    assert [(line.timestamp, line.text) for line in frame.lines] == [
+        ("2026-12-02T10:00:00.000000+00:00", "start"),
+        ("2026-12-02T10:00:00.500000+00:00", "half"),
+        ("2026-12-02T10:00:00.500000+00:00", "a nanosecond later"),
+        ("2026-12-02T10:00:01.123456+00:00", "then"),
+        (None, "2026-12-02T25:00:01Z not a stamp"),
+    ]
