@@ -228,7 +228,7 @@ class LogHub:
         if source is None or source.cluster != cluster or source.workload != data.workload:
             self._refuse(cluster, data, "not a stream opened there")
             return
-        text_bytes = sum(len(line.text.encode()) for line in data.lines)
+        text_bytes = len("".join([line.text for line in data.lines]).encode())  # (one encode)
         self.metrics.log_bytes.labels("in").inc(text_bytes)
         bound, generation = self.binding(data.workload)
         kept = bound == cluster and generation is not None

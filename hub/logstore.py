@@ -127,9 +127,9 @@ class LogStore:
             return 0  # (a stream still behind the tip: its next frame is compared again)
         tip.source, tip.source_next = source, seq + len(lines)
         out = []
-        for n, line in enumerate(fresh, start=tip.count + 1):
-            stamp = line.time or ""
-            out.append(f"{n}\t{stamp or '-'}\t{_clean(line.text)}\n")
+        for n, (text, when) in enumerate(fresh, start=tip.count + 1):
+            stamp = when or ""
+            out.append(f"{n}\t{stamp or '-'}\t{_clean(text)}\n")
             if stamp == tip.time:
                 tip.ties += 1
             elif stamp:
