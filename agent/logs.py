@@ -155,6 +155,16 @@ class _Stream:
 
     # readers ---------------------------------------------------------------------------------
 
+    def push_nowait(self, entry: _Entry) -> bool:
+        """Append unless the buffer is full (False: await `push`). A reader calls this first:
+        awaiting a coroutine per line costs ~0.1 µs more than a call, for nothing when the
+        buffer has room (a coroutine that does not wait never yields to the loop)."""
+        if len(self.buffer) >= self.owner.buffer_lines:
+            return False
+        self.buffer.append(entry)
+        self.data.set()
+        return True
+
     async def push(self, entry: _Entry) -> None:
         while len(self.buffer) >= self.owner.buffer_lines:
             self.space.clear()
@@ -212,7 +222,8 @@ class _Stream:
                         timestamps=True,
                         opened=lambda: self._got(key),
                     ):
-                        self._got(key)
+                        if key in self.unread:  # (its first line: no call for the rest)
+                            self._got(key)
                         if skip:
                             skip -= 1  # read before the stream broke (from the start again)
                             continue
@@ -229,8 +240,10 @@ class _Stream:
                             ties += 1
                         elif timestamp is not None:
                             last, ties = timestamp, 1
-                        if self._admit(key, timestamp, text):
-                            await self.push(_Entry(key, count, timestamp, text))
+                        if self.ship is None or self._admit(key, timestamp, text):
+                            entry = _Entry(key, count, timestamp, text)
+                            if not self.push_nowait(entry):
+                                await self.push(entry)
                     break
                 except K8sError as exc:
                     log.info("log %s/%s: %s (attempt %d/5)", key[0], key[1], exc, attempt + 1)
