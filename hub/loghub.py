@@ -49,6 +49,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
+from api.logstamps import stamp_of
 from api.v1alpha1.messages import LogClose, LogData, LogOpen
 from hub.fleet import Fleet
 from hub.lanes import LaneClosedError
@@ -221,19 +222,18 @@ class LogHub:
             if bound != cluster or generation is None or generation != data.generation:
                 self._refuse(cluster, data, "its cluster does not hold that generation")
                 return
-            self._keep(cluster, generation, data, _stamps(data))
+            self._keep(cluster, generation, data)
             return
         source = self._sources.get(data.stream_id)
         if source is None or source.cluster != cluster or source.workload != data.workload:
             self._refuse(cluster, data, "not a stream opened there")
             return
-        text_bytes = sum(len(line.text.encode()) for line in data.lines)
+        text_bytes = len("".join([line.text for line in data.lines]).encode())  # (one encode)
         self.metrics.log_bytes.labels("in").inc(text_bytes)
-        stamps = _stamps(data)
         bound, generation = self.binding(data.workload)
         kept = bound == cluster and generation is not None
         if kept and generation is not None:
-            self._keep(cluster, generation, data, stamps)
+            self._keep(cluster, generation, data)
         if data.lines and data.from_start and data.seq:
             if kept and source.kept_generation in (None, generation):
                 source.kept_generation = generation
@@ -243,7 +243,7 @@ class LogHub:
         if source.ended:
             self._unshare(source)
         # Encoded once, the same bytes queued for every follower.
-        frame = _Frame(data, encode_lines(cluster, data, stamps), text_bytes)
+        frame = _Frame(data, encode_lines(cluster, data), text_bytes)
         for follower in source.followers:
             lost = follower.put(frame)
             if lost:
@@ -259,7 +259,7 @@ class LogHub:
             why,
         )
 
-    def _keep(self, cluster: str, generation: int, data: LogData, stamps: list[str | None]) -> None:
+    def _keep(self, cluster: str, generation: int, data: LogData) -> None:
         """Store what a frame adds to its container's log from the start."""
         if not data.pod:
             if data.shipped and data.eof:
@@ -267,9 +267,7 @@ class LogHub:
             return
         name = StreamName(data.workload, generation, cluster, data.pod, data.container)
         if data.from_start and data.seq and data.lines:
-            lines = [
-                StoredLine(line.text, stamp) for line, stamp in zip(data.lines, stamps, strict=True)
-            ]
+            lines = [StoredLine(line.text, line.timestamp) for line in data.lines]
             self.stored_lines += self.store.append(name, data.stream_id, data.seq, lines)
         if data.unshipped_lines:
             self.store.mark(
@@ -330,7 +328,7 @@ class LogHub:
         since = None
         if request.since_seconds is not None:
             cutoff = datetime.now(UTC) - timedelta(seconds=request.since_seconds)
-            since = cutoff.isoformat(timespec="microseconds")
+            since = stamp_of(cutoff)
         return await asyncio.to_thread(
             self.store.read,
             request.workload,
@@ -510,26 +508,6 @@ def _notes(
     expected[key] = data.seq + len(data.lines)
 
 
-def _stamps(data: LogData) -> list[str | None]:
-    """Each line's timestamp as the store keeps it and the reader gets it (`isoformat` with
-    microseconds)."""
-    stamps = [line.timestamp for line in data.lines]
-    if not stamps or None in stamps:
-        return [_isoformat(stamp) for stamp in stamps]
-    # One call formats the frame's stamps in pydantic's serializer: `isoformat` per line was
-    # a fifth of the hub's time under a log flood. It writes UTC as "Z" and leaves out a
-    # zero fraction; the rest is the same text.
-    text = to_json(stamps).decode()[2:-2].replace("Z", "+00:00")
-    return [
-        stamp if "." in stamp else _isoformat(when)
-        for stamp, when in zip(text.split('","'), stamps, strict=True)
-    ]
-
-
-def _isoformat(when: datetime | None) -> str | None:
-    return when.isoformat(timespec="microseconds") if when is not None else None
-
-
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
@@ -538,7 +516,7 @@ def encode_records(records: list[dict[str, Any]]) -> bytes:
     return "".join(encode(r) + "\n" for r in records).encode()
 
 
-def encode_lines(cluster: str, data: LogData, stamps: list[str | None] | None = None) -> bytes:
+def encode_lines(cluster: str, data: LogData) -> bytes:
     """The frame's lines as the log route sends them, one JSON object a line:
     `{"cluster","pod","container","line","time","seq"}` (time and seq when known). Built by
     hand, once per frame for all its followers: it is most of the hub's work per line."""
@@ -547,12 +525,20 @@ def encode_lines(cluster: str, data: LogData, stamps: list[str | None] | None = 
     quote = _ENCODER.encode
     head = (
         f'{{"cluster":{quote(cluster)},"pod":{quote(data.pod)},'
-        f'"container":{quote(data.container)},"line":'
+        f'"container":{quote(data.container)},"line":"'
     )
-    stamps = stamps if stamps is not None else _stamps(data)
     out = []
-    for n, (line, stamp) in enumerate(zip(data.lines, stamps, strict=True), start=data.seq):
-        when = f',"time":"{stamp}"' if stamp else ""
+    for n, (line, text) in enumerate(zip(data.lines, _quoted(data), strict=True), start=data.seq):
+        # (A stamp is canonical, api.logstamps: nothing in it needs escaping.)
+        when = f',"time":"{line.timestamp}"' if line.timestamp else ""
         seq = f',"seq":{n}' if data.seq else ""
-        out.append(f"{head}{quote(line.text)}{when}{seq}}}\n")
+        out.append(f'{head}{text}"{when}{seq}}}\n')
     return "".join(out).encode()
+
+
+def _quoted(data: LogData) -> list[str]:
+    """Each line's text escaped for a JSON string, without its quotes: the frame's texts in
+    one serializer call (a call per line was the most of `encode_lines`). In the array it
+    writes, `","` occurs only between two strings: a quote inside one is escaped. (A text
+    holds no lone surrogate: the hub's JSON decoding refuses one.)"""
+    return to_json([line.text for line in data.lines]).decode()[2:-2].split('","')

@@ -29,13 +29,14 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, cast
 
-from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from api.codec import pydantic_errors_to_field_errors
 from api.errors import ApiError, FieldError, Path
 from api.k8s.pod import ResourceList
+from api.logstamps import InvalidStampError, all_canonical, canonical_stamp
 from api.meta import (
     Condition,
     Object,
@@ -341,7 +342,11 @@ class WorkloadStatusReport(StrictModel):
 
 
 class LogLine(StrictModel):
-    timestamp: datetime | None = None
+    timestamp: str | None = None
+    """When the cluster says the line was written, as api.logstamps' canonical RFC 3339 text
+    (`2026-12-04T10:00:00.123456+00:00`): compared as a string, never parsed per line. On the
+    wire it is the JSON string it always was (a datetime before): an older agent's form is made
+    canonical by `LogData`, an older hub parses this one into its datetime."""
     text: str
 
 
@@ -377,6 +382,23 @@ class LogData(StrictModel):
     # read yet is not known).
     cut_off_lines: Annotated[int, Field(ge=0)] = 0
     cut_off_bytes: Annotated[int, Field(ge=0)] = 0
+
+    @field_validator("lines")
+    @classmethod
+    def _canonical_stamps(cls, lines: list[LogLine]) -> list[LogLine]:
+        """Every line's stamp in the canonical form: checked for the whole frame in one call
+        (what a current agent sends), made canonical line by line only otherwise (an older
+        agent's datetime JSON); a malformed stamp refuses the frame, naming the line."""
+        stamps = [line.timestamp for line in lines]
+        if None not in stamps and all_canonical(cast("list[str]", stamps)):
+            return lines
+        for n, line in enumerate(lines):
+            if line.timestamp is not None:
+                try:
+                    line.timestamp = canonical_stamp(line.timestamp)
+                except InvalidStampError as exc:
+                    raise ValueError(f"lines[{n}].timestamp: {exc}") from None
+        return lines
 
 
 class OfferRejected(StrictModel):

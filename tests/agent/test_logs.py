@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.book import Book
 from agent.errors import K8sConnectionError
 from agent.inventory import Inventory
 from agent.k8s.client import Kube
-from agent.logs import LogStreams, _Stream
+from agent.logs import LogStreams, _Stream, parse_line
 from agent.records import Cadence, Record, on_offer
+from api.logstamps import stamp_of
 from api.v1alpha1.messages import (
     Hello,
     LogClose,
@@ -24,6 +28,7 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
 )
 from tests.agent.conftest import AgentRunner, FakeHub, eventually, job_source, offer_for, status
+from tests.api.test_logstamps import kubelet_form
 
 
 async def test_following_a_two_pod_workload_streams_both_pods_tagged_and_ends_each_with_eof(
@@ -407,3 +412,59 @@ async def test_the_log_shipper_looks_at_what_finished_not_at_every_held_workload
     finally:
         shipper.cancel()
         await asyncio.gather(shipper, return_exceptions=True)
+
+
+class _KubeletStampsKube:
+    """pod_log as a kubelet prints it: RFC3339Nano (trailing zeros left out), and a line
+    whose first word only looks like a stamp."""
+
+    async def pod_log(self, namespace: str, name: str, **kwargs: object) -> AsyncIterator[str]:
+        for line in (
+            "2026-12-02T10:00:00Z start",
+            "2026-12-02T10:00:00.5Z half",
+            "2026-12-02T10:00:00.500000001Z a nanosecond later",
+            "2026-12-02T10:00:01.123456789Z then",
+            "2026-12-02T25:00:01Z not a stamp",
+        ):
+            yield line
+
+
+async def test_the_clusters_stamps_go_out_canonical_and_a_line_without_one_goes_whole() -> None:
+    streams = LogStreams(
+        cluster="c",
+        kube=_KubeletStampsKube(),  # type: ignore[arg-type]
+        inventory=None,  # type: ignore[arg-type]
+        send=lambda _data: asyncio.sleep(0),
+        batch_interval=0,
+    )
+    stream = _Stream(streams, LogOpen(stream_id="s", workload="ns/w"))
+    await stream.read("ns", ("pod", "main"))
+    frame = stream._frame(("pod", "main"), list(stream.buffer), eof=False)
+    assert [(line.timestamp, line.text) for line in frame.lines] == [
+        ("2026-12-02T10:00:00.000000+00:00", "start"),
+        ("2026-12-02T10:00:00.500000+00:00", "half"),
+        ("2026-12-02T10:00:00.500000+00:00", "a nanosecond later"),
+        ("2026-12-02T10:00:01.123456+00:00", "then"),
+        (None, "2026-12-02T25:00:01Z not a stamp"),
+    ]
+
+
+@given(
+    st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 30)),
+    st.integers(min_value=0, max_value=999),
+)
+def test_a_lines_stamp_is_read_as_the_canonical_stamp_of_its_time(
+    when: datetime, nanos: int
+) -> None:
+    for stamp in (  # kubesim's form (6 digits, the reader's fast path), and RFC3339Nano's
+        when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        kubelet_form(when.replace(tzinfo=UTC), nanos),
+    ):
+        assert parse_line(f"{stamp} the text") == (stamp_of(when), "the text")
+
+
+@pytest.mark.parametrize(
+    "raw", ["2026-12-02T25:00:01.000000Z looks like one", "2026-12-02T10:00:01.000000Zx", "text"]
+)
+def test_a_line_without_a_stamp_is_read_whole(raw: str) -> None:
+    assert parse_line(raw) == (None, raw)

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from api.logstamps import stamp_of
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
     AGENT_TO_HUB,
@@ -130,7 +131,10 @@ EXAMPLES: list[Payload] = [
         cluster="gpu-east",
         pod="sweep-0-xyz",
         container="trial",
-        lines=[LogLine(timestamp=NOW, text="epoch 1 loss=0.3"), LogLine(text="no timestamp")],
+        lines=[
+            LogLine(timestamp=stamp_of(NOW), text="epoch 1 loss=0.3"),
+            LogLine(text="no timestamp"),
+        ],
         dropped=12,
         eof=True,
     ),
@@ -305,7 +309,11 @@ def payloads(draw: st.DrawFn) -> Payload:
             container="main",
             lines=draw(
                 st.lists(
-                    st.builds(LogLine, timestamp=st.none() | times, text=st.text(max_size=40)),
+                    st.builds(
+                        LogLine,
+                        timestamp=st.none() | times.map(stamp_of),
+                        text=st.text(max_size=40),
+                    ),
                     max_size=5,
                 )
             ),

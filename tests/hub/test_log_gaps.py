@@ -75,3 +75,19 @@ def test_lines_the_cluster_never_sent_are_counted_as_a_gap() -> None:
     gaps = [r for r in records if r.get("event") == "dropped"]
     assert [(g["count"], g["reason"]) for g in gaps] == [(15, "not read from the cluster")]
     assert records.index(gaps[0]) == 10  # in place: after line 10, before line 26
+
+
+def test_a_lines_text_reaches_the_reader_as_written_whatever_it_holds() -> None:
+    texts = ['say "hi", "there"', '","', "\\", "", "tab\there, nul\x00, é, 日本", '"', "x"]
+    data = LogData(
+        stream_id="s",
+        workload="vision/train",
+        cluster="west",
+        pod="p",
+        container="main",
+        lines=[LogLine(text=text) for text in texts],
+        seq=1,
+    )
+    records = [json.loads(line) for line in encode_lines("west", data).decode().splitlines()]
+    assert [r["line"] for r in records] == texts
+    assert [r["seq"] for r in records] == list(range(1, len(texts) + 1))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from api.logstamps import stamp_of
 from api.v1alpha1.messages import DispatchOffer, LogData, LogLine, LogOpen, WorkloadPhase
 from hub.loghub import LogRequest
 from tests.hub.service.conftest import ALICE, HubUnderTest, connect_agent, running_hub
@@ -20,7 +21,7 @@ START = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 
 def numbered(first: int, count: int, pod: str = "train-0") -> list[LogLine]:
     return [
-        LogLine(timestamp=START + timedelta(milliseconds=n), text=f"{pod} line {n}")
+        LogLine(timestamp=stamp_of(START + timedelta(milliseconds=n)), text=f"{pod} line {n}")
         for n in range(first, first + count)
     ]
 
