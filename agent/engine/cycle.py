@@ -772,15 +772,11 @@ class _Cycle:
         node = queue.node
         if node.parent is None:
             return False
-        pod_sets = wl.pod_sets
+        totals = wl.total_requests
         used, nominal = node.usage, node.subtree
         # Only the first flavor of each group: the preferred one decides the order, as in Kueue.
         for res, fr in queue.preferred:
-            if len(pod_sets) == 1:
-                ps = pod_sets[0]
-                want = ps.requests.get(res, 0) * ps.count
-            else:
-                want = sum(ps.requests.get(res, 0) * ps.count for ps in pod_sets)
+            want = totals.get(res, 0)
             if want > 0 and used.get(fr, 0) + want > nominal.get(fr, 0):
                 return True
         return False
