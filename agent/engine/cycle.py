@@ -194,6 +194,8 @@ class _Cycle:
         any count tried)."""
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
+        self.queue_gates: dict[LocalQueueKey, PendingReason | None] = {}
+        """Per local queue, the first of its gate and its namespace's (`_workload_gate`)."""
         self.templates: dict[tuple[ClusterQueueName, PendingCode], str] = {}
         """The message templates of `_failure`, per queue and code."""
         self.carry = carry
@@ -351,18 +353,13 @@ class _Cycle:
 
     def _workload_gate(self, wl: Workload, cq: ClusterQueue) -> PendingReason | None:
         """A reason that keeps this workload out of consideration without blocking others."""
+        # Asked for every pending workload a cycle looks at: one lookup by its local queue,
+        # which names the namespace and (routing) the cluster queue too.
         key = wl.local_queue
         try:
-            gate = self.lq_gates[key]
+            gate = self.queue_gates[key]
         except KeyError:
-            gate = self.lq_gates[key] = self._lq_gate(key)
-        if gate is not None:
-            return gate
-        ns_key = (cq.name, wl.namespace)
-        try:
-            gate = self.ns_gates[ns_key]
-        except KeyError:
-            gate = self.ns_gates[ns_key] = self._namespace_gate(cq, wl.namespace)
+            gate = self.queue_gates[key] = self._queue_gate(key, cq, wl.namespace)
         if gate is not None:
             return gate
         if wl.requeue_after is not None and wl.requeue_after > self.now:
@@ -374,6 +371,23 @@ class _Cycle:
                 retry_at=wl.requeue_after,
             )
         return None
+
+    def _queue_gate(
+        self, key: LocalQueueKey, cq: ClusterQueue, namespace: str
+    ) -> PendingReason | None:
+        """The local queue's gate, else its namespace's in `cq` (memoised for `_memoised`)."""
+        try:
+            gate = self.lq_gates[key]
+        except KeyError:
+            gate = self.lq_gates[key] = self._lq_gate(key)
+        if gate is not None:
+            return gate
+        ns_key = (cq.name, namespace)
+        try:
+            return self.ns_gates[ns_key]
+        except KeyError:
+            gate = self.ns_gates[ns_key] = self._namespace_gate(cq, namespace)
+            return gate
 
     def _lq_gate(self, key: LocalQueueKey) -> PendingReason | None:
         lq = self.snap.local_queues[key]

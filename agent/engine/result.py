@@ -221,8 +221,16 @@ class PendingReason:
         filled with `describe(reason)` — by default its shortfalls described — when first
         read. The template is the same for every workload that waits for the same kind of
         thing in one queue, so building the reason writes no text."""
-        reason = cls(code, "", unblock, shortfalls, flavors_tried)
+        # (Every field set once, without `__init__`: a cycle builds one per pending workload.)
+        reason = object.__new__(cls)
+        reason.code = code
         reason._message = None
+        reason.unblock = unblock
+        reason.shortfalls = shortfalls
+        reason.flavors_tried = flavors_tried
+        reason.retry_at = None
+        reason.blocking_workload = None
+        reason.protected = ()
         reason._template = template
         reason._describe = describe
         return reason
