@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
@@ -70,6 +70,7 @@ from agent.engine.result import (
     ProtectedVictim,
     Unblock,
     describe_shortfalls,
+    template,
 )
 from agent.engine.snapshot import (
     Admission,
@@ -99,6 +100,11 @@ _ORDER = attrgetter("order_key")
 _FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
 _STRICT_FIFO = QueueingStrategy.STRICT_FIFO
 _LOWER_OR_NEWER_EQUAL = PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+_NO_MATCHING_FLAVOR = PendingCode.NO_MATCHING_FLAVOR
+_EXCEEDS_MAX_QUOTA = PendingCode.EXCEEDS_MAX_QUOTA
+_NO_PREEMPTION_CANDIDATES = PendingCode.NO_PREEMPTION_CANDIDATES
+_WAITING_FOR_QUOTA = PendingCode.WAITING_FOR_QUOTA
+_QUOTA_CHANGED, _QUOTA_RELEASED = Unblock.QUOTA_CHANGED, Unblock.QUOTA_RELEASED
 
 
 def schedule(snapshot: Snapshot, now: float) -> CycleResult:
@@ -188,6 +194,10 @@ class _Cycle:
         any count tried)."""
         self.lq_gates: dict[LocalQueueKey, PendingReason | None] = {}
         self.ns_gates: dict[tuple[ClusterQueueName, str], PendingReason | None] = {}
+        self.queue_gates: dict[LocalQueueKey, PendingReason | None] = {}
+        """Per local queue, the first of its gate and its namespace's (`_workload_gate`)."""
+        self.templates: dict[tuple[ClusterQueueName, PendingCode], str] = {}
+        """The message templates of `_failure`, per queue and code."""
         self.carry = carry
         self.changed = changed
         self.tails: dict[ClusterQueueName, int] = {}
@@ -343,18 +353,13 @@ class _Cycle:
 
     def _workload_gate(self, wl: Workload, cq: ClusterQueue) -> PendingReason | None:
         """A reason that keeps this workload out of consideration without blocking others."""
+        # Asked for every pending workload a cycle looks at: one lookup by its local queue,
+        # which names the namespace and (routing) the cluster queue too.
         key = wl.local_queue
         try:
-            gate = self.lq_gates[key]
+            gate = self.queue_gates[key]
         except KeyError:
-            gate = self.lq_gates[key] = self._lq_gate(key)
-        if gate is not None:
-            return gate
-        ns_key = (cq.name, wl.namespace)
-        try:
-            gate = self.ns_gates[ns_key]
-        except KeyError:
-            gate = self.ns_gates[ns_key] = self._namespace_gate(cq, wl.namespace)
+            gate = self.queue_gates[key] = self._queue_gate(key, cq, wl.namespace)
         if gate is not None:
             return gate
         if wl.requeue_after is not None and wl.requeue_after > self.now:
@@ -366,6 +371,23 @@ class _Cycle:
                 retry_at=wl.requeue_after,
             )
         return None
+
+    def _queue_gate(
+        self, key: LocalQueueKey, cq: ClusterQueue, namespace: str
+    ) -> PendingReason | None:
+        """The local queue's gate, else its namespace's in `cq` (memoised for `_memoised`)."""
+        try:
+            gate = self.lq_gates[key]
+        except KeyError:
+            gate = self.lq_gates[key] = self._lq_gate(key)
+        if gate is not None:
+            return gate
+        ns_key = (cq.name, namespace)
+        try:
+            return self.ns_gates[ns_key]
+        except KeyError:
+            gate = self.ns_gates[ns_key] = self._namespace_gate(cq, namespace)
+            return gate
 
     def _lq_gate(self, key: LocalQueueKey) -> PendingReason | None:
         lq = self.snap.local_queues[key]
@@ -764,15 +786,11 @@ class _Cycle:
         node = queue.node
         if node.parent is None:
             return False
-        pod_sets = wl.pod_sets
+        totals = wl.total_requests
         used, nominal = node.usage, node.subtree
         # Only the first flavor of each group: the preferred one decides the order, as in Kueue.
         for res, fr in queue.preferred:
-            if len(pod_sets) == 1:
-                ps = pod_sets[0]
-                want = ps.requests.get(res, 0) * ps.count
-            else:
-                want = sum(ps.requests.get(res, 0) * ps.count for ps in pod_sets)
+            want = totals.get(res, 0)
             if want > 0 and used.get(fr, 0) + want > nominal.get(fr, 0):
                 return True
         return False
@@ -914,41 +932,23 @@ class _Cycle:
                 shortfalls,
                 tried,
             )
+        # Most pending workloads of a cycle end here, each with a reason of its own: its
+        # message is written only when read, from a template kept per queue and code.
         if a.no_flavor:
-            detail = "; ".join(f"{t.flavor or '-'}: {t.reason}" for t in tried)
-            return PendingReason(
-                PendingCode.NO_MATCHING_FLAVOR,
-                f"no flavor of {cq.name} matches: {detail}",
-                Unblock.QUOTA_CHANGED,
-                shortfalls,
-                tried,
-            )
-        text = describe_shortfalls(a.shortfalls)
-        if a.exceeds_max:
-            return PendingReason(
-                PendingCode.EXCEEDS_MAX_QUOTA,
-                f"request exceeds what {cq.name} can ever use: {text}",
-                Unblock.QUOTA_CHANGED,
-                shortfalls,
-                tried,
-            )
-        if a.mode is _PREEMPT or a.no_candidates:
-            return PendingReason(
-                PendingCode.NO_PREEMPTION_CANDIDATES,
-                f"{text}; no workload may be preempted for it under {cq.name}'s policy",
-                Unblock.QUOTA_RELEASED,
-                shortfalls,
-                tried,
-            )
-        return PendingReason(
-            PendingCode.WAITING_FOR_QUOTA,
-            f"{text}; waits for running workloads in {cq.name}"
-            + (f" or cohort {cq.cohort}" if cq.cohort else "")
-            + " to finish",
-            Unblock.QUOTA_RELEASED,
-            shortfalls,
-            tried,
-        )
+            code = _NO_MATCHING_FLAVOR
+            unblock = _QUOTA_CHANGED
+            describe: Callable[[PendingReason], str] | None = _flavors_detail
+        elif a.exceeds_max:
+            code, unblock, describe = _EXCEEDS_MAX_QUOTA, _QUOTA_CHANGED, None
+        elif a.mode is _PREEMPT or a.no_candidates:
+            code, unblock, describe = _NO_PREEMPTION_CANDIDATES, _QUOTA_RELEASED, None
+        else:
+            code, unblock, describe = _WAITING_FOR_QUOTA, _QUOTA_RELEASED, None
+        key = (cq.name, code)
+        text = self.templates.get(key)
+        if text is None:
+            text = self.templates[key] = _failure_template(code, cq)
+        return PendingReason.about_shortfalls(code, text, unblock, shortfalls, tried, describe)
 
     def run(self) -> CycleResult:
         self._load_admitted()  # 1
@@ -1086,6 +1086,24 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
             if (current := self.get(key)) is not None
             and (key in changed or previous.get(key) != current)
         )
+
+
+def _failure_template(code: PendingCode, cq: ClusterQueue) -> str:
+    """The message of a `_failure` of this code in this queue, as a template for the
+    shortfalls' description (or, for no matching flavor, the flavors' details)."""
+    name = template(cq.name)
+    if code is _NO_MATCHING_FLAVOR:
+        return f"no flavor of {name} matches: {{}}"
+    if code is _EXCEEDS_MAX_QUOTA:
+        return f"request exceeds what {name} can ever use: {{}}"
+    if code is _NO_PREEMPTION_CANDIDATES:
+        return f"{{}}; no workload may be preempted for it under {name}'s policy"
+    cohort = f" or cohort {template(cq.cohort)}" if cq.cohort else ""
+    return f"{{}}; waits for running workloads in {name}{cohort} to finish"
+
+
+def _flavors_detail(reason: PendingReason) -> str:
+    return "; ".join(f"{t.flavor or '-'}: {t.reason}" for t in reason.flavors_tried)
 
 
 def _seconds(t: float) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent.engine.quota import QuotaNode, QuotaTree
 from agent.engine.result import FlavorAttempt, Shortfall
@@ -71,26 +71,41 @@ class PodSetFlavors:
     usage: dict[ResourceName, int]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Assignment:
     """The outcome of flavor assignment for one workload (mutable, cycle-internal)."""
 
-    pod_sets: list[PodSetFlavors] = field(default_factory=list)
-    mode: Mode = Mode.FIT
-    borrowing: bool = False
-    usage: dict[FlavorResource, int] = field(default_factory=dict)
-    needs_preemption: set[FlavorResource] = field(default_factory=set)
-    shortfalls: list[Shortfall] = field(default_factory=list)
-    attempts: list[FlavorAttempt] = field(default_factory=list)
-    exceeds_max: bool = False
+    pod_sets: list[PodSetFlavors]
+    mode: Mode
+    borrowing: bool
+    usage: dict[FlavorResource, int]
+    needs_preemption: set[FlavorResource]
+    shortfalls: list[Shortfall]
+    attempts: list[FlavorAttempt]
+    exceeds_max: bool
     """Some cell cannot fit even if nothing else ran."""
-    no_flavor: bool = False
+    no_flavor: bool
     """Some pod set had no flavor whose labels/taints match (or an undeclared resource)."""
-    no_candidates: bool = False
+    no_candidates: bool
     """Some flavor needed preemption but had no workload that may be preempted."""
-    topology_reason: str | None = None
+    topology_reason: str | None
     """Quota fits (or preemption would make it), but the pods cannot be placed in the
     flavor's topology: why (set by the cycle after the placement)."""
+
+    def __init__(self) -> None:
+        # Written out: one is built for every pending workload a cycle looks at, and the
+        # generated `__init__` of default factories costs twice this.
+        self.pod_sets = []
+        self.mode = _FIT
+        self.borrowing = False
+        self.usage = {}
+        self.needs_preemption = set()
+        self.shortfalls = []
+        self.attempts = []
+        self.exceeds_max = False
+        self.no_flavor = False
+        self.no_candidates = False
+        self.topology_reason = None
 
 
 def flavor_mismatch(flavor: ResourceFlavor, ps: PodSet) -> str | None:
@@ -255,6 +270,7 @@ def assign_flavors(
     attempts = out.attempts
     groups = queue.groups
     available = tree.available
+    potentials = node.potential  # (`potential_available`'s own memo, read first)
     for idx, ps in enumerate(wl.pod_sets):
         count = ps.count if counts is None else counts[idx]
         per_pod: Mapping[ResourceName, int] = ps.requests
@@ -317,7 +333,9 @@ def assign_flavors(
                         if node.usage.get(fr, 0) + val > subtree.get(fr, 0):
                             fborrow = True
                         continue
-                    potential = tree.potential_available(node, fr)
+                    potential = potentials.get(fr)
+                    if potential is None:
+                        potential = tree.potential_available(node, fr)
                     shortfalls.append(Shortfall(fname, res, val, avail, potential))
                     # Kueue: a workload may preempt for a cell if its request fits the
                     # queue's nominal quota, or it may preempt while borrowing
@@ -325,14 +343,14 @@ def assign_flavors(
                     if val > potential:
                         exceeds = True
                         fmode = _NO_FIT
-                    elif queue.may_preempt and (
-                        val <= subtree.get(fr, 0) or queue.may_borrow_preempt or queue.deep
-                    ):
+                        continue
+                    own = subtree.get(fr, 0)
+                    if queue.may_preempt and (val <= own or queue.may_borrow_preempt or queue.deep):
                         if fmode is _FIT:
                             fmode = _PREEMPT
                         needs.add(fr)
                         # As Kueue: preempting borrows if the request alone exceeds nominal.
-                        if val > subtree.get(fr, 0):
+                        if val > own:
                             fborrow = True
                     else:
                         fmode = _NO_FIT
@@ -363,7 +381,7 @@ def assign_flavors(
                     continue
                 if fmode is _NO_FIT:
                     group_shortfalls.extend(shortfalls)
-                    attempts.append(FlavorAttempt(ps.name, fname, shortfalls=tuple(shortfalls)))
+                    attempts.append(FlavorAttempt(ps.name, fname, "", tuple(shortfalls)))
                     continue
                 rank = queue.ranks[(fmode, fborrow)]
                 if fmode is _FIT:

@@ -11,15 +11,16 @@ Pending reasons are shared objects: every workload that waits for the same thing
 cluster queue points at one reason, so a cycle over 50,000 pending workloads costs a dict
 insert per workload, not an object. Where a reason is a workload's own (its request is in
 it), it is built with its shortfalls and flavor attempts for every such workload a cycle
-looks at: these three are named tuples, immutable as the frozen dataclasses beside them and
-built in a fifth of the time (a frozen dataclass sets each field through
-`object.__setattr__`).
+looks at, and its message is written only when read (`PendingReason.about_shortfalls`).
+Shortfalls and flavor attempts are named tuples, immutable as the frozen dataclasses beside
+them and built in a fifth of the time (a frozen dataclass sets each field through
+`object.__setattr__`); a reason is a slotted class, never changed once built.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -48,6 +49,7 @@ __all__ = [
     "Unblock",
     "describe_shortfalls",
     "fmt",
+    "template",
 ]
 
 
@@ -160,16 +162,140 @@ class ProtectedVictim:
     """When its protection ends (its admission time plus its queue's minAdmitSeconds)."""
 
 
-class PendingReason(NamedTuple):
-    code: PendingCode
-    message: str
-    unblock: Unblock
-    shortfalls: tuple[Shortfall, ...] = ()
-    flavors_tried: tuple[FlavorAttempt, ...] = ()
-    retry_at: float | None = None
-    blocking_workload: WorkloadId | None = None
-    protected: tuple[ProtectedVictim, ...] = ()
-    """PreemptionProtected: the protected victims of the plan that would make room."""
+class PendingReason:
+    """Why a workload waits: a code, a message a user can read, what would unblock it, and
+    the details behind it. Shared by every workload that waits for the same thing, so never
+    changed once built (a value: equal when every field is).
+
+    A reason built by `about_shortfalls` writes its message only when it is first read: a
+    cycle gives most of its pending workloads such a reason of their own (their amounts are
+    in it), and a reason's message is read only when the agent reports it."""
+
+    __slots__ = (
+        "_describe",
+        "_message",
+        "_template",
+        "blocking_workload",
+        "code",
+        "flavors_tried",
+        "protected",
+        "retry_at",
+        "shortfalls",
+        "unblock",
+    )
+
+    def __init__(
+        self,
+        code: PendingCode,
+        message: str,
+        unblock: Unblock,
+        shortfalls: tuple[Shortfall, ...] = (),
+        flavors_tried: tuple[FlavorAttempt, ...] = (),
+        retry_at: float | None = None,
+        blocking_workload: WorkloadId | None = None,
+        protected: tuple[ProtectedVictim, ...] = (),
+    ) -> None:
+        self.code = code
+        self._message: str | None = message
+        self.unblock = unblock
+        self.shortfalls = shortfalls
+        self.flavors_tried = flavors_tried
+        self.retry_at = retry_at
+        self.blocking_workload = blocking_workload
+        self.protected = protected
+        """PreemptionProtected: the protected victims of the plan that would make room."""
+        self._template = ""
+        self._describe: Callable[[PendingReason], str] | None = None
+
+    @classmethod
+    def about_shortfalls(
+        cls,
+        code: PendingCode,
+        template: str,
+        unblock: Unblock,
+        shortfalls: tuple[Shortfall, ...],
+        flavors_tried: tuple[FlavorAttempt, ...],
+        describe: Callable[[PendingReason], str] | None = None,
+    ) -> PendingReason:
+        """A reason whose message is `template` (a `str.format` template with one field)
+        filled with `describe(reason)` — by default its shortfalls described — when first
+        read. The template is the same for every workload that waits for the same kind of
+        thing in one queue, so building the reason writes no text."""
+        # (Every field set once, without `__init__`: a cycle builds one per pending workload.)
+        reason = object.__new__(cls)
+        reason.code = code
+        reason._message = None
+        reason.unblock = unblock
+        reason.shortfalls = shortfalls
+        reason.flavors_tried = flavors_tried
+        reason.retry_at = None
+        reason.blocking_workload = None
+        reason.protected = ()
+        reason._template = template
+        reason._describe = describe
+        return reason
+
+    @property
+    def message(self) -> str:
+        text = self._message
+        if text is None:
+            describe = self._describe
+            if describe is None:
+                filler = describe_shortfalls(self.shortfalls)
+            else:
+                filler = describe(self)
+            text = self._message = self._template.format(filler)
+        return text
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.code,
+            self.message,
+            self.unblock,
+            self.shortfalls,
+            self.flavors_tried,
+            self.retry_at,
+            self.blocking_workload,
+            self.protected,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        if not isinstance(other, PendingReason):
+            return NotImplemented
+        if self.code != other.code or self.shortfalls != other.shortfalls:
+            return False
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={value!r}"
+            for name, value in zip(
+                (
+                    "code",
+                    "message",
+                    "unblock",
+                    "shortfalls",
+                    "flavors_tried",
+                    "retry_at",
+                    "blocking_workload",
+                    "protected",
+                ),
+                self._key(),
+                strict=True,
+            )
+        )
+        return f"PendingReason({fields})"
+
+
+def template(text: str) -> str:
+    """`text` as a literal part of a `PendingReason.about_shortfalls` template (its braces
+    doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 @dataclass(frozen=True, slots=True)

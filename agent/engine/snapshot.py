@@ -469,6 +469,9 @@ class Workload:
     queued_here_at: float = field(init=False, repr=False, compare=False)
     """Since when it waits in this cluster's queue (preemption protection compares
     admissions against it): a workload may wait at the hub before it is offered here."""
+    total_requests: Mapping[ResourceName, int] = field(init=False, repr=False, compare=False)
+    """Per resource, what all its pods ask for together (milli-units): the cycle orders a
+    queue's head by whether it would borrow, which reads this for every pending workload."""
 
     def __post_init__(self) -> None:
         # Precomputed once per workload object, so a cycle over 50,000 pending workloads
@@ -496,6 +499,11 @@ class Workload:
         )
         object.__setattr__(self, "shape", _one_of_each_shape(shape))
         object.__setattr__(self, "shape_hash", hash(shape))
+        totals: dict[ResourceName, int] = {}
+        for ps in self.pod_sets:
+            for res, amount in ps.requests.items():
+                totals[res] = totals.get(res, 0) + amount * ps.count
+        object.__setattr__(self, "total_requests", totals)
         arrived, queued = self.arrived_at, self.queue_timestamp
         object.__setattr__(
             self, "queued_here_at", queued if arrived is None or arrived < queued else arrived

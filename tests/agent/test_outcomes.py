@@ -183,7 +183,7 @@ def test_a_new_message_held_back_by_the_cadence_is_looked_at_until_it_is_reporte
     _, step = next(outcomes.waiting_steps({key: first}, reported, NOW, CADENCE))
     assert step.record is not None
     live: dict[str, Record] = {key: step.record}
-    moved = WAITING._replace(message="waits for cpu (12 ahead)")
+    moved = PendingReason(WAITING.code, "waits for cpu (12 ahead)", WAITING.unblock)
     # The engine names it changed once; the cadence holds the new message back.
     once = CycleResult(now=NOW + 1, pending={key: moved}, pending_changed=frozenset({key}))
     assert list(outcomes.waiting_steps(live, once, NOW + 1, CADENCE)) == []

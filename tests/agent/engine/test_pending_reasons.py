@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent.engine.result import PendingCode, Shortfall, Unblock
+from agent.engine.result import PendingCode, PendingReason, Shortfall, Unblock
 from agent.engine.snapshot import ClusterQueueName, FlavorName, ResourceFlavor, ResourceName
 from tests.builders import cohort, cq, flavor, reason_of, run, snapshot, wl
 
@@ -146,3 +146,18 @@ def test_a_misconfigured_queue_admits_nothing_and_says_why() -> None:
     reason = reason_of(run(snap), "w")
     assert reason.code is PendingCode.MISCONFIGURED
     assert "exactly the covered resources" in reason.message
+
+
+def test_a_reason_written_when_read_equals_the_same_reason_written_out() -> None:
+    short = (Shortfall(FlavorName("default"), ResourceName("cpu"), 2500, 1000, 6000),)
+    lazy = PendingReason.about_shortfalls(
+        PendingCode.WAITING_FOR_QUOTA, "{}; waits in {{a}}", Unblock.QUOTA_RELEASED, short, ()
+    )
+    text = "insufficient unused quota for cpu in flavor default, 1500m more needed; waits in {a}"
+    eager = PendingReason(PendingCode.WAITING_FOR_QUOTA, text, Unblock.QUOTA_RELEASED, short)
+    assert lazy == eager and hash(lazy) == hash(eager)
+    assert lazy.message == text
+    assert lazy != PendingReason(
+        PendingCode.WAITING_FOR_QUOTA, "other", Unblock.QUOTA_RELEASED, short
+    )
+    assert "1500m more needed" in repr(lazy)
