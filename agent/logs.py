@@ -337,6 +337,10 @@ class _Stream:
             # streams): done here, not in a task of its own.
             self._start_readers(namespace, name)
             self._discovered()
+            if self.readers:
+                # Nothing to send before a reader passes a line on or ends, which wakes the
+                # sender: it need not wake for the discovery too (no reader ran yet).
+                self.data.clear()
         try:
             while True:
                 await self.data.wait()
