@@ -262,28 +262,39 @@ class _Stream:
             self.ended.append(key)
             self.data.set()
 
-    async def discover(self, namespace: str, name: str) -> None:
+    def _start_readers(self, namespace: str, name: str) -> None:
+        """A reader for every container of the workload's pods that started and has none."""
         req = self.request
-        while True:
-            for pod in self.owner.inventory.workload_pods(namespace, name):
-                pod_name = str((pod.get("metadata") or {}).get("name"))
-                if req.pod is not None and pod_name != req.pod:
+        for pod in self.owner.inventory.workload_pods(namespace, name):
+            pod_name = str((pod.get("metadata") or {}).get("name"))
+            if req.pod is not None and pod_name != req.pod:
+                continue
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                cname = str(c.get("name"))
+                if req.container is not None and cname != req.container:
                     continue
-                for c in (pod.get("spec") or {}).get("containers") or []:
-                    cname = str(c.get("name"))
-                    if req.container is not None and cname != req.container:
-                        continue
-                    key = (pod_name, cname)
-                    if key in self.readers or not _started(pod, cname):
-                        continue
-                    self.unread.add(key)
-                    self.readers[key] = asyncio.create_task(self.read(namespace, key))
-            if not req.follow or self.owner.finished(req.workload):
-                # Without follow, what has started now is what there is; with follow, once
-                # the workload is finished no pod will come or start any more.
-                self.discovery_done = True
-                self._got(("", ""))
-                self.data.set()
+                key = (pod_name, cname)
+                if key in self.readers or not _started(pod, cname):
+                    continue
+                self.unread.add(key)
+                self.readers[key] = asyncio.create_task(self.read(namespace, key))
+
+    def _discovered(self) -> bool:
+        """Whether no reader can come any more (then the stream is told so): without follow,
+        what has started now is what there is; with follow, once the workload is finished
+        no pod will come or start any more."""
+        if self.request.follow and not self.owner.finished(self.request.workload):
+            return False
+        self.discovery_done = True
+        self._got(("", ""))
+        self.data.set()
+        return True
+
+    async def discover(self, namespace: str, name: str) -> None:
+        """Keeps starting readers as the workload's containers start, until none can come."""
+        while True:
+            self._start_readers(namespace, name)
+            if self._discovered():
                 return
             await asyncio.sleep(self.owner.poll_interval)
 
@@ -305,7 +316,9 @@ class _Stream:
             container=key[1],
             lines=_LINES.validate_python(
                 [{"timestamp": e.timestamp, "text": e.text} for e in entries]
-            ),
+            )
+            if entries
+            else [],
             eof=eof,
             seq=seq,
             from_start=self.from_start,
@@ -349,7 +362,18 @@ class _Stream:
 
     async def run(self) -> None:
         namespace, name = self.request.workload.split("/", 1)
-        discovery = asyncio.create_task(self.discover(namespace, name))
+        discovery: asyncio.Task[None] | None = None
+        if self.request.follow:
+            discovery = asyncio.create_task(self.discover(namespace, name))
+        else:
+            # One look is all there is to discovery (a ship of every finished workload, most
+            # streams): done here, not in a task of its own.
+            self._start_readers(namespace, name)
+            self._discovered()
+            if self.readers:
+                # Nothing to send before a reader passes a line on or ends, which wakes the
+                # sender: it need not wake for the discovery too (no reader ran yet).
+                self.data.clear()
         try:
             while True:
                 await self.data.wait()
@@ -382,13 +406,13 @@ class _Stream:
                     await self._send(self._frame(("", ""), [], eof=True))  # stream done
                     return
         finally:
-            discovery.cancel()
-            tasks = [discovery, *self.readers.values()]
+            tasks = [t for t in (discovery, *self.readers.values()) if t is not None]
             for task in tasks:
                 task.cancel()
             # asyncio.wait never swallows a cancellation of this task (suppressing
             # CancelledError around `await task` would).
-            await asyncio.wait(tasks)
+            if tasks:
+                await asyncio.wait(tasks)
 
 
 class LogStreams:

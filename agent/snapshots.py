@@ -474,6 +474,9 @@ class SnapshotCache:
                     priorities=self._priorities,
                     preempting=sticky,
                     arrived_at=item.offered_at or None,
+                    pod_sets=cached.engine.pod_sets
+                    if cached is not None and cached.workload.spec is wl.spec
+                    else None,
                 ),
                 self._scores,
             )

@@ -260,9 +260,12 @@ def workload_from_api(
     priorities: Mapping[str, int] | None = None,
     preempting: bool = False,
     arrived_at: float | None = None,
+    pod_sets: tuple[PodSet, ...] | None = None,
 ) -> Workload:
     """The engine's view of a Workload; `priorities` maps priority class names to values;
-    `arrived_at` is when this cluster got it (the api does not record it)."""
+    `arrived_at` is when this cluster got it (the api does not record it). `pod_sets`: the
+    ones an earlier conversion made of this very `spec` object (the pod sets are the spec's
+    alone, and a workload whose status changes keeps its spec), so they are not made again."""
     meta = obj.metadata
     spec = obj.spec
     status = obj.status
@@ -270,7 +273,8 @@ def workload_from_api(
     priority = spec.priority
     if priority is None and spec.priority_class_name and priorities:
         priority = priorities.get(spec.priority_class_name)
-    pod_sets = tuple(_pod_set(ps) for ps in spec.pod_sets)
+    if pod_sets is None:
+        pod_sets = tuple(_pod_set(ps) for ps in spec.pod_sets)
     conditions = status.conditions if status else []
     admission = None
     admitted_at = None

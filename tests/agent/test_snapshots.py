@@ -47,6 +47,31 @@ def test_a_workload_is_converted_once_and_again_only_when_its_status_is_replaced
     assert again.admission.total == admit.admission.total
 
 
+def test_a_workload_converted_again_for_its_status_keeps_its_pod_sets_until_its_spec_changes() -> (
+    None
+):
+    cache = SnapshotCache()
+    cfg = config()
+    held = {"team-a/job-a": held_record("a")}
+    snap = cache.build(cfg, held)
+    [wl] = snap.workloads.values()
+    [admit] = schedule(snap, 100.0).admitted
+    held["team-a/job-a"] = admitted(held["team-a/job-a"], admit.admission)
+    again = cache.build(cfg, held).workloads[wl.id]
+    assert again.admission is not None and again.pod_sets is wl.pod_sets
+
+    record = held["team-a/job-a"]
+    spec = record.workload.spec
+    bigger = spec.model_copy(
+        update={"pod_sets": [spec.pod_sets[0].model_copy(update={"count": 3})]}
+    )
+    held["team-a/job-a"] = replace(
+        record, workload=record.workload.model_copy(update={"spec": bigger})
+    )
+    resized = cache.build(cfg, held).workloads[wl.id]
+    assert [ps.count for ps in resized.pod_sets] == [3]
+
+
 def test_finished_workloads_hold_no_quota_and_a_new_config_reconverts() -> None:
     cache = SnapshotCache()
     held = {
