@@ -72,7 +72,9 @@ async def test_a_preempted_workloads_jobs_go_at_once_and_its_lines_reach_the_hub
     await agents.start()
     await hub.wait_for(lambda p: isinstance(p, Hello))
     # What it prints as it is stopped (SIGTERM) is shipped too: the ship follows its log.
-    script = "trap 'echo low-bye; exit 0' TERM; echo low-1; echo low-2; sleep 60 & wait"
+    # It takes 4 s to stop, so its ship cannot end before the Jobs are seen gone (its few
+    # lines alone would fit the sockets' buffers even while the hub does not read).
+    script = "trap 'echo low-bye; sleep 4; exit 0' TERM; echo low-1; echo low-2; sleep 60 & wait"
     low = offer_for(job_source("low", cpu="2", script=script), priority=1)
     key = f"team-a/{low.workload.metadata.name}"
     await hub.offer(low)
