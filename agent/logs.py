@@ -53,12 +53,7 @@ from agent.errors import HubUnreachableError, K8sError
 from agent.inventory import Inventory
 from agent.k8s.client import JsonObject, Kube
 from agent.records import Record
-from api.logstamps import (
-    MICROSECONDS_Z_LENGTH,
-    InvalidStampError,
-    canonical_stamp,
-    microseconds_z_pattern,
-)
+from api.logstamps import InvalidStampError, canonical_stamp
 from api.v1alpha1.messages import LogClose, LogData, LogLine, LogOpen
 
 __all__ = ["LogStreams", "parse_line"]
@@ -66,7 +61,6 @@ __all__ = ["LogStreams", "parse_line"]
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (pod, container)
-_microseconds_z = microseconds_z_pattern().fullmatch
 SHIP_PREFIX = "ship/"
 """Stream ids of shipped streams start with this (the hub opens none like it)."""
 
@@ -76,8 +70,6 @@ def parse_line(raw: str) -> tuple[str | None, str]:
     back canonical (api.logstamps: compared as text from here on, never parsed); a line
     without a stamp that reads as one comes back whole, stamped None."""
     stamp, sep, text = raw.partition(" ")
-    if len(stamp) == MICROSECONDS_Z_LENGTH and _microseconds_z(stamp):
-        return stamp[:26] + "+00:00", text  # (kubesim's form, and often a kubelet's: first)
     if sep:
         try:
             return canonical_stamp(stamp), text
