@@ -41,10 +41,11 @@ def _queue(name: str, nominal_cpu: str) -> dict[str, Any]:
     )
 
 
-def _setup() -> list[dict[str, Any]]:
-    local_queues = [kueue_local_queue(f"team-{team}", f"team-{team}") for team in ("a", "b")]
+def _to_both_clusters(queue: str, cluster_queues: list[str]) -> list[dict[str, Any]]:
+    """A ClusterSet of both clusters and the GlobalQueue `queue` that sends these cluster
+    queues' work to it."""
     api = "multiq.dev/v1alpha1"
-    routing = [
+    return [
         {
             "apiVersion": api,
             "kind": "ClusterSet",
@@ -54,10 +55,15 @@ def _setup() -> list[dict[str, Any]]:
         {
             "apiVersion": api,
             "kind": "GlobalQueue",
-            "metadata": {"name": "research"},
-            "spec": {"clusterSet": "both", "clusterQueues": ["team-a", "team-b"]},
+            "metadata": {"name": queue},
+            "spec": {"clusterSet": "both", "clusterQueues": cluster_queues},
         },
     ]
+
+
+def _setup() -> list[dict[str, Any]]:
+    local_queues = [kueue_local_queue(f"team-{team}", f"team-{team}") for team in ("a", "b")]
+    routing = _to_both_clusters("research", ["team-a", "team-b"])
     # Per cluster the cohort holds 3 CPUs: A owns 1, B owns 2 and lends them while idle.
     return [_queue("team-a", "1"), _queue("team-b", "2"), *local_queues, *routing]
 
@@ -113,21 +119,7 @@ def _priority_setup() -> list[dict[str, Any]]:
         for name, value in (("low", 0), ("high", 100))
     ]
     local = kueue_local_queue("team-p", "team-p")
-    api = "multiq.dev/v1alpha1"
-    routing = [
-        {
-            "apiVersion": api,
-            "kind": "ClusterSet",
-            "metadata": {"name": "both"},
-            "spec": {"clusters": list(CLUSTERS)},
-        },
-        {
-            "apiVersion": api,
-            "kind": "GlobalQueue",
-            "metadata": {"name": "urgent"},
-            "spec": {"clusterSet": "both", "clusterQueues": ["team-p"]},
-        },
-    ]
+    routing = _to_both_clusters("urgent", ["team-p"])
     return [queue, *classes, local, *routing]
 
 
