@@ -61,6 +61,10 @@ class Mode(enum.IntEnum):
 # its Enum class costs about ten times a global lookup, and assignment compares modes for
 # every pending workload of every cycle.
 _FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
+# The shortfall and flavor attempt of most pending workloads of every cycle are built through
+# `tuple.__new__`: the same named tuple as calling the class, without the Python-level
+# `__new__` a named tuple gets (a frame and an argument tuple less).
+_new = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -149,6 +153,8 @@ _RANKS = {
 
 
 _Option = tuple[FlavorName, ResourceFlavor | None, bool]
+_Best = tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource] | None]
+"""The flavor chosen so far: rank, mode, borrowing, name, shortfalls, cells to preempt in."""
 
 
 def group_index(cq: ClusterQueue) -> dict[ResourceName, int]:
@@ -297,12 +303,13 @@ def assign_flavors(
         psf = PodSetFlavors(ps.name, count, {}, {})
         screen = ps.topology is not None or (excluded is not None and idx in excluded)
         for gi, resources in by_group.items():
-            best: tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource]] | None
-            best = None
+            best: _Best | None = None
             group_shortfalls: list[Shortfall] = []
             exceeds = False
-            # Flavors that would do but did not stop the search: attempts unless chosen.
-            considered: list[tuple[FlavorName, Mode, list[Shortfall]]] = []
+            # Flavors that would do but did not stop the search: attempts unless chosen. (This
+            # and a flavor's `needs` are made when first added to: most evaluations of a
+            # cycle add nothing.)
+            considered: list[tuple[FlavorName, Mode, list[Shortfall]]] | None = None
             any_matching = False
             options = queue.options[gi]
             for fname, spec, screens in options:
@@ -318,7 +325,7 @@ def assign_flavors(
                 fmode = _FIT
                 fborrow = False
                 shortfalls: list[Shortfall] = []
-                needs: set[FlavorResource] = set()
+                needs: set[FlavorResource] | None = None
                 for res in resources:
                     fr = (fname, res)
                     if fr not in nominal:
@@ -336,7 +343,7 @@ def assign_flavors(
                     potential = potentials.get(fr)
                     if potential is None:
                         potential = tree.potential_available(node, fr)
-                    shortfalls.append(Shortfall(fname, res, val, avail, potential))
+                    shortfalls.append(_new(Shortfall, (fname, res, val, avail, potential)))
                     # Kueue: a workload may preempt for a cell if its request fits the
                     # queue's nominal quota, or it may preempt while borrowing
                     # (borrowWithinCohort), or a deeper cohort tree may hold the room.
@@ -348,7 +355,10 @@ def assign_flavors(
                     if queue.may_preempt and (val <= own or queue.may_borrow_preempt or queue.deep):
                         if fmode is _FIT:
                             fmode = _PREEMPT
-                        needs.add(fr)
+                        if needs is None:
+                            needs = {fr}
+                        else:
+                            needs.add(fr)
                         # As Kueue: preempting borrows if the request alone exceeds nominal.
                         if val > own:
                             fborrow = True
@@ -363,7 +373,7 @@ def assign_flavors(
                             (fname, r): per_pod[r] * count + usage.get((fname, r), 0)
                             for r in resources
                         },
-                        needs,
+                        needs or set(),
                     )
                 ):
                     # Kueue's preemption oracle: a flavor where no workload may be preempted
@@ -381,7 +391,7 @@ def assign_flavors(
                     continue
                 if fmode is _NO_FIT:
                     group_shortfalls.extend(shortfalls)
-                    attempts.append(FlavorAttempt(ps.name, fname, "", tuple(shortfalls)))
+                    attempts.append(_new(FlavorAttempt, (ps.name, fname, "", tuple(shortfalls))))
                     continue
                 rank = queue.ranks[(fmode, fborrow)]
                 if fmode is _FIT:
@@ -393,7 +403,10 @@ def assign_flavors(
                     break
                 if best is None or rank > best[0]:
                     best = (rank, fmode, fborrow, fname, shortfalls, needs)
-                considered.append((fname, fmode, shortfalls))
+                if considered is None:
+                    considered = [(fname, fmode, shortfalls)]
+                else:
+                    considered.append((fname, fmode, shortfalls))
             if best is None:
                 out.mode = _NO_FIT
                 if not any_matching:
@@ -403,7 +416,7 @@ def assign_flavors(
                     out.exceeds_max = True
                 continue
             _, fmode, fborrow, fname, shortfalls, needs = best
-            for other, mode, lacking in considered:
+            for other, mode, lacking in considered or ():
                 if other == fname:
                     continue
                 attempts.append(

@@ -252,7 +252,8 @@ class QuotaTree:
         if limit is not None:
             stored = node.subtree.get(fr, 0) - guaranteed
             used_in_parent = used - guaranteed if used > guaranteed else 0
-            from_parent = min(from_parent, stored - used_in_parent + limit)
+            room = stored - used_in_parent + limit
+            from_parent = room if room < from_parent else from_parent  # (`min`, without a call)
         return (guaranteed - used if guaranteed > used else 0) + from_parent
 
     @staticmethod
