@@ -656,6 +656,9 @@ class _Cycle:
             heads: list[tuple[EntryKey, Workload, ClusterQueue]] = []
             fair = self.snap.config.fair_sharing is not None
             still: list[ClusterQueueName] = []
+            # (Every pending workload passes here once per cycle: what the loop reads of the
+            # cycle is read once per round.)
+            failed, pending, workload_gate = self.failed, self.pending, self._workload_gate
             for name in active:
                 bucket = queues[name]
                 cq = cqs[name]
@@ -665,18 +668,18 @@ class _Cycle:
                 while i < len(bucket):
                     wl = bucket[i]
                     i += 1
-                    gate = self._workload_gate(wl, cq)
+                    gate = workload_gate(wl, cq)
                     if gate is not None:
-                        self.pending[wl.id] = gate
+                        pending[wl.id] = gate
                         continue
-                    cached = self.failed.get((name, wl.shape_hash))
+                    cached = failed.get((name, wl.shape_hash))
                     if (
                         cached is not None
                         and (cached[0] is wl.shape or cached[0] == wl.shape)
                         and wl.queued_here_at >= cached[1]
                         and not strict
                     ):
-                        self.pending[wl.id] = cached[2]
+                        pending[wl.id] = cached[2]
                         if self.carry is not None and self._tail_memoised(name, bucket, i):
                             # Every workload left in this queue would get the memo's
                             # reason one by one: say so once (see `_Pending`).
@@ -711,7 +714,7 @@ class _Cycle:
                         gate = self._workload_gate(other, cq)
                         self.pending[other.id] = gate if gate is not None else blocked
                     cursors[cq.name] = len(bucket)
-                elif wl.id not in self.pending:
+                elif wl.id not in pending:
                     admitted_in[cq.name] = admitted_in.get(cq.name, 0) + 1
                     if limit is not None and admitted_in[cq.name] >= limit:
                         capped = PendingReason(
@@ -810,8 +813,8 @@ class _Cycle:
         shielded = self.preemptor.shielded
         out = self._evaluate_with_partial(wl, cq)
         a = out.assignment
-        node = self.tree.cqs[cq.name]
         if a.mode is _FIT:
+            node = self.tree.cqs[cq.name]
             self.tree.add_usage(node, a.usage)
             self.preemptor.changed()
             if out.placed and self.placer is not None:
@@ -842,7 +845,7 @@ class _Cycle:
             # Reserve the preemptor's quota for this cycle so nothing else takes what the
             # victims are about to release (the tree is briefly overbooked: conservative);
             # the same for the nodes its pods will take.
-            self.tree.add_usage(node, a.usage)
+            self.tree.add_usage(self.tree.cqs[cq.name], a.usage)
             self.preemptor.changed()
             if out.placed and self.placer is not None:
                 self.placer.commit(out.placed)

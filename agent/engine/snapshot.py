@@ -472,14 +472,18 @@ class Workload:
     total_requests: Mapping[ResourceName, int] = field(init=False, repr=False, compare=False)
     """Per resource, what all its pods ask for together (milli-units): the cycle orders a
     queue's head by whether it would borrow, which reads this for every pending workload."""
+    queue_timestamp: float = field(init=False, repr=False, compare=False)
+    """Its place in time in the queue order: the creation time, or `requeued_at` when set."""
 
     def __post_init__(self) -> None:
         # Precomputed once per workload object, so a cycle over 50,000 pending workloads
         # sorts and deduplicates them without rebuilding keys every cycle.
+        queued = self.created_at if self.requeued_at is None else self.requeued_at
+        object.__setattr__(self, "queue_timestamp", queued)
         object.__setattr__(
             self,
             "order_key",
-            (not self.preempting, self.queue_usage, -self.priority, self.queue_timestamp, self.id),
+            (not self.preempting, self.queue_usage, -self.priority, queued, self.id),
         )
         object.__setattr__(self, "local_queue", lq_key(self.namespace, self.queue_name))
         shape = (
@@ -499,19 +503,22 @@ class Workload:
         )
         object.__setattr__(self, "shape", _one_of_each_shape(shape))
         object.__setattr__(self, "shape_hash", hash(shape))
-        totals: dict[ResourceName, int] = {}
-        for ps in self.pod_sets:
-            for res, amount in ps.requests.items():
-                totals[res] = totals.get(res, 0) + amount * ps.count
+        totals: Mapping[ResourceName, int]
+        if len(self.pod_sets) == 1 and self.pod_sets[0].count == 1:
+            # One pod: its requests are the totals (the same mapping, so the cycle's borrow
+            # estimate and flavor assignment read one object of the workload, not two).
+            totals = self.pod_sets[0].requests
+        else:
+            summed: dict[ResourceName, int] = {}
+            for ps in self.pod_sets:
+                for res, amount in ps.requests.items():
+                    summed[res] = summed.get(res, 0) + amount * ps.count
+            totals = summed
         object.__setattr__(self, "total_requests", totals)
-        arrived, queued = self.arrived_at, self.queue_timestamp
+        arrived = self.arrived_at
         object.__setattr__(
             self, "queued_here_at", queued if arrived is None or arrived < queued else arrived
         )
-
-    @property
-    def queue_timestamp(self) -> float:
-        return self.created_at if self.requeued_at is None else self.requeued_at
 
 
 @functools.lru_cache(maxsize=8192)
