@@ -153,6 +153,8 @@ _RANKS = {
 
 
 _Option = tuple[FlavorName, ResourceFlavor | None, bool]
+_Grouped = tuple[tuple[tuple[int, tuple[ResourceName, ...]], ...], tuple[ResourceName, ...]]
+"""A pod set's requested resources by resource group (index, resources), and the uncovered."""
 _Best = tuple[int, Mode, bool, FlavorName, list[Shortfall], set[FlavorResource] | None]
 """The flavor chosen so far: rank, mode, borrowing, name, shortfalls, cells to preempt in."""
 
@@ -173,6 +175,7 @@ class QueueFlavors:
         "cq",
         "deep",
         "fallbacks",
+        "grouping",
         "groups",
         "implied",
         "may_borrow_preempt",
@@ -197,6 +200,8 @@ class QueueFlavors:
         self.node = node
         self.groups = group_index(cq)
         self.covers_pods = PODS in self.groups
+        self.grouping: dict[tuple[ResourceName, ...], _Grouped] = {}
+        """`grouped` per pod sets' `asked`."""
         self.options: tuple[tuple[_Option, ...], ...] = tuple(
             tuple(
                 (
@@ -244,6 +249,32 @@ class QueueFlavors:
         """A TAS-only queue (every flavor has a topology): pod sets asking for none are
         placed as unconstrained."""
 
+    def grouped(self, ps: PodSet) -> _Grouped:
+        """The resources the pod set asks for — and one pod's worth of `pods` when the queue
+        covers it — by resource group (groups in order of first request, each group's
+        resources in request order), and those no group covers. The same for every pod set
+        that asks for the same resources, so worked out once per queue and cycle."""
+        if self.covers_pods and PODS in ps.requests:
+            # (Its own `pods` request, replaced by one pod in its place: rare, not kept.)
+            one_pod = {**ps.requests, PODS: 1000}
+            return self._group(tuple(res for res, amount in one_pod.items() if amount > 0))
+        found = self.grouping.get(ps.asked)
+        if found is None:
+            asked = (*ps.asked, PODS) if self.covers_pods else ps.asked
+            found = self.grouping[ps.asked] = self._group(asked)
+        return found
+
+    def _group(self, asked: tuple[ResourceName, ...]) -> _Grouped:
+        by_group: dict[int, list[ResourceName]] = {}
+        uncovered: list[ResourceName] = []
+        for res in asked:
+            gi = self.groups.get(res)
+            if gi is None:
+                uncovered.append(res)
+            else:
+                by_group.setdefault(gi, []).append(res)
+        return tuple((gi, tuple(members)) for gi, members in by_group.items()), tuple(uncovered)
+
 
 def assign_flavors(
     *,
@@ -274,7 +305,6 @@ def assign_flavors(
     subtree = node.subtree
     usage = out.usage
     attempts = out.attempts
-    groups = queue.groups
     available = tree.available
     potentials = node.potential  # (`potential_available`'s own memo, read first)
     for idx, ps in enumerate(wl.pod_sets):
@@ -282,27 +312,17 @@ def assign_flavors(
         per_pod: Mapping[ResourceName, int] = ps.requests
         if queue.covers_pods:
             per_pod = {**per_pod, PODS: 1000}
-        by_group: dict[int, list[ResourceName]] = {}
-        for res, amount in per_pod.items():
-            if amount <= 0:
-                continue
-            gi = groups.get(res)
-            if gi is None:
-                if undeclared is UndeclaredResources.BLOCK:
-                    out.no_flavor = True
-                    out.mode = _NO_FIT
-                    attempts.append(
-                        FlavorAttempt(ps.name, FlavorName(""), f"resource {res} is not covered")
-                    )
-                continue
-            members = by_group.get(gi)
-            if members is None:
-                by_group[gi] = [res]
-            else:
-                members.append(res)
+        by_group, uncovered = queue.grouped(ps)
+        if uncovered and undeclared is UndeclaredResources.BLOCK:
+            out.no_flavor = True
+            out.mode = _NO_FIT
+            for res in uncovered:
+                attempts.append(
+                    FlavorAttempt(ps.name, FlavorName(""), f"resource {res} is not covered")
+                )
         psf = PodSetFlavors(ps.name, count, {}, {})
         screen = ps.topology is not None or (excluded is not None and idx in excluded)
-        for gi, resources in by_group.items():
+        for gi, resources in by_group:
             best: _Best | None = None
             group_shortfalls: list[Shortfall] = []
             exceeds = False

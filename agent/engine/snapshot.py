@@ -390,6 +390,13 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyRequest | None = None
     """Topology-aware placement asked for, or None (implicit for TAS-only cluster queues)."""
+    asked: tuple[ResourceName, ...] = field(init=False, repr=False, compare=False)
+    """The resources it asks a positive amount of, in request order: flavor assignment
+    groups them by resource group once per queue and cycle (`flavors.QueueFlavors.grouped`)."""
+
+    def __post_init__(self) -> None:
+        asked = tuple(res for res, amount in self.requests.items() if amount > 0)
+        object.__setattr__(self, "asked", asked)
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,6 +206,20 @@ def test_pods_is_a_quota_resource_counting_pods() -> None:
     assert "pods" in reason_of(result, "two-more").message
 
 
+def test_a_pod_sets_own_pods_request_counts_one_pod_per_pod() -> None:
+    q = cq("q").quota("cpu", nominal="100").quota("pods", nominal="3")
+    snap = snapshot(
+        cqs=[q],
+        workloads=[
+            wl("two").queue("q").request("cpu", "1").request("pods", "5").count(2).created(1),
+            wl("one").queue("q").request("cpu", "1").count(1).created(2),
+        ],
+    )
+    result = run(snap)
+    assert admitted_ids(result) == ids("two", "one")
+    assert dict(result.admitted[0].admission.pod_sets[0].usage) == {"cpu": 2000, "pods": 2000}
+
+
 UNDECLARED = [
     pytest.param(
         UndeclaredResources.BLOCK,
