@@ -24,7 +24,7 @@ import functools
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import NewType, TypeVar, cast
 
 __all__ = [
     "Admission",
@@ -400,7 +400,7 @@ class PodSet:
 
     def __post_init__(self) -> None:
         asked = tuple(res for res, amount in self.requests.items() if amount > 0)
-        object.__setattr__(self, "asked", asked)
+        object.__setattr__(self, "asked", _one_of_each(asked))
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,7 +512,7 @@ class Workload:
                 for ps in self.pod_sets
             ),
         )
-        object.__setattr__(self, "shape", _one_of_each_shape(shape))
+        object.__setattr__(self, "shape", _one_of_each(shape))
         object.__setattr__(self, "shape_hash", hash(shape))
         totals: Mapping[ResourceName, int]
         if len(self.pod_sets) == 1 and self.pod_sets[0].count == 1:
@@ -532,13 +532,21 @@ class Workload:
         )
 
 
+_Tuple = TypeVar("_Tuple", bound=tuple[object, ...])
+
+
+def _one_of_each(value: _Tuple) -> _Tuple:
+    """The first of the equal tuples seen (recently): workloads that ask alike share one
+    shape object, and pod sets that ask for the same resources one `PodSet.asked`, so a cycle
+    tells them alike by identity instead of comparing tuples (and reads one object, not one
+    per workload) for every pending workload. A memo only: a miss gives an equal tuple, so
+    results do not depend on it."""
+    return cast(_Tuple, _first_seen(value))
+
+
 @functools.lru_cache(maxsize=8192)
-def _one_of_each_shape(shape: tuple[object, ...]) -> tuple[object, ...]:
-    """The first of the equal shapes seen (recently): workloads that ask alike share one
-    shape object, so a cycle tells them alike by identity instead of comparing nested tuples
-    for every pending workload. A memo only: a miss gives an equal shape, so results do not
-    depend on it."""
-    return shape
+def _first_seen(value: tuple[object, ...]) -> tuple[object, ...]:
+    return value
 
 
 # --------------------------------------------------------------------------------------------
