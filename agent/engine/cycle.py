@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
 from agent.engine.fair_sharing import tournament_key
@@ -95,6 +95,8 @@ from agent.engine.topology import Ask, Placed, Placer, Unplaced
 __all__ = ["schedule", "schedule_incremental"]
 
 _ORDER = attrgetter("order_key")
+_ENTRY = itemgetter(0)
+"""A round's heads sort by their entry key (a C-level key: every pending workload is a head)."""
 # Enum members read for every pending workload, as module constants: in Python 3.11 reading
 # a member off its Enum class costs about ten times a global lookup.
 _FIT, _PREEMPT, _NO_FIT = Mode.FIT, Mode.PREEMPT, Mode.NO_FIT
@@ -699,7 +701,7 @@ class _Cycle:
                 still.append(name)
                 fair_key = tournament_key(self.tree.cqs[name]) if fair else ()
                 heads.append((entry_key(head, borrowing, fair_key), head, cq))
-            heads.sort(key=lambda h: h[0])
+            heads.sort(key=_ENTRY)
             for _, wl, cq in heads:
                 if not self._process(wl, cq):
                     # Strict FIFO: the head blocks everything behind it.
