@@ -264,19 +264,37 @@ class VolumeBuilder:
 
 
 def _mount_script(mounts: list[Mount], hosts: Path | None, working_dir: str | None) -> str:
+    """The sh script that mounts each volume, then execs the container's command. Every step
+    the host already satisfies is left out (a mount point that exists, the working directory),
+    and a read-only bind is one `mount -o bind,ro` (util-linux 2.27 and later remount it
+    read-only itself): each step is a process of its own, and a pod that runs a short command
+    would otherwise spend most of its start on them."""
     steps: list[str] = []
+    mounted: list[str] = []  # targets this script mounts before the step at hand
+
+    def on_host(path: str, check: Callable[[str], bool]) -> bool:
+        """`check(path)` holds as the script will find it: on the host, and not under a
+        target this script mounted before (what is there then is the volume's)."""
+        covered = any(path == t or path.startswith(t.rstrip("/") + "/") for t in mounted)
+        return not covered and check(path)
+
     every = [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
     for mount in every:
         source, target = shlex.quote(str(mount.source)), shlex.quote(mount.target)
         if mount.source.is_dir():
-            steps.append(f"mkdir -p {target}")
-        else:
-            steps.append(f"mkdir -p $(dirname {target}) && {{ [ -e {target} ] || : > {target}; }}")
-        steps.append(f"mount --bind {source} {target}")
-        if mount.read_only:
-            steps.append(f"mount -o remount,bind,ro {target}")
+            if not on_host(mount.target, os.path.isdir):
+                steps.append(f"mkdir -p {target}")
+        elif not on_host(mount.target, os.path.exists):
+            parent = os.path.dirname(mount.target.rstrip("/")) or "/"
+            if not on_host(parent, os.path.isdir):
+                steps.append(f"mkdir -p {shlex.quote(parent)}")
+            steps.append(f"{{ [ -e {target} ] || : > {target}; }}")
+        steps.append(f"mount -o {'bind,ro' if mount.read_only else 'bind'} {source} {target}")
+        mounted.append(mount.target)
     if working_dir:
-        steps.append(f"mkdir -p {shlex.quote(working_dir)} && cd {shlex.quote(working_dir)}")
+        if not on_host(working_dir, os.path.isdir):
+            steps.append(f"mkdir -p {shlex.quote(working_dir)}")
+        steps.append(f"cd {shlex.quote(working_dir)}")
     steps.append('exec "$@"')
     return " && ".join(steps)
 

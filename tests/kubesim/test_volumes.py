@@ -16,7 +16,7 @@ import pytest
 
 from kubesim.apiserver.admission import SERVICE_ACCOUNT_MOUNT
 from kubesim.cluster import Cluster
-from kubesim.kubelet.volumes import mount_namespaces_available
+from kubesim.kubelet.volumes import Mount, contained_command, mount_namespaces_available
 from tests.kubesim.conftest import Kubectl, eventually
 
 pytestmark = pytest.mark.skipif(
@@ -246,3 +246,30 @@ async def test_apply_k_of_a_kustomization_brings_up_a_pod_that_sees_every_volume
     assert can_i.stdout.strip() == "yes"
     await process_kubectl("delete", "-k", str(tmp_path), "--timeout=60s", within=90)
     assert process_cluster.get("namespaces", "", "app") is None
+
+
+def test_the_mount_script_leaves_out_the_steps_the_host_already_satisfies(tmp_path: Path) -> None:
+    volume, hosts = tmp_path / "volume", tmp_path / "hosts"
+    volume.mkdir()
+    hosts.write_text("127.0.0.1 localhost\n")
+    there, new = tmp_path / "there", tmp_path / "new"
+    there.mkdir()
+    mounts = [
+        Mount(volume, str(there), read_only=True),  # the host has the mount point
+        Mount(volume, str(new), read_only=False),  # it does not
+        Mount(volume, f"{there}/inner", read_only=False),  # under a mount made just before
+    ]
+    argv = contained_command(["true"], mounts, hosts, working_dir=str(new))
+    assert argv[:7] == ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+    assert argv[8:] == ["kubesim-mount", "true"]
+    assert argv[7].split(" && ") == [
+        f"mount -o bind,ro {volume} {there}",
+        f"mkdir -p {new}",
+        f"mount -o bind {volume} {new}",
+        f"mkdir -p {there}/inner",  # made inside the volume, whatever the host has there
+        f"mount -o bind {volume} {there}/inner",
+        f"mount -o bind,ro {hosts} /etc/hosts",
+        f"mkdir -p {new}",
+        f"cd {new}",
+        'exec "$@"',
+    ]
