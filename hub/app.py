@@ -220,6 +220,8 @@ async def build_app(
         controller=settings.url.split("://", 1)[-1],
         # The current term's dispatcher, whichever that is when a job is cancelled.
         send_cancel=lambda cluster, cancel: leader.dispatcher.send(cluster, cancel),  # noqa: PLW0108
+        # Job ids are reserved per leadership term (hub.slurm.JobIds).
+        term=lambda: leader.term,
     )
     hub = Hub(
         settings,

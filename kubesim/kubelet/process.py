@@ -211,7 +211,13 @@ class ProcessRuntime:
             hosts = self._pod_dir(run) / "etc-hosts"
             hostname = current.get("spec", {}).get("hostname") or run.name
             hosts.write_text(self.kubelet.cluster.services.hosts_file(run.namespace, hostname))
-            wrapper = contained_command([], mounts, hosts, container.get("workingDir"))
+            wrapper = contained_command(
+                [],
+                mounts,
+                hosts,
+                container.get("workingDir"),
+                fstab=self._pod_dir(run) / f"fstab-{container['name']}",
+            )
             return wrapper, current
 
     def _cleanup_dir(self, run: _ProcessPod) -> None:

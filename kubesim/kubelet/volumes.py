@@ -12,9 +12,11 @@ the kubelet's FailedMount message; the runtime keeps the container waiting and r
 (`unshare --mount --propagation private`) where a small sh script bind-mounts each volume at
 its mountPath (read-only when asked; subPath honoured) and a generated /etc/hosts over the
 host's, then `exec`s the command: the same process, now seeing its volumes where the pod spec
-says. Missing mount points are created on the host as empty directories (and left there);
-nothing is mounted outside the container's namespace. Needs root and util-linux `unshare`
-(`mount_namespaces_available`); without them the runtime runs containers unmounted.
+says. The mounts are one `mount -a` of a per-container fstab where they allow it (each
+program the script starts is a good part of what a short pod costs). Missing mount points
+are created on the host as empty directories (and left there); nothing is mounted outside
+the container's namespace. Needs root and util-linux `unshare` (`mount_namespaces_available`);
+without them the runtime runs containers unmounted.
 
 Token lifetime: the admission-injected 3607 s token is extended to a year, as
 kube-apiserver's `--service-account-extend-token-expiration` does, so long-running pods never
@@ -263,31 +265,94 @@ class VolumeBuilder:
         return mounts
 
 
+def _on_host(path: str, mounted: list[str], check: Callable[[str], bool]) -> bool:
+    """`check(path)` holds as a mount script will find it: on the host, and not under a
+    target it mounted before (what is there then is the volume's)."""
+    under = any(path == t or path.startswith(t.rstrip("/") + "/") for t in mounted)
+    return not under and check(path)
+
+
 def _mount_script(mounts: list[Mount], hosts: Path | None, working_dir: str | None) -> str:
+    """The sh script that mounts each volume, then execs the container's command. Every step
+    the host already satisfies is left out (a mount point that exists, the working directory),
+    and a read-only bind is one `mount -o bind,ro` (util-linux 2.27 and later remount it
+    read-only itself): each step is a process of its own, and a pod that runs a short command
+    would otherwise spend most of its start on them."""
     steps: list[str] = []
+    mounted: list[str] = []  # targets this script mounts before the step at hand
     every = [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
     for mount in every:
         source, target = shlex.quote(str(mount.source)), shlex.quote(mount.target)
         if mount.source.is_dir():
-            steps.append(f"mkdir -p {target}")
-        else:
-            steps.append(f"mkdir -p $(dirname {target}) && {{ [ -e {target} ] || : > {target}; }}")
-        steps.append(f"mount --bind {source} {target}")
-        if mount.read_only:
-            steps.append(f"mount -o remount,bind,ro {target}")
+            if not _on_host(mount.target, mounted, os.path.isdir):
+                steps.append(f"mkdir -p {target}")
+        elif not _on_host(mount.target, mounted, os.path.exists):
+            parent = os.path.dirname(mount.target.rstrip("/")) or "/"
+            if not _on_host(parent, mounted, os.path.isdir):
+                steps.append(f"mkdir -p {shlex.quote(parent)}")
+            steps.append(f"{{ [ -e {target} ] || : > {target}; }}")
+        steps.append(f"mount -o {'bind,ro' if mount.read_only else 'bind'} {source} {target}")
+        mounted.append(mount.target)
     if working_dir:
-        steps.append(f"mkdir -p {shlex.quote(working_dir)} && cd {shlex.quote(working_dir)}")
+        if not _on_host(working_dir, mounted, os.path.isdir):
+            steps.append(f"mkdir -p {shlex.quote(working_dir)}")
+        steps.append(f"cd {shlex.quote(working_dir)}")
     steps.append('exec "$@"')
     return " && ".join(steps)
 
 
+def _fstab_field(path: str) -> str:
+    """A path as fstab(5) writes it: space, tab, newline and backslash as octal escapes."""
+    for raw, escaped in (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012")):
+        path = path.replace(raw, escaped)
+    return path
+
+
+def _fstab(mounts: list[Mount], hosts: Path | None) -> str | None:
+    """The container's mounts as one fstab for a single `mount -a` (each mount point made
+    when missing, inside what this fstab mounted before it, by `X-mount.mkdir`), or None when
+    a file must be mounted where none exists: that needs the step-by-step script."""
+    lines: list[str] = []
+    mounted: list[str] = []
+    every = [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
+    for mount in every:
+        options = "bind,ro" if mount.read_only else "bind"
+        if mount.source.is_dir():
+            options += ",X-mount.mkdir"
+        elif not _on_host(mount.target, mounted, os.path.exists):
+            return None
+        lines.append(
+            f"{_fstab_field(str(mount.source))} {_fstab_field(mount.target)} none {options} 0 0"
+        )
+        mounted.append(mount.target)
+    return "".join(f"{line}\n" for line in lines)
+
+
 def contained_command(
-    argv: list[str], mounts: list[Mount], hosts: Path | None, working_dir: str | None = None
+    argv: list[str],
+    mounts: list[Mount],
+    hosts: Path | None,
+    working_dir: str | None = None,
+    *,
+    fstab: Path | None = None,
 ) -> list[str]:
     """`argv` run in a private mount namespace that shows it `mounts` (and `hosts`), in
-    `working_dir` as the container sees it."""
+    `working_dir` as the container sees it. Given `fstab` (a file of the pod's own), the
+    mounts are written there and made by one `mount -a`, one process instead of one per
+    mount, where they allow it (`_fstab`)."""
     if not mounts and hosts is None:
         return argv
-    script = _mount_script(mounts, hosts, working_dir)
+    table = _fstab(mounts, hosts) if fstab is not None else None
+    if fstab is not None and table is not None:
+        fstab.write_text(table)
+        steps = [f"mount -a -T {shlex.quote(str(fstab))}"]
+        if working_dir:
+            mounted = [m.target for m in mounts]
+            if not _on_host(working_dir, mounted, os.path.isdir):
+                steps.append(f"mkdir -p {shlex.quote(working_dir)}")
+            steps.append(f"cd {shlex.quote(working_dir)}")
+        script = " && ".join([*steps, 'exec "$@"'])
+    else:
+        script = _mount_script(mounts, hosts, working_dir)
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
             "kubesim-mount", *argv]  # fmt: skip

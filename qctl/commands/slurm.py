@@ -35,15 +35,16 @@ import pwd
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from api.slurm.directives import DirectiveError, exported_names, raw_options, split_argv
 from api.slurm.export import exportable
-from qctl import slurmview
 from qctl.commands.common import connect, write
 from qctl.errors import HubRequestError, QctlError, UsageError
 from qctl.rest import HubSession
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = [
     "CONNECTION_FLAGS",
@@ -294,6 +295,8 @@ def run_squeue(args: argparse.Namespace, out: TextIO) -> int:
         rows = [r for r in rows if r["state"] in ("PENDING", "RUNNING")] or [
             r for r in rows if args.jobs
         ]
+    from qctl import slurmview  # noqa: PLC0415 - sbatch, the one verb called in loops, needs none
+
     shown = slurmview.collapse_pending_arrays(rows)
     fmt = args.format or (slurmview.SQUEUE_START if args.start else slurmview.SQUEUE_DEFAULT)
     write(out, slurmview.squeue_table(shown, fmt, header=not args.noheader))
@@ -302,6 +305,8 @@ def run_squeue(args: argparse.Namespace, out: TextIO) -> int:
 
 def _local_time(text: str, now: datetime) -> datetime:
     """sacct's -S/-E: YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS] (today), now, or now-N[units]."""
+    from datetime import datetime, timedelta  # noqa: PLC0415 - as slurmview in run_squeue
+
     value = text.strip()
     if value == "now":
         return now
@@ -324,6 +329,10 @@ def _local_time(text: str, now: datetime) -> datetime:
 
 
 def run_sacct(args: argparse.Namespace, out: TextIO) -> int:
+    from datetime import UTC, datetime  # noqa: PLC0415 - as slurmview in run_squeue
+
+    from qctl import slurmview  # noqa: PLC0415
+
     context = connect(args)
     hub = HubSession(context)
     params = _listing_params(args)

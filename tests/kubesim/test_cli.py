@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,19 +39,16 @@ def test_the_gpu_profile_labels_blocks_and_subblocks() -> None:
     assert labels["cloud.google.com/gce-topology-subblock"] == "subblock-2"
 
 
-async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm() -> None:
-    directory = Path(tempfile.mkdtemp(prefix="kubesim-up-"))
+@contextlib.asynccontextmanager
+async def kubesim_up(directory: Path, *flags: str) -> AsyncIterator[dict[str, Any]]:
+    """`kubesim up FLAGS` in a process of its own: its summary (with `pid`), then SIGTERM; it
+    must stop with exit code 0."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "kubesim.cli",
         "up",
-        "--clusters",
-        "2",
-        "--nodes",
-        "3",
-        "--profile",
-        str(EXAMPLES / "small.profile"),
+        *flags,
         "--dir",
         str(directory),
         stdout=asyncio.subprocess.PIPE,
@@ -60,7 +61,18 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
             line = await asyncio.wait_for(process.stdout.readline(), 30)
             assert line, "kubesim up exited early"
             raw += line
-        summary = json.loads(raw)
+        yield json.loads(raw) | {"pid": process.pid}
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), 30)
+    assert code == 0
+
+
+async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="kubesim-up-"))
+    flags = ("--clusters", "2", "--nodes", "3", "--profile", str(EXAMPLES / "small.profile"))
+    async with kubesim_up(directory, *flags) as summary:
         assert [c["name"] for c in summary["clusters"]] == ["kubesim-0", "kubesim-1"]
         merged_text = await asyncio.to_thread(Path(summary["kubeconfig"]).read_text)
         merged = yaml.safe_load(merged_text)
@@ -79,8 +91,30 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
             "whoami",
         )
         assert "kubesim-admin" in over_tls.stdout
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(process.wait(), 30)
-    assert code == 0
+
+
+async def test_the_process_runtime_reaps_containers_without_a_thread_each() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="kubesim-up-"))
+    pods = 12
+    async with kubesim_up(directory, "--runtime", "process") as summary:
+        kubectl = Kubectl(Path(summary["kubeconfig"]), directory / "cache")
+        pod = (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: NAME}\nspec:\n  restartPolicy: Never\n"
+            "  containers: [{name: main, image: busybox, command: [sh, -c, 'sleep 2; exit CODE']}]"
+        )
+        manifests = "\n---\n".join(
+            pod.replace("NAME", f"p{i}").replace("CODE", str(i % 3)) for i in range(pods)
+        )
+        await kubectl("apply", "-f", "-", stdin=manifests)
+        await kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pod", "--all")
+        threads = len(os.listdir(f"/proc/{summary['pid']}/task"))
+        assert threads < 4, threads  # Python 3.11's default watcher: one thread per running child
+        await kubectl("wait", "--for=jsonpath={.status.phase}=Failed", "pod", "p1", "p2")
+        listed = (await kubectl("get", "pods", "-o", "json")).json()["items"]
+        exit_codes = {
+            p["metadata"]["name"]: p["status"]["containerStatuses"][0]["state"]["terminated"][
+                "exitCode"
+            ]
+            for p in listed
+        }
+        assert exit_codes == {f"p{i}": i % 3 for i in range(pods)}

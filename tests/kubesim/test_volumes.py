@@ -16,7 +16,7 @@ import pytest
 
 from kubesim.apiserver.admission import SERVICE_ACCOUNT_MOUNT
 from kubesim.cluster import Cluster
-from kubesim.kubelet.volumes import mount_namespaces_available
+from kubesim.kubelet.volumes import Mount, contained_command, mount_namespaces_available
 from tests.kubesim.conftest import Kubectl, eventually
 
 pytestmark = pytest.mark.skipif(
@@ -246,3 +246,65 @@ async def test_apply_k_of_a_kustomization_brings_up_a_pod_that_sees_every_volume
     assert can_i.stdout.strip() == "yes"
     await process_kubectl("delete", "-k", str(tmp_path), "--timeout=60s", within=90)
     assert process_cluster.get("namespaces", "", "app") is None
+
+
+def test_the_mount_script_leaves_out_the_steps_the_host_already_satisfies(tmp_path: Path) -> None:
+    volume, hosts = tmp_path / "volume", tmp_path / "hosts"
+    volume.mkdir()
+    hosts.write_text("127.0.0.1 localhost\n")
+    there, new = tmp_path / "there", tmp_path / "new"
+    there.mkdir()
+    mounts = [
+        Mount(volume, str(there), read_only=True),  # the host has the mount point
+        Mount(volume, str(new), read_only=False),  # it does not
+        Mount(volume, f"{there}/inner", read_only=False),  # under a mount made just before
+    ]
+    argv = contained_command(["true"], mounts, hosts, working_dir=str(new))
+    assert argv[:7] == ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+    assert argv[8:] == ["kubesim-mount", "true"]
+    assert argv[7].split(" && ") == [
+        f"mount -o bind,ro {volume} {there}",
+        f"mkdir -p {new}",
+        f"mount -o bind {volume} {new}",
+        f"mkdir -p {there}/inner",  # made inside the volume, whatever the host has there
+        f"mount -o bind {volume} {there}/inner",
+        f"mount -o bind,ro {hosts} /etc/hosts",
+        f"mkdir -p {new}",
+        f"cd {new}",
+        'exec "$@"',
+    ]
+
+
+def test_mounts_that_allow_it_are_one_mount_of_an_fstab(tmp_path: Path) -> None:
+    volume, hosts, fstab = tmp_path / "volume", tmp_path / "hosts", tmp_path / "fstab-main"
+    volume.mkdir()
+    hosts.write_text("127.0.0.1 localhost\n")
+    mounts = [
+        Mount(volume, "/data/my files", read_only=False),
+        Mount(volume, "/data/my files/inner", read_only=True),  # made inside the first
+    ]
+    argv = contained_command(["true"], mounts, hosts, working_dir="/data/my files", fstab=fstab)
+    assert argv[7] == f"mount -a -T {fstab} && mkdir -p '/data/my files' && cd '/data/my files'" \
+        ' && exec "$@"'  # fmt: skip
+    assert fstab.read_text().splitlines() == [
+        f"{volume} /data/my\\040files none bind,X-mount.mkdir 0 0",
+        f"{volume} /data/my\\040files/inner none bind,ro,X-mount.mkdir 0 0",
+        f"{hosts} /etc/hosts none bind,ro 0 0",
+    ]
+
+
+def test_a_file_mounted_where_none_exists_takes_the_step_by_step_script(tmp_path: Path) -> None:
+    volume, config, fstab = tmp_path / "volume", tmp_path / "app.ini", tmp_path / "fstab-main"
+    volume.mkdir()
+    config.write_text("level = 3\n")
+    mounts = [
+        Mount(volume, str(tmp_path / "etc"), read_only=False),
+        Mount(config, str(tmp_path / "etc" / "app.ini"), read_only=True),  # subPath-like
+    ]
+    argv = contained_command(["true"], mounts, None, fstab=fstab)
+    assert argv[7].split(" && ")[-3:] == [
+        f"{{ [ -e {tmp_path}/etc/app.ini ] || : > {tmp_path}/etc/app.ini; }}",
+        f"mount -o bind,ro {config} {tmp_path}/etc/app.ini",
+        'exec "$@"',
+    ]
+    assert not fstab.exists()

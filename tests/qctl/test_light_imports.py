@@ -226,6 +226,19 @@ class TestAgainstAHub:
         assert run.stdout.startswith("workload/job-as-json submitted")
         assert run.imported(*HEAVY, "yaml", "dataclasses", "http.client", "ssl") == []
 
+    def test_sbatch_imports_only_what_its_one_request_needs(
+        self, hub: DevFederation, tmp_path: Path
+    ) -> None:
+        # A loop of sbatch calls is how sweeps are submitted: every module is paid per job.
+        run = run_qctl(
+            tmp_path, "sbatch", "--parsable", "--hold", "--wrap", "true", env=connection(hub)
+        )
+        assert run.code == 0, run.stderr
+        assert run.stdout.strip().isdigit()
+        assert (
+            run.imported(*HEAVY, "yaml", "http.client", "ssl", "datetime", "qctl.slurmview") == []
+        )
+
     def test_get_workloads_imports_no_model_async_client_or_yaml(
         self, hub: DevFederation, tmp_path: Path
     ) -> None:
