@@ -324,8 +324,19 @@ def encode_json(value: JsonObject) -> str:
         if len(_SPECS) >= _SPECS_KEPT:
             _SPECS.clear()
         found = _SPECS[id(spec)] = (spec, _dumps(spec))
-    parts = [f"{_dumps(k)}:{found[1] if k == 'spec' else _dumps(v)}" for k, v in value.items()]
-    return "{" + ",".join(parts) + "}"
+    # The members before the spec and those after it are encoded as one object each (two
+    # encoder calls, not two per member), and the spec's JSON goes between them: in order.
+    before: JsonObject = {}
+    after: JsonObject = {}
+    side = before
+    for k, v in value.items():
+        if k == "spec":
+            side = after
+        else:
+            side[k] = v
+    head = _dumps(before)[:-1] + ("," if before else "")
+    tail = ("," if after else "") + _dumps(after)[1:]
+    return f'{head}"spec":{found[1]}{tail}'
 
 
 def encode_value(key: str, value: JsonObject) -> bytes:
