@@ -215,6 +215,7 @@ class SubmitRoutes:
                     priority_classes=priorities,
                     default_queue_name=queue,
                     take_ownership=True,
+                    source_checked=True,  # by `validate`, above
                 )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
