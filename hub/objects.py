@@ -16,7 +16,7 @@ import copy
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -188,10 +188,16 @@ class ObjectRepository:
             raise from_api_error(exc) from exc
 
     async def create(
-        self, obj: Object, *, before_write: Callable[[JsonObject], None] | None = None
+        self,
+        obj: Object,
+        *,
+        before_write: Callable[[JsonObject], None] | None = None,
+        put: Mapping[str, JsonObject] | None = None,
     ) -> JsonObject:
         """Store a new object with its server-set metadata; `before_write` sees the stored
-        form (without resourceVersion) just before it is written."""
+        form (without resourceVersion) just before it is written. `put`: store keys written
+        in the same transaction (`Store.create_with`), whatever is there — nothing of them
+        when the object exists."""
         meta = obj.metadata
         if not meta.name and meta.generate_name:
             meta.name = f"{meta.generate_name}{uuid.uuid4().hex[:5]}"
@@ -206,7 +212,10 @@ class ObjectRepository:
         if before_write is not None:
             before_write(wire)
         try:
-            stored = await self.store.create(key, wire)
+            if put:
+                stored = await self.store.create_with(key, wire, put=put)
+            else:
+                stored = await self.store.create(key, wire)
         except store_base.AlreadyExists as exc:
             raise AlreadyExistsError(f'{obj.plural()} "{meta.name}" already exists') from exc
         except store_base.StoreError as exc:

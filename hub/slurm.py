@@ -542,16 +542,9 @@ class SlurmService:
         workload, source = item
         ns, name = workload.metadata.namespace or "default", workload.metadata.name
         key = f"{ns}/{name}"
-        store = self.repo.store
-        try:
-            try:
-                await store.create(f"{SOURCE_PREFIX}{key}", source)
-            except store_base.AlreadyExists:
-                await store.update(f"{SOURCE_PREFIX}{key}", source, expected=None)
-        except store_base.StoreError as exc:
-            raise translate_store_error(exc) from exc
+        # The Job and its Workload in one transaction: both, or neither.
+        await self.repo.create(workload, put={f"{SOURCE_PREFIX}{key}": source})
         self.state.keep_fresh_source(key, source)
-        await self.repo.create(workload)
         return key
 
     # --- squeue, sacct --------------------------------------------------------------------

@@ -186,7 +186,9 @@ class HubState:
 
     def expect(self, key: str, workload: Workload, raw: dict[str, Any]) -> None:
         """The hub is about to write `raw` as `workload`: when the watch brings that value
-        back, take `workload` as it is instead of parsing it."""
+        back, take `workload` as it is instead of parsing it. The caller hands `workload`
+        over (it is a copy of its own, not the mirror's): the mirror stamps its
+        resourceVersion on it and keeps it, so the caller changes it no more."""
         self._expected[key] = (workload, raw)
 
     def unexpect(self, key: str, workload: Workload) -> None:
@@ -197,7 +199,8 @@ class HubState:
         self, key: str, workload: Workload, revision: Revision, raw: dict[str, Any]
     ) -> Workload:
         """Put the hub's own successful write in the mirror before its watch event arrives;
-        returns what the mirror holds for it (with its resourceVersion)."""
+        returns what the mirror holds for it (with its resourceVersion). `workload` is
+        handed over, as to `expect`."""
         self.unexpect(key, workload)
         current = self.workloads.get(key)
         if current is not None and current.revision >= revision:
@@ -329,5 +332,8 @@ def _same_value(raw: dict[str, Any], stored: dict[str, Any]) -> bool:
 
 
 def _at_revision(workload: Workload, revision: Revision) -> Workload:
-    meta = workload.metadata.model_copy(update={"resource_version": str(revision)})
-    return workload.model_copy(update={"metadata": meta})
+    """`workload`, handed over by its writer (`expect`, `remember`), with its resourceVersion:
+    its metadata is copied (a writer's copy shares it with the workload it changed), the
+    workload itself is not."""
+    workload.metadata = workload.metadata.model_copy(update={"resource_version": str(revision)})
+    return workload

@@ -159,6 +159,9 @@ class _Build:
     # The caller hands the source over (it was parsed for this conversion alone): the
     # Workload may share its pod templates instead of copying them.
     take_ownership: bool = False
+    # The caller checked the source by its kind's rules (the hub's decode): the pod templates
+    # the Workload takes from it are not checked again (Workload.semantic_errors).
+    source_checked: bool = False
     # Workload path prefix -> source path prefix, for mapping the Workload's own errors back.
     paths: dict[str, str] = field(default_factory=dict)
 
@@ -334,7 +337,7 @@ def _build_workload(
     )
     build.map_path("metadata", meta_path)
     if not errors:
-        for error in workload.semantic_errors():
+        for error in workload.semantic_errors(templates_checked=build.source_checked):
             # Priority values are resolved by the hub when it is not given the classes here.
             if priority_classes is None and error.path == "spec.priority":
                 continue
@@ -353,6 +356,7 @@ def workload_from_job(
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    source_checked: bool = False,
 ) -> Workload:
     """One pod set "main" of min(parallelism, completions) pods, as Kueue builds it.
 
@@ -360,10 +364,12 @@ def workload_from_job(
     resolved (and an unknown class is an error), otherwise it is left for the hub to resolve.
     `default_queue_name` is used when the job names no queue (the hub passes the namespace's
     default LocalQueue if there is one); without it a missing queue name is an error. Both
-    keywords mean the same for every conversion below, as does `take_ownership`: the caller
-    gives the object up, so the Workload shares its pod templates rather than copies them.
+    keywords mean the same for every conversion below, as do `take_ownership` (the caller
+    gives the object up, so the Workload shares its pod templates rather than copies them) and
+    `source_checked` (the caller checked the object by its kind's rules, so the pod templates
+    the Workload takes from it are not checked a second time).
     """
-    build = _Build(job, take_ownership=take_ownership)
+    build = _Build(job, take_ownership=take_ownership, source_checked=source_checked)
     count = pods_count(job.spec)
     min_count: int | None = None
     min_path: Path | None = None
@@ -416,10 +422,11 @@ def workload_from_jobset(
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    source_checked: bool = False,
 ) -> Workload:
     """One pod set per replicated job, of replicas × pods per Job; the Jobs of a replicated job
     are topology sub-groups (label jobset.sigs.k8s.io/job-index)."""
-    build = _Build(js, take_ownership=take_ownership)
+    build = _Build(js, take_ownership=take_ownership, source_checked=source_checked)
     rpath = Path("spec", "replicatedJobs")
     pod_sets = []
     for i, rj in enumerate(js.spec.replicated_jobs):
@@ -518,6 +525,7 @@ def workload_from_pods(
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    source_checked: bool = False,
     incomplete: bool = False,
 ) -> Workload:
     """A pod group (pods labelled with one pod-group name and annotated with the group's total
@@ -530,7 +538,7 @@ def workload_from_pods(
     if not pods:
         raise ConversionError("Pod", "", [FieldError.required("items", "no pods given")])
     first = pods[0]
-    build = _Build(first, take_ownership=take_ownership)
+    build = _Build(first, take_ownership=take_ownership, source_checked=source_checked)
     errors = build.errors
     items = Path("items")
     group = _lookup(
@@ -701,22 +709,36 @@ def to_workload(
     priority_classes: Mapping[str, int] | None = None,
     default_queue_name: str | None = None,
     take_ownership: bool = False,
+    source_checked: bool = False,
 ) -> Workload:
     """Any submittable object as a Workload (a Workload is returned as it is)."""
     if isinstance(obj, Workload):
         return obj
-    pc, dq, own = priority_classes, default_queue_name, take_ownership
+    pc, dq = priority_classes, default_queue_name
+    own, checked = take_ownership, source_checked
     if isinstance(obj, Job):
         return workload_from_job(
-            obj, priority_classes=pc, default_queue_name=dq, take_ownership=own
+            obj,
+            priority_classes=pc,
+            default_queue_name=dq,
+            take_ownership=own,
+            source_checked=checked,
         )
     if isinstance(obj, upstream.JobSet | multiq.JobSet):
         return workload_from_jobset(
-            obj, priority_classes=pc, default_queue_name=dq, take_ownership=own
+            obj,
+            priority_classes=pc,
+            default_queue_name=dq,
+            take_ownership=own,
+            source_checked=checked,
         )
     if isinstance(obj, Pod):
         return workload_from_pods(
-            [obj], priority_classes=pc, default_queue_name=dq, take_ownership=own
+            [obj],
+            priority_classes=pc,
+            default_queue_name=dq,
+            take_ownership=own,
+            source_checked=checked,
         )
     raise ConversionError(
         obj.KIND,

@@ -374,15 +374,20 @@ class Workload(Object):
 
     # validation ------------------------------------------------------------------------------
 
-    def semantic_errors(self) -> list[FieldError]:
+    def semantic_errors(self, *, templates_checked: bool = False) -> list[FieldError]:
+        """`templates_checked`: the pod sets' templates were taken from an object already
+        checked by its own rules, which include these templates' (`pod_template_errors`): they
+        are not checked again (the Workload's own rules on them, and the rest, still are)."""
         errors = super().semantic_errors()
-        errors += _spec_errors(Path("spec"), self.spec)
+        errors += _spec_errors(Path("spec"), self.spec, templates_checked=templates_checked)
         if self.status is not None:
             errors += _status_errors(Path("status"), self.status, self.spec)
         return errors
 
 
-def _spec_errors(path: Path, spec: WorkloadSpec) -> Iterator[FieldError]:
+def _spec_errors(
+    path: Path, spec: WorkloadSpec, *, templates_checked: bool = False
+) -> Iterator[FieldError]:
     sets_path = path.child("podSets")
     if not spec.pod_sets:
         yield FieldError.required(sets_path, "must have at least 1 item")
@@ -395,7 +400,7 @@ def _spec_errors(path: Path, spec: WorkloadSpec) -> Iterator[FieldError]:
     if with_min_count > 1:
         yield FieldError.invalid(sets_path, with_min_count, "at most one podSet can use minCount")
     for i, pod_set in enumerate(spec.pod_sets):
-        yield from _pod_set_errors(sets_path.index(i), pod_set)
+        yield from _pod_set_errors(sets_path.index(i), pod_set, templates_checked)
     yield from _pod_set_group_errors(sets_path, spec.pod_sets)
     if not spec.queue_name:
         yield FieldError.required(path.child("queueName"))
@@ -421,7 +426,9 @@ def _spec_errors(path: Path, spec: WorkloadSpec) -> Iterator[FieldError]:
         )
 
 
-def _pod_set_errors(path: Path, pod_set: PodSet) -> Iterator[FieldError]:
+def _pod_set_errors(
+    path: Path, pod_set: PodSet, templates_checked: bool = False
+) -> Iterator[FieldError]:
     yield from dns1123_label_errors(path.child("name"), pod_set.name)
     if pod_set.count < 0:
         yield FieldError.invalid(
@@ -454,7 +461,8 @@ def _pod_set_errors(path: Path, pod_set: PodSet) -> Iterator[FieldError]:
                 tpath.child("metadata", field_name),
                 "only labels and annotations may be set in a pod set template's metadata",
             )
-    yield from pod_template_errors(tpath, pod_set.template)
+    if not templates_checked:
+        yield from pod_template_errors(tpath, pod_set.template)
     spec = pod_set.template.spec
     for field, containers in (
         ("initContainers", spec.init_containers),

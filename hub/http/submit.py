@@ -14,9 +14,10 @@ one group sent at once are taken one at a time (a lock per group), all of them.
 The object is validated, converted to a Workload (queue from `?queue=` or the job's
 `multiq.dev/queue-name` / `kueue.x-k8s.io/queue-name` label, priority from its priority-class
 label), checked against the hub's queues and cluster sets, and made durable — the submitted
-object first, then the Workload — before the hub answers 201 with the Workload. Anything
-invalid is a 4xx naming the field, and nothing is stored. A `status` in the submitted object
-is ignored, as Kubernetes ignores it on create: only the hub writes a Workload's status.
+object and its Workload in one store transaction — before the hub answers 201 with the
+Workload. Anything invalid is a 4xx naming the field, and nothing is stored. A `status` in the
+submitted object is ignored, as Kubernetes ignores it on create: only the hub writes a
+Workload's status.
 
 What a tenant's user may ask for (admins may ask for anything the conversion accepts):
 - a priority only through a WorkloadPriorityClass its namespace's tenants may use (a Tenant's
@@ -79,7 +80,7 @@ from hub.objects import (
 from hub.placement.routing import CLUSTER_SET_ANNOTATION, Routing
 from hub.state import SOURCE_PREFIX, HubState
 from hub.store import base as store_base
-from hub.store.base import Revision
+from hub.store.base import JsonObject, Revision
 from hub.tracing import keep_trace, submission_stage, traced_submission
 from hub.transitions import QUOTA_RESERVED, set_condition
 from hub.writes import WorkloadWriter
@@ -214,6 +215,7 @@ class SubmitRoutes:
                     priority_classes=priorities,
                     default_queue_name=queue,
                     take_ownership=True,
+                    source_checked=True,  # by `validate`, above
                 )
         except ConversionError as exc:
             raise InvalidObjectError(str(exc), causes=exc.errors) from exc
@@ -255,21 +257,22 @@ class SubmitRoutes:
         group: list[Pod],
         priorities: dict[str, int],
     ) -> dict[str, Any]:
-        """Store the submitted object (or join its pod group) and then its Workload."""
+        """Store the submitted object (or join its pod group) with its Workload, in one
+        transaction: both or, when the Workload exists or the write fails, neither."""
         ns = workload.metadata.namespace or ""
+        sources: dict[str, JsonObject] = {}
         if not isinstance(source, Workload):
             existing = self.state.workloads.get(key)
             if group and existing is not None and _waiting(existing.workload):
                 return await self._join_group(ns, workload.metadata.name, group, priorities)
             if existing is not None:
                 raise AlreadyExistsError(f'workloads "{workload.metadata.name}" already exists')
-            source_wire: dict[str, Any] = (
+            # Replacing whatever an earlier workload of the same name, since deleted, left.
+            sources[f"{SOURCE_PREFIX}{key}"] = (
                 {"apiVersion": "v1", "kind": "List", "items": [p.to_wire() for p in group]}
                 if group
                 else source.to_wire()
             )
-            await self._store_source(ns, workload.metadata.name, source_wire)
-            self.state.keep_fresh_source(key, source_wire)
         # The mirror takes this Workload as it is when the write comes back, not a parse of it.
         written: list[dict[str, object]] = []
 
@@ -278,10 +281,12 @@ class SubmitRoutes:
             self.state.expect(key, workload, wire)
 
         try:
-            created = await self.repo.create(workload, before_write=expect)
+            created = await self.repo.create(workload, before_write=expect, put=sources)
         except BaseException:
             self.state.unexpect(key, workload)
             raise
+        for source_wire in sources.values():
+            self.state.keep_fresh_source(key, source_wire)
         revision = Revision(int(created["metadata"]["resourceVersion"]))
         self.state.remember(key, workload, revision, written[0])
         submission_stage("store")
@@ -481,15 +486,3 @@ class SubmitRoutes:
                 f"ClusterSet {cluster_set} reaches clusters {', '.join(outside)}, outside what "
                 f"queue {workload.spec.queue_name} dispatches to ({queue})",
             )
-
-    async def _store_source(self, ns: str, name: str, wire: dict[str, object]) -> None:
-        key = f"{SOURCE_PREFIX}{ns}/{name}"
-        store = self.repo.store
-        try:
-            try:
-                await store.create(key, wire)
-            except store_base.AlreadyExists:
-                # Left by an earlier workload of the same name that was deleted.
-                await store.update(key, wire, expected=None)
-        except store_base.StoreError as exc:
-            raise translate_store_error(exc) from exc

@@ -5,8 +5,9 @@ Every hub object (workloads, queues, clusters, …) lives under a string key suc
 (`api.codec.encode`), so the store never imports api/ and the hub keeps one codec at its edge.
 Each store encodes them once (compact UTF-8 JSON) and hands back freshly decoded dicts.
 
-Revisions come from one counter per store that grows by one with every successful write
-(create, update or delete), like etcd's; in etcd, writes outside our root (elections, other
+Revisions come from one counter per store that grows with every successful write (create,
+update or delete; by one, but for a `create_with` of several keys in etcd, which writes them
+all at one revision), like etcd's; in etcd, writes outside our root (elections, other
 installations) advance it too, so rely on order, never on gaps. An object's `revision` is the
 revision of its last write (Kubernetes' resourceVersion), `create_revision` that of its
 creation. A list answers with the store revision it saw, so "list, then watch since that
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, NewType, Protocol, Self
@@ -237,6 +238,17 @@ class Store(Protocol):
         """Store a new object; `AlreadyExists` if the key is taken."""
         ...
 
+    async def create_with(
+        self, key: str, value: JsonObject, *, put: Mapping[str, JsonObject]
+    ) -> StoredObject:
+        """Create `key` as `create` does and, in the same transaction, write each of `put`
+        whatever is there (created, or replaced at any revision): all of it, or nothing when
+        `key` is taken (`AlreadyExists`) or anything fails. One write of several keys: in
+        etcd all of them get the transaction's one revision; in SQLite each key its own,
+        the created one last. Either way the created object's revision is the highest, and
+        a watch never delivers part of it."""
+        ...
+
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
@@ -312,8 +324,19 @@ def encode_json(value: JsonObject) -> str:
         if len(_SPECS) >= _SPECS_KEPT:
             _SPECS.clear()
         found = _SPECS[id(spec)] = (spec, _dumps(spec))
-    parts = [f"{_dumps(k)}:{found[1] if k == 'spec' else _dumps(v)}" for k, v in value.items()]
-    return "{" + ",".join(parts) + "}"
+    # The members before the spec and those after it are encoded as one object each (two
+    # encoder calls, not two per member), and the spec's JSON goes between them: in order.
+    before: JsonObject = {}
+    after: JsonObject = {}
+    side = before
+    for k, v in value.items():
+        if k == "spec":
+            side = after
+        else:
+            side[k] = v
+    head = _dumps(before)[:-1] + ("," if before else "")
+    tail = ("," if after else "") + _dumps(after)[1:]
+    return f'{head}"spec":{found[1]}{tail}'
 
 
 def encode_value(key: str, value: JsonObject) -> bytes:

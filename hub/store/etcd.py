@@ -51,7 +51,7 @@ import contextlib
 import copy
 import functools
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -456,15 +456,29 @@ class EtcdStore:
     # -- writes --
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
+        return await self.create_with(key, value, put={})
+
+    async def create_with(
+        self, key: str, value: JsonObject, *, put: Mapping[str, JsonObject]
+    ) -> StoredObject:
         validate_key(key)
         k, data = self._key(key), encode_value(key, value)
+        puts = []
+        for put_key, put_value in put.items():
+            validate_key(put_key)
+            if put_key == key:
+                raise ValueError(f"{key}: created and put in one write")
+            put_data = encode_value(put_key, put_value)
+            puts.append(
+                rpc.RequestOp(request_put=rpc.PutRequest(key=self._key(put_key), value=put_data))
+            )
         reply = await self._txn(
             [
                 rpc.Compare(
                     key=k, target=rpc.Compare.CREATE, result=rpc.Compare.EQUAL, create_revision=0
                 )
             ],
-            [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data))],
+            [*puts, rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=data))],
             [rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
             key=key,
         )
@@ -637,7 +651,8 @@ class _EtcdWatch:
     """An etcd watch pumped into a bounded buffer. When the consumer falls a full buffer
     behind, the etcd watch is cancelled and, once the buffer is drained, reopened from the
     last queued revision: etcd replays its history, and answers `Compacted` only if that
-    history is gone. (Every revision holds one event here: our writes are single-key.)"""
+    history is gone. A revision may hold several events (a `create_with`): the buffer is
+    never cut between two of them, so reopening after the last queued one misses none."""
 
     store: EtcdStore
     prefix: str
@@ -706,13 +721,14 @@ class _EtcdWatch:
         events = aiter(watch)
         try:
             async for raw in events:
-                if len(self._buffer) >= self.store._watch_buffer:
+                event = self.store._event(raw)
+                full = len(self._buffer) >= self.store._watch_buffer
+                if full and event.revision != self._position:
                     log.info(
                         "watch on %r fell behind; will resume from etcd's history", self.prefix
                     )
                     self._suspended = True
                     break
-                event = self.store._event(raw)
                 self._buffer.append(event)
                 self._position = event.revision
                 self._wake.set()

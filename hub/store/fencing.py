@@ -15,6 +15,8 @@ ends).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hub.metrics import UNCOUNTED, HubMetrics
 from hub.store.base import (
     JsonObject,
@@ -70,6 +72,13 @@ class LeaderFencedStore:
 
     async def create(self, key: str, value: JsonObject) -> StoredObject:
         return await self.metrics.timed_write("create", self._writes(key).create(key, value))
+
+    async def create_with(
+        self, key: str, value: JsonObject, *, put: Mapping[str, JsonObject]
+    ) -> StoredObject:
+        # One transaction, so one write to count, under the op of the key it creates.
+        writes = self._writes(key).create_with(key, value, put=put)
+        return await self.metrics.timed_write("create", writes)
 
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None

@@ -43,7 +43,7 @@ import fcntl
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -102,6 +102,15 @@ _OpKind = Literal["create", "update", "delete", "compact"]
 
 
 @dataclass(frozen=True, slots=True)
+class _Put:
+    """A key a create writes beside it (`create_with`), whatever is there."""
+
+    key: str
+    data: str
+    value: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
 class _Op:
     kind: _OpKind
     key: str
@@ -110,12 +119,14 @@ class _Op:
     value: JsonObject | None = None
     """For create/update, the caller's value: the committed object carries it as it is
     rather than a parse of `data` (callers hand their value over and never change it)."""
+    puts: tuple[_Put, ...] = ()
+    """For create, the keys written beside it in the same transaction (`create_with`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Outcome:
     result: StoredObject | StoreError | ValueError | None
-    event: Event | None
+    events: tuple[Event, ...] = ()
 
 
 def _unavailable(cause: Exception) -> Unavailable:
@@ -166,7 +177,7 @@ class _Writer:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
             self.revision, self.floor = start_revision, start_floor
-            return [_Outcome(_unavailable(exc), None) for _ in ops], self.revision, self.floor
+            return [_Outcome(_unavailable(exc)) for _ in ops], self.revision, self.floor
         return outcomes, self.revision, self.floor
 
     def _apply_one(self, op: _Op) -> _Outcome:
@@ -179,19 +190,42 @@ class _Writer:
                 return self._delete(op)
             return self._compact(op)
         except (StoreError, ValueError) as exc:
-            return _Outcome(exc, None)
+            return _Outcome(exc)
 
     def _create(self, op: _Op) -> _Outcome:
         assert op.data is not None
         row = self.conn.execute("SELECT revision FROM objects WHERE key = ?", (op.key,)).fetchone()
         if row is not None:
             raise AlreadyExists(op.key, current=Revision(row[0]))
+        # Past the only precondition: nothing below fails but SQLite itself, which fails the
+        # whole batch, so the puts and the create are committed together or not at all.
+        events = [self._put(put) for put in op.puts]
         rev = self._next()
         self.conn.execute(
             "INSERT INTO objects (key, value, create_revision, revision) VALUES (?, ?, ?, ?)",
             (op.key, op.data, rev, rev),
         )
-        return self._record(EventType.ADDED, op.key, op.data, rev, rev, op.value)
+        created = self._record(EventType.ADDED, op.key, op.data, rev, rev, op.value)
+        return _Outcome(created.result, (*events, *created.events))
+
+    def _put(self, put: _Put) -> Event:
+        row = self.conn.execute(
+            "SELECT create_revision FROM objects WHERE key = ?", (put.key,)
+        ).fetchone()
+        rev = self._next()
+        if row is None:
+            kind, created = EventType.ADDED, rev
+            self.conn.execute(
+                "INSERT INTO objects (key, value, create_revision, revision) VALUES (?, ?, ?, ?)",
+                (put.key, put.data, rev, rev),
+            )
+        else:
+            kind, created = EventType.MODIFIED, Revision(row[0])
+            self.conn.execute(
+                "UPDATE objects SET value = ?, revision = ? WHERE key = ?", (put.data, rev, put.key)
+            )
+        (event,) = self._record(kind, put.key, put.data, rev, created, put.value).events
+        return event
 
     def _update(self, op: _Op) -> _Outcome:
         assert op.data is not None
@@ -217,7 +251,7 @@ class _Writer:
         if target - 1 > self.floor:
             self.conn.execute("DELETE FROM changes WHERE revision < ?", (target,))
             self.floor = Revision(target - 1)
-        return _Outcome(None, None)
+        return _Outcome(None)
 
     def _check(self, op: _Op) -> tuple[Revision, Revision]:
         row = self.conn.execute(
@@ -251,7 +285,7 @@ class _Writer:
         if value is None:
             value = from_json(data)
         obj = StoredObject(key=key, value=value, revision=rev, create_revision=created)
-        return _Outcome(obj, Event(kind, obj))
+        return _Outcome(obj, (Event(kind, obj),))
 
     def _trim_history(self) -> None:
         # Trim in steps of an eighth of the history, not on every commit.
@@ -475,6 +509,19 @@ class SqliteStore:
         data = encode_value(key, value).decode()
         return await self._write_object(_Op("create", key, data, value=value))
 
+    async def create_with(
+        self, key: str, value: JsonObject, *, put: Mapping[str, JsonObject]
+    ) -> StoredObject:
+        validate_key(key)
+        data = encode_value(key, value).decode()
+        puts = []
+        for put_key, put_value in put.items():
+            validate_key(put_key)
+            if put_key == key:
+                raise ValueError(f"{key}: created and put in one write")
+            puts.append(_Put(put_key, encode_value(put_key, put_value).decode(), put_value))
+        return await self._write_object(_Op("create", key, data, value=value, puts=tuple(puts)))
+
     async def update(
         self, key: str, value: JsonObject, *, expected: Revision | None
     ) -> StoredObject:
@@ -537,15 +584,15 @@ class SqliteStore:
                     )
                 except Exception as exc:
                     log.exception("store writer failed")
-                    outcomes = [_Outcome(_unavailable(exc), None) for _ in batch]
+                    outcomes = [_Outcome(_unavailable(exc)) for _ in batch]
                     revision, floor = self._published, self._floor
                 self._batches += 1
                 # Publish and answer in one step of the loop: by the time any caller resumes,
                 # every watcher has its event and current_revision() includes the write.
                 self._floor = floor
                 for outcome in outcomes:
-                    if outcome.event is not None:
-                        self._publish(outcome.event)
+                    for event in outcome.events:
+                        self._publish(event)
                 self._published = revision
                 for pending, outcome in zip(batch, outcomes, strict=True):
                     if not pending.future.done():

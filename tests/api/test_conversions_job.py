@@ -4,14 +4,17 @@ and annotations, and errors addressed into the Job."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from api.errors import ObjectInvalidError
+from api.errors import FieldError, ObjectInvalidError, Path
 from api.k8s.batch import Job
+from api.k8s.pod import PodTemplateSpec, pod_template_errors
 from api.quantity import Quantity
+from api.v1alpha1 import workload as workload_module
 from api.v1alpha1.conversions import ConversionError, to_workload, workload_from_job
 from api.v1alpha1.workload import Workload
 from tests.api.helpers import decoded
@@ -265,3 +268,26 @@ def test_the_namespace_default_queue_applies_when_no_queue_is_named() -> None:
     assert wl.spec.queue_name == "default"
     labelled = workload_from_job(job(), default_queue_name="default")
     assert labelled.spec.queue_name == "vision"
+
+
+def test_a_checked_jobs_templates_are_not_checked_again_but_the_workloads_own_rules_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[str] = []
+    original = pod_template_errors
+
+    def counted(path: Path, template: PodTemplateSpec) -> Iterator[FieldError]:
+        checked.append(str(path))
+        return original(path, template)
+
+    monkeypatch.setattr(workload_module, "pod_template_errors", counted)
+    to_workload(job(), source_checked=True)
+    assert checked == []
+    to_workload(job())
+    assert checked == ["spec.podSets[0].template"]
+
+    named = job()
+    named.spec.template.metadata.name = "pod"  # a Job may; a Workload's pod set may not
+    with pytest.raises(ConversionError) as raised:
+        to_workload(named, source_checked=True)
+    assert [e.path for e in raised.value.errors] == ["spec.template.metadata.name"]

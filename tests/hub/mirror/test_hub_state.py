@@ -110,6 +110,9 @@ async def test_the_hubs_own_write_is_mirrored_before_its_event_and_not_undone_by
 
     assert state.workloads["team/a"].revision == stored.revision
     assert held.metadata.resource_version == str(stored.revision)
+    # The writer's copy shares its metadata with the workload it changed: stamping the new
+    # resourceVersion on it leaves the one mirrored before as it was.
+    assert entry.workload.metadata.resource_version == str(entry.revision)
     # A stale copy arriving later (an older revision) does not replace the newer one.
     state.remember("team/a", entry.workload, Revision(entry.revision), entry.raw)
     assert state.workloads["team/a"].workload.status is not None

@@ -3,6 +3,8 @@ are durable before 201, and bad input answered with a clear 4xx that stores noth
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import yaml
 
@@ -98,6 +100,27 @@ async def test_a_job_submission_becomes_a_durable_workload(hub: HubUnderTest) ->
     assert source.value["kind"] == "Job"
 
 
+async def test_of_two_submissions_racing_for_one_name_the_loser_stores_nothing(
+    hub: HubUnderTest,
+) -> None:
+    await hub.apply(*fleet_objects())
+    jobs = [job(cpu="1"), job(cpu="2")]  # one name; which job is stored tells who won
+    answers = await asyncio.gather(
+        *(
+            hub.call("POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=j)
+            for j in jobs
+        )
+    )
+
+    assert sorted(status for status, _ in answers) == [201, 409]
+    winner = next(j for j, (status, _) in zip(jobs, answers, strict=True) if status == 201)
+    source = await hub.hub.store.get("/workloadsources/vision/job-train")
+    assert (
+        source.value["spec"]["template"]["spec"]["containers"][0]["resources"]
+        == (winner["spec"]["template"]["spec"]["containers"][0]["resources"])
+    )
+
+
 async def test_a_submission_while_the_store_is_unavailable_is_a_503(hub: HubUnderTest) -> None:
     await hub.apply(*fleet_objects())
     await hub.hub.store.close()  # as an etcd outage looks to the hub: Unavailable
@@ -159,9 +182,9 @@ async def test_a_submission_checks_the_workloads_rules_once(
     checks = []
     original = Workload.semantic_errors
 
-    def counted(self: Workload) -> list[FieldError]:
+    def counted(self: Workload, *, templates_checked: bool = False) -> list[FieldError]:
         checks.append(self.metadata.name)
-        return original(self)
+        return original(self, templates_checked=templates_checked)
 
     monkeypatch.setattr(Workload, "semantic_errors", counted)
     status, wl = await hub.call(

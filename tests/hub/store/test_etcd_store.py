@@ -208,6 +208,8 @@ async def test_a_deposed_leaders_fenced_writes_fail_and_write_nothing(
     with pytest.raises(NotLeader):
         await as_leader.create("/w/b", {"by": "a"})
     with pytest.raises(NotLeader):
+        await as_leader.create_with("/w/c", {"by": "a"}, put={"/w/d": {"by": "a"}})
+    with pytest.raises(NotLeader):
         await as_leader.update("/w/a", {"by": "a", "n": 3}, expected=obj.revision)
     with pytest.raises(NotLeader):
         await as_leader.delete("/w/a", expected=None)

@@ -21,6 +21,8 @@ async def test_writes_fail_with_not_leader_until_a_term_begins_and_after_it_ends
     try:
         with pytest.raises(NotLeader):
             await store.create("/w/a", {})
+        with pytest.raises(NotLeader):
+            await store.create_with("/w/a", {}, put={"/s/a": {}})
 
         store.lead(backend)
         created = await store.create("/w/a", {"n": 1})
@@ -32,6 +34,7 @@ async def test_writes_fail_with_not_leader_until_a_term_begins_and_after_it_ends
         with pytest.raises(NotLeader):
             await store.delete("/w/a", expected=None)
         assert (await backend.get("/w/a")).value == {"n": 2}
+        assert (await backend.list("/s/")).items == ()
     finally:
         await store.close()
 

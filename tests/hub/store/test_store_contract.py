@@ -63,6 +63,62 @@ async def test_creating_an_existing_key_fails_and_changes_nothing(store: Store) 
     assert await store.get("/q/a") == first
 
 
+async def test_create_with_writes_the_object_and_its_puts_in_one_go(store: Store) -> None:
+    old = await store.create("/src/ns/a", {"left": "by a deleted workload"})
+    start = await store.current_revision()
+    async with store.watch("/", since=start) as events:
+        created = await store.create_with(
+            "/workloads/ns/a",
+            {"spec": {"n": 1}},
+            put={"/src/ns/a": {"kind": "Job"}, "/src/ns/b": {"kind": "Pod"}},
+        )
+        got = await take(events, 3)
+
+    assert await store.get("/workloads/ns/a") == created
+    replaced, added = await store.get("/src/ns/a"), await store.get("/src/ns/b")
+    assert (replaced.value, replaced.create_revision) == ({"kind": "Job"}, old.revision)
+    assert added.value == {"kind": "Pod"}
+    # The created object is written last, at the highest revision of the write.
+    assert replaced.revision <= created.revision and added.revision <= created.revision
+    assert await store.current_revision() == created.revision
+    assert sorted(summary(got)) == [
+        ("ADDED", "/src/ns/b", {"kind": "Pod"}),
+        ("ADDED", "/workloads/ns/a", {"spec": {"n": 1}}),
+        ("MODIFIED", "/src/ns/a", {"kind": "Job"}),
+    ]
+    assert got[-1].key == "/workloads/ns/a"
+    assert [e.revision for e in got] == sorted(e.revision for e in got)
+
+
+async def test_create_with_of_an_existing_key_writes_none_of_its_puts(store: Store) -> None:
+    first = await store.create_with("/workloads/ns/a", {"v": 1}, put={"/src/ns/a": {"v": 1}})
+    source = await store.get("/src/ns/a")
+
+    with pytest.raises(AlreadyExists) as caught:
+        await store.create_with(
+            "/workloads/ns/a", {"v": 2}, put={"/src/ns/a": {"v": 2}, "/src/ns/b": {"v": 2}}
+        )
+
+    assert caught.value.current == first.revision
+    assert await store.get("/src/ns/a") == source
+    with pytest.raises(NotFound):
+        await store.get("/src/ns/b")
+    assert await store.current_revision() == first.revision
+
+
+async def test_create_with_refuses_bad_puts_before_writing_anything(store: Store) -> None:
+    start = await store.current_revision()
+    with pytest.raises(ValueError, match="invalid store key"):
+        await store.create_with("/w/a", {}, put={"no-slash": {}})
+    with pytest.raises(ValueError, match="created and put"):
+        await store.create_with("/w/a", {}, put={"/w/a": {}})
+    with pytest.raises(TooLarge):
+        await store.create_with("/w/a", {}, put={"/w/b": {"x": "y" * MAX_VALUE_BYTES}})
+    assert await store.current_revision() == start
+    with pytest.raises(NotFound):
+        await store.get("/w/a")
+
+
 async def test_getting_a_missing_key_raises_not_found(store: Store) -> None:
     with pytest.raises(NotFound) as caught:
         await store.get("/q/missing")
@@ -421,6 +477,28 @@ async def test_a_watcher_that_falls_behind_its_buffer_catches_up_from_history(
             )
         await store.create("/w/live-again", {})
         assert [e.key for e in await take(events, 1)] == ["/w/live-again"]
+
+
+async def test_a_watcher_behind_its_buffer_misses_no_key_of_a_many_key_write(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(watch_buffer=10)
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        await store.create("/w/first", {})
+        await take(events, 1)
+        writes = [
+            store.create_with(f"/w/{i}/obj", {}, put={f"/w/{i}/a": {}, f"/w/{i}/b": {}})
+            for i in range(20)
+        ]
+        await asyncio.gather(*writes)
+        await asyncio.sleep(0.1)  # let the events arrive while nobody reads
+        got = await take(events, 60)
+
+    assert sorted(e.key for e in got) == sorted(
+        f"/w/{i}/{part}" for i in range(20) for part in ("a", "b", "obj")
+    )
+    assert [e.revision for e in got] == sorted(e.revision for e in got)
 
 
 async def test_a_watcher_whose_missed_history_was_compacted_gets_compacted(
