@@ -82,16 +82,18 @@ def _slim_metadata(obj: JsonObject) -> JsonObject:
 
 def slim_pod(pod: JsonObject) -> JsonObject:
     """What the mirror keeps of a pod: all of it while it may run; once it finished, what
-    its readers still read — metadata (without managedFields), its node, node selector and
-    container names (agent.status, agent.logs, agent.topology_landing), its phase, reason,
-    message, container statuses and Ready condition (agent.status). A finished pod stays
-    mirrored with its Job for the Job's TTL, an hour of them on a busy cluster: whole, each
-    was some 50 objects for the garbage collector to walk."""
+    its readers still read — metadata (without managedFields), its node, node selector,
+    scheduling gates and container names (agent.status, agent.logs, agent.topology_landing),
+    its phase, reason, message, container statuses and Ready condition (agent.status). A
+    finished pod stays mirrored with its Job for the Job's TTL, an hour of them on a busy
+    cluster: whole, each was some 50 objects for the garbage collector to walk."""
     status = pod.get("status") or {}
     if status.get("phase") not in _FINISHED_PHASES:
         return pod
     spec = pod.get("spec") or {}
-    kept_spec: JsonObject = {k: spec[k] for k in ("nodeName", "nodeSelector") if k in spec}
+    kept_spec: JsonObject = {
+        k: spec[k] for k in ("nodeName", "nodeSelector", "schedulingGates") if k in spec
+    }
     kept_spec["containers"] = [{"name": c.get("name")} for c in spec.get("containers") or []]
     kept_status: JsonObject = {
         k: status[k] for k in ("phase", "reason", "message", "containerStatuses") if k in status
