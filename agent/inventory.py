@@ -11,7 +11,8 @@ the bare Pods MultiQ made (plain Pods, pod groups: labelled, owned by nothing) w
 
 The node summary's used room is kept as pods change (`PodRoom`, fed by the pods mirror), not
 counted from every mirrored pod on each report: finished pods stay mirrored with their Jobs
-for the Jobs' TTL, an hour of them on a busy cluster.
+for the Jobs' TTL, an hour of them on a busy cluster — and of those the mirrors keep only what
+is still read (`slim_pod`, `slim_job`).
 
 Called by: agent.app (runs the mirrors, wakes the loop on change), agent.status,
 agent.capacity, agent.logs, agent.materialize (adoption).
@@ -29,7 +30,7 @@ from api.k8s.pod import ResourceList, room_requests
 from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
-__all__ = ["Inventory", "Labels", "PodRoom"]
+__all__ = ["Inventory", "Labels", "PodRoom", "slim_job", "slim_pod"]
 
 
 def _bare(pod: JsonObject) -> bool:
@@ -70,6 +71,54 @@ def _sum_into(total: dict[str, int], amounts: dict[str, int]) -> None:
 
 
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _slim_metadata(obj: JsonObject) -> JsonObject:
+    meta = obj.get("metadata") or {}
+    if "managedFields" not in meta:
+        return meta
+    return {k: v for k, v in meta.items() if k != "managedFields"}
+
+
+def slim_pod(pod: JsonObject) -> JsonObject:
+    """What the mirror keeps of a pod: all of it while it may run; once it finished, what
+    its readers still read — metadata (without managedFields), its node, node selector,
+    scheduling gates and container names (agent.status, agent.logs, agent.topology_landing),
+    its phase, reason, message, container statuses and Ready condition (agent.status). A
+    finished pod stays mirrored with its Job for the Job's TTL, an hour of them on a busy
+    cluster: whole, each was some 50 objects for the garbage collector to walk."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in _FINISHED_PHASES:
+        return pod
+    spec = pod.get("spec") or {}
+    kept_spec: JsonObject = {
+        k: spec[k] for k in ("nodeName", "nodeSelector", "schedulingGates") if k in spec
+    }
+    kept_spec["containers"] = [{"name": c.get("name")} for c in spec.get("containers") or []]
+    kept_status: JsonObject = {
+        k: status[k] for k in ("phase", "reason", "message", "containerStatuses") if k in status
+    }
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    if ready:
+        kept_status["conditions"] = ready
+    kept: JsonObject = {k: pod[k] for k in ("apiVersion", "kind") if k in pod}
+    return {**kept, "metadata": _slim_metadata(pod), "spec": kept_spec, "status": kept_status}
+
+
+def _job_finished(job: JsonObject) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def slim_job(job: JsonObject) -> JsonObject:
+    """What the mirror keeps of a Job: all of it until it finished, then all but its pod
+    template (nobody reads it then: half of a Job's objects) and metadata.managedFields."""
+    if not _job_finished(job):
+        return job
+    spec = {k: v for k, v in (job.get("spec") or {}).items() if k != "template"}
+    return {**job, "metadata": _slim_metadata(job), "spec": spec}
 
 
 class PodRoom:
@@ -134,7 +183,9 @@ class Inventory:
         retry_delay: float = 1.0,
     ) -> None:
         def mirror(
-            resource: Resource, on_object: Callable[[str, JsonObject | None], None] | None = None
+            resource: Resource,
+            on_object: Callable[[str, JsonObject | None], None] | None = None,
+            slim: Callable[[JsonObject], JsonObject] | None = None,
         ) -> Mirror:
             return Mirror(
                 kube,
@@ -144,6 +195,7 @@ class Inventory:
                 retry_delay=retry_delay,
                 index=(Labels.NAMESPACE, Labels.NAME),
                 on_object=on_object,
+                slim=slim,
             )
 
         self._labels: dict[str, dict[str, str]] | None = None
@@ -157,8 +209,8 @@ class Inventory:
         self.kube = kube
         self.nodes = mirror(Resource.NODES)
         self.pod_room = PodRoom()
-        self.pods = mirror(Resource.PODS, self.pod_room.pod_changed)
-        self.jobs = mirror(Resource.JOBS)
+        self.pods = mirror(Resource.PODS, self.pod_room.pod_changed, slim_pod)
+        self.jobs = mirror(Resource.JOBS, slim=slim_job)
         self.namespaces = Mirror(
             kube,
             Resource.NAMESPACES,

@@ -780,6 +780,24 @@ def _with_pods_ready(record: Record, obs: Observation, now: float) -> Record:
 _RUNNING_PHASES = (WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING)
 
 
+def _held_back(
+    record: Record, jobs_seen: bool, look_again_at: float, settling_since: float | None = None
+) -> Record:
+    """`record` with its report held back until `look_again_at`: the record itself when it
+    says so already — the looks while a report waits change nothing, and a record that is
+    not new is not written, nor looked at again by the engine's snapshot."""
+    settling = record.settling_since if settling_since is None else settling_since
+    if (
+        record.jobs_seen is jobs_seen
+        and record.look_again_at == look_again_at
+        and record.settling_since == settling
+    ):
+        return record
+    return replace(
+        record, jobs_seen=jobs_seen, look_again_at=look_again_at, settling_since=settling
+    )
+
+
 def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) -> Step:
     """What a status pass makes of what it saw of the workload's Jobs and pods.
 
@@ -810,14 +828,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if obs.phase in _FINISHED and (obs.pods.pending or obs.pods.running) and obs.message == "":
         since = record.settling_since if record.settling_since is not None else now
         if now - since < cadence.settle:
-            return Step(
-                replace(
-                    record,
-                    jobs_seen=seen_now,
-                    settling_since=since,
-                    look_again_at=since + cadence.settle,
-                )
-            )
+            return Step(_held_back(record, seen_now, since + cadence.settle, settling_since=since))
     last = record.last_report
     if not report_changed(last, obs):
         return Step(kept)
@@ -828,7 +839,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     if debounced and last is not None and last.observed_at is not None:
         due = last.observed_at.timestamp() + cadence.status_interval
         if now < due:
-            return Step(replace(record, jobs_seen=seen_now, look_again_at=due))
+            return Step(_held_back(record, seen_now, due))
     conditions = []
     workload = record.workload
     finished_at = record.finished_at

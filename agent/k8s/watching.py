@@ -6,7 +6,8 @@ knew, which also forgets objects deleted while the stream was down — and `Watc
 between. `Mirror` keeps a resource's objects by `namespace/name` from such a stream and calls
 `on_change` after every change, so the agent can react without polling, and `on_object` with
 each object replaced or gone, so a tally over the objects can be kept as they change instead of
-counted again from all of them.
+counted again from all of them. `slim` chooses what of an object is kept (the inventory keeps
+little of a finished pod or Job: an hour of them stays mirrored).
 
 Called by: agent.inventory (nodes, pods, jobs mirrors).
 """
@@ -100,6 +101,7 @@ class Mirror:
         retry_delay: float = 1.0,
         index: tuple[str, str] | None = None,
         on_object: Callable[[str, JsonObject | None], None] | None = None,
+        slim: Callable[[JsonObject], JsonObject] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -116,6 +118,8 @@ class Mirror:
         self._on_change = on_change
         self._on_object = on_object
         """Called with an object's key and what it is now (None: gone), after the change."""
+        self._slim = slim
+        """What of an object is kept (it may return the object itself)."""
         self._timeout = timeout_seconds
         self._retry = retry_delay
 
@@ -156,7 +160,7 @@ class Mirror:
             self._drop(key)
             self._put(key, item.object)
             if on_object is not None:
-                on_object(key, item.object)
+                on_object(key, self.objects[key])
         if self._on_change is not None:
             self._on_change(self.resource)
 
@@ -168,6 +172,8 @@ class Mirror:
         return None if first is None or second is None else (str(first), str(second))
 
     def _put(self, key: str, obj: JsonObject) -> None:
+        if self._slim is not None:
+            obj = self._slim(obj)
         self.objects[key] = obj
         owner = self._owner(obj)
         if owner is not None:

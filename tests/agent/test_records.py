@@ -659,6 +659,18 @@ def test_a_status_pass(
     assert effects(step) == expected
 
 
+def test_a_look_while_a_report_is_held_back_keeps_the_record_as_it_is() -> None:
+    before = held(P.ADMITTED, materialised=True, last_report=report(P.ADMITTED, NOW - 0.25))
+    waiting = next_report(before, seen(P.RUNNING), NOW, CADENCE).record
+    assert waiting is not None and waiting.look_again_at == NOW + 0.75
+    again = next_report(waiting, seen(P.RUNNING), NOW + 0.5, CADENCE)
+    assert again.record is waiting and again.effects == ()
+    done_per_jobs = seen(P.SUCCEEDED, PodCounts(running=1, succeeded=1))
+    settling = next_report(held(P.RUNNING), done_per_jobs, NOW, CADENCE).record
+    assert settling is not None and settling.look_again_at == NOW + 5
+    assert next_report(settling, done_per_jobs, NOW + 1, CADENCE).record is settling
+
+
 def test_a_held_back_report_sets_when_to_look_again() -> None:
     before = held(P.ADMITTED, materialised=True, last_report=report(P.ADMITTED, NOW - 0.25))
     step = next_report(before, seen(P.RUNNING), NOW, CADENCE)
