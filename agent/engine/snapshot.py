@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NewType, TypeVar, cast
@@ -95,11 +94,13 @@ PODS = ResourceName("pods")
 """The special resource counting pods (1000 milli per pod), usable as quota."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def lq_key(namespace: str, name: str) -> LocalQueueKey:
-    # Interned: the workloads of one local queue share one key object, so the cycle's
-    # per-workload gate lookup matches it by identity instead of comparing a string of each
-    # (50,000 of them in bench.engine_throughput, read cold).
-    return LocalQueueKey(sys.intern(f"{namespace}/{name}"))
+    # One key object per local queue (a cache, not sys.intern: the core imports no sys): the
+    # workloads of one local queue share it, so the cycle's per-workload gate lookup matches
+    # it by identity instead of comparing a string of each (50,000 of them in
+    # bench.engine_throughput, read cold).
+    return LocalQueueKey(f"{namespace}/{name}")
 
 
 # --------------------------------------------------------------------------------------------
