@@ -44,8 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The installed scripts' entry: run `main`, then leave at once. A short-lived CLI gains
     nothing from the interpreter's orderly teardown (tearing down every imported module and
-    collecting what they held), which costs about a tenth of a `qctl sbatch` call's CPU, and a
-    loop of sbatch calls pays it every time. Every file qctl writes is closed by a `with`
+    collecting what they held), which costs a few milliseconds of a `qctl sbatch` call's CPU,
+    and a loop of sbatch calls pays it every time. Every file qctl writes is closed by a `with`
     block or `write_text` before `main` returns; only stdout and stderr are left to flush."""
     try:
         code = main()
