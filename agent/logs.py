@@ -9,9 +9,7 @@ later); readers append to one bounded buffer per stream. Nothing is dropped here
 whose stream's buffer is full waits (it stops reading the API server's response, so the
 backpressure ends in the kubelet's log file, which is where the lines are anyway). A sender
 drains the buffer in batches of up to `batch_lines` lines of one (pod, container), awaiting
-the lane (backpressure stays on the log lane, never the control lane). A stream of one
-container without follow (the ship of a one-pod Job: most streams) has neither: the stream's
-own task reads the log and sends the buffer whenever it fills, and at the end. Each frame carries
+the lane (backpressure stays on the log lane, never the control lane). Each frame carries
 the sequence number of its first line in its container's log (1-based, counted from where
 the reader started: `from_start` when that was the log's start), so the hub counts any gap
 exactly. When a reader ends the (pod, container) gets a frame with `eof=True`. The stream
@@ -136,8 +134,7 @@ class _Stream:
         """Per (pod, container): the sequence number the next frame starts at."""
         self.ended: list[Key] = []
         self.eof_sent: set[Key] = set()
-        self.readers: dict[Key, asyncio.Task[None] | None] = {}
-        """A reader per (pod, container); None: read inline, in the stream's own task."""
+        self.readers: dict[Key, asyncio.Task[None]] = {}
         self.data = asyncio.Event()
         self.discovery_done = False
         self.unread: set[Key] = set()
@@ -147,9 +144,6 @@ class _Stream:
         is then open and stays readable to its end while the pod goes (a kubelet reads the
         open log file, kubesim the container's log object), so the pods may be deleted."""
         self.task: asyncio.Task[None] | None = None
-        self.inline = False
-        """The one reader runs in the stream's own task and sends what it reads itself (see
-        `run`)."""
 
     # readers ---------------------------------------------------------------------------------
 
@@ -164,8 +158,6 @@ class _Stream:
         return True
 
     async def push(self, entry: _Entry) -> None:
-        if self.inline:
-            await self._flush()  # (no sender to make room: the reader is the sender)
         while len(self.buffer) >= self.owner.buffer_lines:
             self.space.clear()
             await self.space.wait()
@@ -262,10 +254,9 @@ class _Stream:
             self.ended.append(key)
             self.data.set()
 
-    def _new_keys(self, namespace: str, name: str) -> list[Key]:
-        """Every container of the workload's pods that started and has no reader yet."""
+    def _start_readers(self, namespace: str, name: str) -> None:
+        """A reader for every container of the workload's pods that started and has none."""
         req = self.request
-        keys: list[Key] = []
         for pod in self.owner.inventory.workload_pods(namespace, name):
             pod_name = str((pod.get("metadata") or {}).get("name"))
             if req.pod is not None and pod_name != req.pod:
@@ -275,14 +266,10 @@ class _Stream:
                 if req.container is not None and cname != req.container:
                     continue
                 key = (pod_name, cname)
-                if key not in self.readers and _started(pod, cname):
-                    keys.append(key)
-        return keys
-
-    def _start_readers(self, namespace: str, keys: list[Key]) -> None:
-        for key in keys:
-            self.unread.add(key)
-            self.readers[key] = asyncio.create_task(self.read(namespace, key))
+                if key in self.readers or not _started(pod, cname):
+                    continue
+                self.unread.add(key)
+                self.readers[key] = asyncio.create_task(self.read(namespace, key))
 
     def _discovered(self) -> bool:
         """Whether no reader can come any more (then the stream is told so): without follow,
@@ -298,7 +285,7 @@ class _Stream:
     async def discover(self, namespace: str, name: str) -> None:
         """Keeps starting readers as the workload's containers start, until none can come."""
         while True:
-            self._start_readers(namespace, self._new_keys(namespace, name))
+            self._start_readers(namespace, name)
             if self._discovered():
                 return
             await asyncio.sleep(self.owner.poll_interval)
@@ -338,14 +325,9 @@ class _Stream:
     def cut_off(self) -> list[LogData]:
         """The stream is stopped before its end (its Jobs go): the eof of every container it
         read, counting the lines read and not sent as left behind (a lower bound: what was
-        not read yet is not known), then the stream's own eof. An inline stream sends its
-        buffer only when it fills or the log ends: what it holds, a sender would have sent
-        as it went, so it goes out first instead of being counted."""
+        not read yet is not known), then the stream's own eof."""
         ship = self.ship
         frames: list[LogData] = []
-        while self.inline and self.buffer:
-            key, entries = self._take_batch()
-            frames.append(self._frame(key, entries, eof=False))
         for key in self.readers:
             if key in self.eof_sent:
                 continue
@@ -370,40 +352,6 @@ class _Stream:
             known = self.owner.sent_upto.get(sent)
             self.owner.sent_upto[sent] = last if known is None else max(known, last)
 
-    def _take_batch(self) -> tuple[Key, list[_Entry]]:
-        """The next frame's lines: up to `batch_lines` of the buffer, of one (pod, container)."""
-        key = self.buffer[0].key
-        entries: list[_Entry] = []
-        while self.buffer and self.buffer[0].key == key and len(entries) < self.owner.batch_lines:
-            entries.append(self.buffer.popleft())
-        self.space.set()
-        return key, entries
-
-    async def _flush(self) -> None:
-        """Send what the buffer holds, in frames of one (pod, container) each, then the eof
-        of every reader that ended and has nothing left in the buffer."""
-        while self.buffer:
-            key, entries = self._take_batch()
-            await self._send(self._frame(key, entries, eof=False))
-        while self.ended:
-            key = self.ended.pop(0)
-            if any(e.key == key for e in self.buffer):
-                self.ended.append(key)
-                break
-            await self._send(self._frame(key, [], eof=True))
-            self.eof_sent.add(key)
-
-    async def _read_inline(self, namespace: str, key: Key) -> None:
-        """The stream of one container without follow, in the stream's own task: its log
-        read to the end (the buffer sent whenever it fills), then its eof and the stream's."""
-        self.inline = True
-        self.unread.add(key)
-        self.readers[key] = None
-        self._discovered()
-        await self.read(namespace, key)
-        await self._flush()
-        await self._send(self._frame(("", ""), [], eof=True))
-
     async def run(self) -> None:
         namespace, name = self.request.workload.split("/", 1)
         discovery: asyncio.Task[None] | None = None
@@ -412,15 +360,7 @@ class _Stream:
         else:
             # One look is all there is to discovery (a ship of every finished workload, most
             # streams): done here, not in a task of its own.
-            keys = self._new_keys(namespace, name)
-            if len(keys) == 1:
-                # One container (a one-pod Job's ship, most streams): read in this task,
-                # its lines sent as the buffer fills and when the log ends. A reader task,
-                # the sender's wake-ups and its batching pause were most of what shipping
-                # the log of a short job cost the agent.
-                await self._read_inline(namespace, keys[0])
-                return
-            self._start_readers(namespace, keys)
+            self._start_readers(namespace, name)
             self._discovered()
             if self.readers:
                 # Nothing to send before a reader passes a line on or ends, which wakes the
@@ -431,12 +371,29 @@ class _Stream:
                 await self.data.wait()
                 self.data.clear()
                 await asyncio.sleep(self.owner.batch_interval)
-                await self._flush()
+                while self.buffer:
+                    key = self.buffer[0].key
+                    entries: list[_Entry] = []
+                    while (
+                        self.buffer
+                        and self.buffer[0].key == key
+                        and len(entries) < self.owner.batch_lines
+                    ):
+                        entries.append(self.buffer.popleft())
+                    self.space.set()
+                    await self._send(self._frame(key, entries, eof=False))
+                while self.ended:
+                    key = self.ended.pop(0)
+                    if any(e.key == key for e in self.buffer):
+                        self.ended.append(key)
+                        break
+                    await self._send(self._frame(key, [], eof=True))
+                    self.eof_sent.add(key)
                 if (
                     self.discovery_done
                     and not self.buffer
                     and not self.ended
-                    and all(t is None or t.done() for t in self.readers.values())
+                    and all(t.done() for t in self.readers.values())
                 ):
                     await self._send(self._frame(("", ""), [], eof=True))  # stream done
                     return
