@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -34,6 +36,15 @@ async def take(events: WatchStream, n: int, *, within: float = 5.0) -> list[Even
             if len(got) == n:
                 break
     return got
+
+
+@contextlib.asynccontextmanager
+async def following_live_writes(store: Store) -> AsyncIterator[WatchStream]:
+    """A watch of /w/ that has caught up with the store and now follows its live writes."""
+    async with store.watch("/w/", since=await store.current_revision()) as events:
+        await store.create("/w/first", {})
+        await take(events, 1)
+        yield events
 
 
 def summary(events: list[Event]) -> list[tuple[str, str, Any]]:
@@ -465,9 +476,7 @@ async def test_a_watcher_that_falls_behind_its_buffer_catches_up_from_history(
 ) -> None:
     store = await make_store(watch_buffer=10)
     start = await store.current_revision()
-    async with store.watch("/w/", since=start) as events:
-        await store.create("/w/first", {})
-        await take(events, 1)  # now following live writes
+    async with following_live_writes(store) as events:
         for round_ in range(3):  # falls behind, catches up, falls behind again
             await asyncio.gather(*(store.create(f"/w/{round_}-{i}", {}) for i in range(40)))
             await asyncio.sleep(0.1)  # let the events arrive while nobody reads
@@ -483,10 +492,7 @@ async def test_a_watcher_behind_its_buffer_misses_no_key_of_a_many_key_write(
     make_store: StoreFactory,
 ) -> None:
     store = await make_store(watch_buffer=10)
-    start = await store.current_revision()
-    async with store.watch("/w/", since=start) as events:
-        await store.create("/w/first", {})
-        await take(events, 1)
+    async with following_live_writes(store) as events:
         writes = [
             store.create_with(f"/w/{i}/obj", {}, put={f"/w/{i}/a": {}, f"/w/{i}/b": {}})
             for i in range(20)
@@ -505,10 +511,7 @@ async def test_a_watcher_whose_missed_history_was_compacted_gets_compacted(
     make_store: StoreFactory,
 ) -> None:
     store = await make_store(watch_buffer=10)
-    start = await store.current_revision()
-    async with store.watch("/w/", since=start) as events:
-        await store.create("/w/first", {})
-        await take(events, 1)
+    async with following_live_writes(store) as events:
         await asyncio.gather(*(store.create(f"/w/{i}", {}) for i in range(40)))
         await asyncio.sleep(0.1)
         await store.compact(await store.current_revision())
