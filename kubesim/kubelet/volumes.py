@@ -265,6 +265,11 @@ class VolumeBuilder:
         return mounts
 
 
+def _with_hosts(mounts: list[Mount], hosts: Path | None) -> list[Mount]:
+    """The container's mounts, then its generated /etc/hosts (read-only) over the host's."""
+    return [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
+
+
 def _on_host(path: str, mounted: list[str], check: Callable[[str], bool]) -> bool:
     """`check(path)` holds as a mount script will find it: on the host, and not under a
     target it mounted before (what is there then is the volume's)."""
@@ -280,7 +285,7 @@ def _mount_script(mounts: list[Mount], hosts: Path | None, working_dir: str | No
     would otherwise spend most of its start on them."""
     steps: list[str] = []
     mounted: list[str] = []  # targets this script mounts before the step at hand
-    every = [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
+    every = _with_hosts(mounts, hosts)
     for mount in every:
         source, target = shlex.quote(str(mount.source)), shlex.quote(mount.target)
         if mount.source.is_dir():
@@ -314,7 +319,7 @@ def _fstab(mounts: list[Mount], hosts: Path | None) -> str | None:
     a file must be mounted where none exists: that needs the step-by-step script."""
     lines: list[str] = []
     mounted: list[str] = []
-    every = [*mounts, *([Mount(hosts, "/etc/hosts", True)] if hosts else [])]
+    every = _with_hosts(mounts, hosts)
     for mount in every:
         options = "bind,ro" if mount.read_only else "bind"
         if mount.source.is_dir():
