@@ -4,11 +4,13 @@ api form the agent reports and persists.
 
 The cycle runs on every event, so `SnapshotCache.build` must not re-convert everything, nor
 even look at everything: the configuration is converted once per ConfigSync (with
-`agent.engine.from_api`), each workload once per change of its workload object (records are
-immutable: a transition that changes the status makes a new workload), finished workloads
-are left out (they hold no quota), and the shell names the workloads it changed since the
-last build, so a build costs what changed plus one dict copy. A reservation holds its quota
-like an admitted workload: its status carries the admission.
+`agent.engine.from_api`; one that converts the same is not taken — the hub pushes one when a
+queue's status changes), each workload once per change of its workload object (records are
+immutable: a transition that changes the status makes a new workload) or of the priority
+classes' values, finished workloads are left out (they hold no quota), and the shell names
+the workloads it changed since the last build, so a build costs what changed plus one dict
+copy. A reservation holds its quota like an admitted workload: its status carries the
+admission.
 
 The cycle is incremental too (`agent.engine.cycle.schedule_incremental`): the cache keeps the
 engine's `Carry` and the ids of the engine workloads it replaced since the last cycle, and
@@ -348,7 +350,7 @@ class SnapshotCache:
         cfg = config or ConfigSync(revision=0)
         new_config = self._config is not cfg
         if self._base is None or new_config or self._namespaces is not namespaces:
-            self._base = build_snapshot(
+            base = build_snapshot(
                 flavors=cfg.resource_flavors,
                 cluster_queues=cfg.cluster_queues,
                 local_queues=cfg.local_queues,
@@ -363,12 +365,21 @@ class SnapshotCache:
                 ),
             )
             self._namespaces = namespaces
+            # The hub pushes a ConfigSync whenever a queue's status changes too: a push that
+            # converts to the same snapshot keeps the old one, so the engine's carry (which
+            # rebuilds itself when the config is another object) stays incremental.
+            if base != self._base:
+                self._base = base
         if new_config:
             self._config = cfg
-            self._priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
-            self._workloads.clear()
-            self._by_label.clear()
-            changed = None
+            priorities = {p.metadata.name: p.value for p in cfg.workload_priority_classes}
+            if priorities != self._priorities:
+                # A workload's conversion reads the config's priorities alone: the converted
+                # workloads stay while they are the same.
+                self._priorities = priorities
+                self._workloads.clear()
+                self._by_label.clear()
+                changed = None
         if changed is None:
             self._engine = {}
             self._admitted = {}

@@ -12,8 +12,10 @@ from agent.engine.cycle import schedule
 from agent.engine.snapshot import Admission, ClusterQueueName, ResourceName, WorkloadId
 from agent.records import Record, on_offer
 from agent.snapshots import SnapshotCache, api_admission
+from api.meta import ObjectMeta
 from api.quantity import Quantity
 from api.v1alpha1.messages import CapacityReport, NodeSummary, WorkloadPhase
+from api.v1alpha1.queues import WorkloadPriorityClass
 from api.v1alpha1.workload import WorkloadStatus
 from tests.agent.conftest import config, job_source, offer_for
 
@@ -89,6 +91,35 @@ def test_finished_workloads_hold_no_quota_and_a_new_config_reconverts() -> None:
         .resources.values()
     )
     assert quota.nominal == 9000
+
+
+def test_a_config_pushed_again_unchanged_keeps_every_conversion_and_the_cycle_incremental() -> None:
+    cache = SnapshotCache()
+    cfg = config(cpu="0")  # nothing fits: all wait
+    held = {f"team-a/job-{n}": held_record(n) for n in "abc"}
+    first = cache.build(cfg, held)
+    cache.cycle(first)(100.0)
+    # The hub pushes a new ConfigSync (a new revision) when only a queue's status changed.
+    again = cache.build(config(revision=2, cpu="0"), held, set())
+    assert all(again.workloads[w] is first.workloads[w] for w in first.workloads)
+    assert again.cluster_queues is first.cluster_queues
+    assert cache.cycle(again)(101.0).pending_changed == frozenset()
+
+
+def test_a_new_priority_class_value_converts_the_workloads_again() -> None:
+    cache = SnapshotCache()
+    held = {"team-a/job-a": held_record("a")}
+    held["team-a/job-a"].workload.spec.priority_class_name = "high"
+    low = WorkloadPriorityClass(metadata=ObjectMeta(name="high"), value=1)
+    cfg = config().model_copy(update={"workload_priority_classes": [low]})
+    [wl] = cache.build(cfg, held).workloads.values()
+    assert wl.priority == 1
+    high = cfg.model_copy(
+        update={"workload_priority_classes": [low.model_copy(update={"value": 9})]}
+    )
+    assert cache.build(high, held, set()).workloads[wl.id].priority == 9
+    same = high.model_copy(update={"revision": 3})
+    assert cache.build(same, held, set()).workloads[wl.id].priority == 9
 
 
 def test_a_build_told_what_changed_equals_a_build_from_scratch() -> None:
