@@ -140,10 +140,23 @@ class QuotaTree:
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> QuotaTree:
         tree = cls(snapshot.cluster_queues, snapshot.cohorts)
+        # Summed per cluster queue first and put on the tree once per queue: what a node
+        # passes up to its parent depends only on its total (a capacity report walks every
+        # admitted workload, a few times a second under load).
+        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
         for wl in snapshot.workloads.values():
             adm = wl.admission
-            if adm is not None and adm.cluster_queue in tree.cqs:
-                tree.add_usage(tree.cqs[adm.cluster_queue], adm.total)
+            if adm is None:
+                continue
+            total = totals.get(adm.cluster_queue)
+            if total is None:
+                if adm.cluster_queue not in tree.cqs:
+                    continue
+                total = totals[adm.cluster_queue] = {}
+            for fr, amount in adm.total.items():
+                total[fr] = total.get(fr, 0) + amount
+        for name, total in totals.items():
+            tree.add_usage(tree.cqs[name], total)
         return tree
 
     # construction ---------------------------------------------------------------------------
