@@ -80,6 +80,10 @@ __all__ = ["ClusterNodes", "SnapshotCache", "api_admission", "api_topology", "na
 
 JsonObject = Mapping[str, Any]
 
+SMALL_CYCLE_CHANGES = 64
+"""At most this many changed workloads on the last carry make a small cycle (the admission
+shell runs one in its loop when the last one was quick too)."""
+
 
 def api_topology(ta: EngineTopologyAssignment) -> TopologyAssignment:
     """The engine's assignment in Kueue's form: one slice, a level's values given once when
@@ -450,6 +454,15 @@ class SnapshotCache:
             return result
 
         return run
+
+    def next_cycle_is_small(self) -> bool:
+        """Whether the next `cycle` goes on from the last one's carry over at most
+        `SMALL_CYCLE_CHANGES` changed workloads (not a rebuild, not a burst)."""
+        return (
+            self._carry is not None
+            and self._replaced is not None
+            and len(self._replaced) <= SMALL_CYCLE_CHANGES
+        )
 
     @staticmethod
     def _label_key(wl: Workload) -> tuple[str, str]:

@@ -210,3 +210,23 @@ def test_a_capacity_report_over_the_admitted_workloads_alone_equals_one_over_all
     del held[gone]
     report, alone = both({done, gone})
     assert report == alone and report.queues[0].usage == Quantity.parse("1")
+
+
+def test_a_cycle_over_a_few_changes_on_the_last_carry_is_small_and_a_rebuild_or_a_burst_is_not() -> (
+    None
+):
+    cache = SnapshotCache()
+    cfg = config(cpu="0")  # nothing fits: all wait
+    held = {f"team-a/job-{n}": held_record(n) for n in "abc"}
+    first = cache.build(cfg, held)
+    assert not cache.next_cycle_is_small()  # (no carry yet: a rebuild)
+    cache.cycle(first)(100.0)
+    held["team-a/job-d"] = held_record("d")
+    again = cache.build(cfg, held, {"team-a/job-d"})
+    assert cache.next_cycle_is_small()
+    cache.cycle(again)(101.0)
+
+    burst = {f"team-a/job-x{i}": held_record(f"x{i}") for i in range(100)}
+    held.update(burst)
+    cache.build(cfg, held, set(burst))
+    assert not cache.next_cycle_is_small()
