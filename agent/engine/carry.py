@@ -4,8 +4,9 @@ queue order, indexed by shape and gate, so a cycle looks again only at what chan
 Owns `Carry`, the explicit state `cycle.schedule_incremental` takes and returns (never a
 hidden global). It holds, as of the last cycle's snapshot:
 
-- the admitted workloads (quota and preemption candidates are rebuilt from them each cycle:
-  they are few — what the cluster runs);
+- the admitted workloads, also by cluster queue with their admissions' summed usage and how
+  many are being evicted, so a cycle puts the usage on its quota tree once per queue and
+  builds preemption candidates only for a queue it searches, without walking them all;
 - every waiting workload routed to its cluster queue (`QueueIndex`: sorted by
   `Workload.order_key`, with the distinct shapes and the largest order key of each, the local
   queues and namespaces present, and the workloads with a backoff), or the reason it could
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from agent.engine.result import PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import (
     ClusterQueueName,
+    FlavorResource,
     LocalQueueKey,
     OrderKey,
     Snapshot,
@@ -139,13 +141,16 @@ class Carry:
     """The state one admission cycle leaves for the next; see the module docstring."""
 
     __slots__ = (
+        "admitted",
         "config",
+        "evicting",
         "missing",
         "placer",
         "previous",
         "queues",
         "running",
         "unrouted",
+        "usage",
         "waiting",
     )
 
@@ -153,6 +158,12 @@ class Carry:
         self.config: tuple[object, ...] = ()
         """The configuration objects of the snapshot the index was built for."""
         self.running: dict[WorkloadId, Workload] = {}
+        self.admitted: dict[ClusterQueueName, dict[WorkloadId, Workload]] = {}
+        """The running ones by the cluster queue of their admission."""
+        self.usage: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
+        """The sum of their admissions' usage, by cluster queue (with `admitted`)."""
+        self.evicting: dict[ClusterQueueName, int] = {}
+        """How many of them are being evicted, by cluster queue (none: absent)."""
         self.waiting: dict[WorkloadId, Workload] = {}
         """Every waiting workload, routed or not (what `remove` must find again)."""
         self.queues: dict[ClusterQueueName, QueueIndex] = {}
@@ -182,6 +193,9 @@ class Carry:
         if changed is None or not same:
             self.config = config
             self.running.clear()
+            self.admitted.clear()
+            self.usage.clear()
+            self.evicting.clear()
             self.waiting.clear()
             self.queues.clear()
             self.unrouted.clear()
@@ -192,9 +206,13 @@ class Carry:
             return False
         workloads = snapshot.workloads
         for wid in changed:
-            old = self.running.pop(wid, None) or self.waiting.pop(wid, None)
-            if old is not None and old.admission is None:
-                self._unplace(snapshot, old)
+            old = self.running.pop(wid, None)
+            if old is not None:
+                self._release(old)
+            else:
+                old = self.waiting.pop(wid, None)
+                if old is not None:
+                    self._unplace(snapshot, old)
             new = workloads.get(wid)
             if new is not None:
                 self._place(snapshot, new)
@@ -214,8 +232,20 @@ class Carry:
         return reason
 
     def _place(self, snapshot: Snapshot, wl: Workload) -> None:
-        if wl.admission is not None:
+        adm = wl.admission
+        if adm is not None:
             self.running[wl.id] = wl
+            name = adm.cluster_queue
+            members = self.admitted.get(name)
+            if members is None:
+                members = self.admitted[name] = {}
+                self.usage[name] = {}
+            members[wl.id] = wl
+            usage = self.usage[name]
+            for fr, amount in adm.total.items():
+                usage[fr] = usage.get(fr, 0) + amount
+            if wl.evicting:
+                self.evicting[name] = self.evicting.get(name, 0) + 1
             return
         self.waiting[wl.id] = wl
         where = self._route(snapshot, wl)
@@ -226,6 +256,27 @@ class Carry:
         if queue is None:
             queue = self.queues[where] = QueueIndex()
         queue.insert(wl)
+
+    def _release(self, wl: Workload) -> None:
+        """Take a running workload (just taken out of `running`) out of its queue's sums."""
+        adm = wl.admission
+        assert adm is not None
+        name = adm.cluster_queue
+        members = self.admitted[name]
+        del members[wl.id]
+        if wl.evicting:
+            left = self.evicting[name] - 1
+            if left:
+                self.evicting[name] = left
+            else:
+                del self.evicting[name]
+        if not members:
+            del self.admitted[name]
+            del self.usage[name]  # (no sum of differences left behind)
+            return
+        usage = self.usage[name]
+        for fr, amount in adm.total.items():
+            usage[fr] -= amount
 
     def _unplace(self, snapshot: Snapshot, wl: Workload) -> None:
         where = self._route(snapshot, wl)

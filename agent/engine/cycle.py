@@ -234,23 +234,35 @@ class _Cycle:
     # step 1 -----------------------------------------------------------------------------------
 
     def _load_admitted(self) -> None:
-        # Every cycle walks every admitted workload, so this loop stays lean: usage is summed
-        # per queue and put on the tree once per queue (the same usage as adding workload by
-        # workload: what a node passes up to its parent depends only on its total), and
-        # preemption candidates are built only for the queues a search looks at.
+        # Usage is summed per queue and put on the tree once per queue (the same usage as
+        # adding workload by workload: what a node passes up to its parent depends only on
+        # its total), and preemption candidates are built only for the queues a search looks
+        # at. The carry keeps both sums and groups as workloads change; without one, every
+        # cycle walks every admitted workload, so that loop stays lean.
         tree = self.tree
-        by_cq: dict[str, list[Workload]] = {}
-        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
+        by_cq: dict[str, Iterable[Workload]] = {}
         evicting: set[str] = set()
+        carry = self.carry
+        if carry is not None:
+            for name, group in carry.admitted.items():
+                node = tree.cqs.get(name)
+                if node is not None:
+                    by_cq[name] = group.values()
+                    tree.add_usage(node, carry.usage[name])
+            evicting.update(name for name in carry.evicting if name in tree.cqs)
+            self._preemptor(by_cq, evicting)
+            return
+        lists: dict[str, list[Workload]] = {}
+        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
         for wl in self.running:
             adm = wl.admission
             assert adm is not None
             name = adm.cluster_queue
-            members = by_cq.get(name)
+            members = lists.get(name)
             if members is None:
                 if name not in tree.cqs:
                     continue
-                members = by_cq[name] = []
+                members = lists[name] = []
                 totals[name] = {}
             members.append(wl)
             total = totals[name]
@@ -260,10 +272,14 @@ class _Cycle:
                 evicting.add(name)
         for name, total in totals.items():
             tree.add_usage(tree.cqs[name], total)
+        by_cq.update(lists)
+        self._preemptor(by_cq, evicting)
+
+    def _preemptor(self, by_cq: Mapping[str, Iterable[Workload]], evicting: set[str]) -> None:
         if self.placer is not None:
             self.placer.begin(self.snap, self.running)
         self.preemptor = Preemptor(
-            tree=tree,
+            tree=self.tree,
             cq_specs=self.snap.cluster_queues,
             admitted=by_cq,
             evicting_cqs=evicting,

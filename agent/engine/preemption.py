@@ -151,7 +151,7 @@ class Preemptor:
         *,
         tree: QuotaTree,
         cq_specs: Mapping[ClusterQueueName, ClusterQueue],
-        admitted: Mapping[str, list[Workload]],
+        admitted: Mapping[str, Iterable[Workload]],
         evicting_cqs: set[str],
         now: float,
         fair: FairSharing | None = None,

@@ -155,6 +155,8 @@ def _events(
                 del wls[wid]  # finished: its quota is free
             elif roll < 0.35:
                 wls[wid] = dataclasses.replace(w, pods_ready=True)
+            elif roll < 0.38:
+                wls[wid] = dataclasses.replace(w, evicting=True)  # its pods are going
         elif roll < 0.03:
             wls[wid] = dataclasses.replace(w, priority=w.priority + 3)  # a new order key
         elif roll < 0.04:
@@ -186,6 +188,27 @@ def _same(full: CycleResult, inc: CycleResult) -> None:
     }
 
 
+def _carry_sums_hold(carry: Carry) -> None:
+    """The carry's per-queue groups, usage sums and evicting counts, kept as workloads came and
+    went, equal the ones counted again from its running workloads."""
+    groups: dict[str, set[WorkloadId]] = {}
+    usage: dict[str, dict[object, int]] = {}
+    evicting: dict[str, int] = {}
+    for running in carry.running.values():
+        assert running.admission is not None
+        name = running.admission.cluster_queue
+        groups.setdefault(name, set()).add(running.id)
+        total = usage.setdefault(name, {})
+        for fr, amount in running.admission.total.items():
+            total[fr] = total.get(fr, 0) + amount
+        if running.evicting:
+            evicting[name] = evicting.get(name, 0) + 1
+    assert {k: set(v) for k, v in carry.admitted.items()} == groups
+    kept = {k: {fr: n for fr, n in v.items() if n} for k, v in carry.usage.items()}
+    assert kept == {k: {fr: n for fr, n in v.items() if n} for k, v in usage.items()}
+    assert carry.evicting == evicting
+
+
 def _run_stream(
     seed: int, steps: int = 40, afs: bool = False, fair: list[FairSharing] | None = None
 ) -> int:
@@ -215,6 +238,7 @@ def _run_stream(
             snap, now, carry, None if rng.random() < 0.05 else changed
         )
         _same(full, inc)
+        _carry_sums_hold(carry)
         assert isinstance(inc.pending, _Pending)
         skipped += bool(inc.pending.tails)
         if inc.pending_changed is not None:
