@@ -26,6 +26,8 @@ What a request does (kjob's behaviour, paraphrased):
   bundles'), resources and Job spec; the template gives the first container's image and other
   settings (its `args` dropped: the batch prologue takes positional arguments), the rest of
   the pod (node selector, tolerations, sidecars, volumes) and Job fields the task leaves unset.
+  A template that names a service account or sets `automountServiceAccountToken` decides
+  whether the pod gets a token (a task alone gets none: api.slurm.work).
 
 Errors (hub.errors, never a 5xx): a profile, template or bundle that does not exist is a 404
 naming it; a mode the profile does not offer (naming the ones it does), a flag the mode does not
@@ -420,9 +422,12 @@ def _slurm_job(
         "command": batch["command"],
         "resources": batch["resources"],
     }
+    task_fields = {k: v for k, v in task_pod_spec.items() if k != "containers"}
+    if {"serviceAccountName", "automountServiceAccountToken"} & template_pod["spec"].keys():
+        task_fields.pop("automountServiceAccountToken", None)  # the template's account decides
     pod_spec = {
         **template_pod["spec"],
-        **{k: v for k, v in task_pod_spec.items() if k != "containers"},
+        **task_fields,
         "containers": [container, *sidecars],
     }
     _add_bundles(pod_spec, bundles, template, _profile_env(profile, task.user))

@@ -13,6 +13,10 @@ Workload like any submitted Job, and the annotations that keep the Slurm facts o
   the options' CPUs, memory and GPUs per node; `--time` is the Job's activeDeadlineSeconds
   (Kubernetes fails it with DeadlineExceeded: Slurm's TIMEOUT); `--chdir` is where the
   prologue changes to; `backoffLimit: 0` (Slurm does not retry a failed batch job).
+- `automountServiceAccountToken: false`: a batch job holds no credential for the cluster it
+  runs in (a Slurm job has none either; least privilege), and a pod without the token volume
+  is cheaper to start. A job template that names a service account or sets the field itself
+  decides instead (hub.templates).
 
 Annotations (prefix `slurm.multiq.dev/`) carry what the hub decides with and what squeue and
 sacct show: `SlurmFacts.from_annotations` reads them back.
@@ -219,6 +223,7 @@ def build_job(
             "metadata": {"annotations": {SlurmAnnotations.JOB_ID: str(ids.job_id)}},
             "spec": {
                 "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
                 "containers": [
                     {
                         "name": CONTAINER,

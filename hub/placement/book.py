@@ -26,6 +26,7 @@ __all__ = [
     "Assumed",
     "DispatchBook",
     "DispatchRecord",
+    "GroupRanking",
     "ParkedGroup",
     "Shape",
     "WaitingNote",
@@ -114,6 +115,24 @@ class ParkedGroup:
     told: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class GroupRanking:
+    """A parked group's members in dispatch order (sort key, key), made when the group was
+    first opened and kept while it still holds: the same fair-share factors and routing
+    (compared by identity: the shell makes new ones when they change) and no member joined
+    the group since (`joined`, the book's count of joins). Members before `start` are known
+    to have left the group."""
+
+    fair_share: object
+    routing: object
+    joined: int
+    ranked: tuple[tuple[tuple[object, ...], str], ...]
+    start: int = 0
+
+    def current(self, fair_share: object, routing: object, joined: int) -> bool:
+        return self.fair_share is fair_share and self.routing is routing and self.joined == joined
+
+
 @dataclass
 class DispatchBook:
     records: dict[str, DispatchRecord] = field(default_factory=dict)
@@ -134,6 +153,11 @@ class DispatchBook:
     members: dict[Shape, set[str]] = field(default_factory=dict)
     parked: set[str] = field(default_factory=set)
     """Keys of every parked workload (the members of all groups)."""
+    joined: dict[Shape, int] = field(default_factory=dict)
+    """Per group: how many times a workload joined it (a `GroupRanking` made before the
+    latest join is out of date)."""
+    rankings: dict[Shape, GroupRanking] = field(default_factory=dict)
+    """Per group opened before: its members' order (`hub.placement.cycle`)."""
     room_epoch: int = 0
     """Moves whenever room on the clusters may have grown: booked room given back, a
     capacity report, a cluster connecting or leaving."""
@@ -165,6 +189,7 @@ class DispatchBook:
             if record.parked is not None:
                 self.members.setdefault(record.parked, set()).add(key)
                 self.parked.add(key)
+                self.joined[record.parked] = self.joined.get(record.parked, 0) + 1
 
     def drop(self, key: str) -> None:
         self.put(key, EMPTY)
@@ -234,6 +259,8 @@ class DispatchBook:
     def dissolve(self, shape: Shape) -> None:
         """Its members are candidates again."""
         self.groups.pop(shape, None)
+        self.joined.pop(shape, None)
+        self.rankings.pop(shape, None)
         for key in self.members.pop(shape, set()):
             record = self.records.get(key)
             if record is not None:
@@ -247,6 +274,8 @@ class DispatchBook:
         if not keys:
             del self.members[shape]
             self.groups.pop(shape, None)
+            self.joined.pop(shape, None)
+            self.rankings.pop(shape, None)
 
     # --- booked room --------------------------------------------------------------------
 

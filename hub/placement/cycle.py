@@ -11,7 +11,10 @@ round are the models), over a `HubSnapshot` the shell (`hub.dispatch`) keeps cur
                       (docs/exactly-once.md: loss timeout passed and lease expired + grace);
 3. `_recheck_parked`  workloads held back alike (fit nowhere, or over their fleet quota)
                       are parked by shape: one check per group says whether they may go now,
-                      so a deep queue held back costs a cycle next to nothing;
+                      so a deep queue held back costs a cycle next to nothing; a group that
+                      may go is opened, not dissolved: its members are candidates in order
+                      until the first that still cannot go, and the rest stay parked
+                      untouched, so freeing room for a few costs a few, not the group;
 4. `_candidates`      the other workloads waiting at the hub, by priority, then fair-share
                       factor (hub.placement.fairshare), then age (FIFO); one requeued because
                       its pods were not ready waits out its backoff first;
@@ -36,7 +39,8 @@ Called by: hub.dispatch (every cycle), tests, bench.hub_replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -48,7 +52,14 @@ from api.v1alpha1.conversions import Keys
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.placement import holds
-from hub.placement.book import Assumed, DispatchBook, ParkedGroup, Shape, WaitingNote
+from hub.placement.book import (
+    Assumed,
+    DispatchBook,
+    GroupRanking,
+    ParkedGroup,
+    Shape,
+    WaitingNote,
+)
 from hub.placement.core import headroom_score, place, preempt_score, reclaim_score
 from hub.placement.fairshare import FairShareOrder
 from hub.placement.routing import Route, Routing, workload_requests
@@ -225,6 +236,11 @@ class DispatchPlan:
     expired: list[Expiry] = field(default_factory=list)
     let_go: list[LetGo] = field(default_factory=list)
     dissolved: list[Shape] = field(default_factory=list)
+    released: list[tuple[str, Shape]] = field(default_factory=list)
+    """Members of opened groups that this cycle looked at, with their group: no longer
+    parked, unless `parks` parks them in it again (the others stay parked as they are)."""
+    rankings: dict[Shape, GroupRanking] = field(default_factory=dict)
+    """The order of the opened groups' members, as this cycle made or read it."""
     groups: dict[Shape, ParkedGroup] = field(default_factory=dict)
     """Parked groups made or changed this cycle (their whole new value)."""
     parks: list[Park] = field(default_factory=list)
@@ -407,6 +423,10 @@ def fleet_quota_reason(
     return None
 
 
+_Ranked = tuple[tuple[object, ...], str, Candidate]
+"""A candidate with its sort key first (see `_Cycle.candidates`)."""
+
+
 class _Cycle:
     """What one cycle learns as it goes: room its offers booked, fleet usage they add,
     shapes found to fit nowhere. Reads the snapshot, writes only the plan."""
@@ -428,6 +448,10 @@ class _Cycle:
         self.told: dict[str, str] = {}
         """Waiting messages this plan writes, by key."""
         self.dissolved: set[Shape] = set()
+        self.opened: list[Shape] = []
+        """Groups that may go now: their members are candidates until one of them parks."""
+        self.stopped: set[Shape] = set()
+        """Opened groups a member of which was parked again this cycle."""
         self.ladders: dict[tuple[str, str], list[tuple[int, str, dict[str, int]]]] = {}
         """Per (cluster, cluster queue): its admitted workloads' priority, flavor and
         requests, lowest priority first (`_lower_priority_room`)."""
@@ -476,14 +500,17 @@ class _Cycle:
     # --- step 3: parked groups ---------------------------------------------------------
 
     def recheck_parked(self) -> None:
-        """Dissolve the groups whose shape may fit now, or whose members are due to be told
-        a new reason; keep the rest parked as they are.
+        """Open the groups whose shape may fit now, dissolve those whose routes may have
+        moved or whose members are due to be told a new reason; keep the rest parked as
+        they are.
 
         Exact because a shape's placement does not depend on which workload has it, and
         because the memo of this cycle's failures takes in each shape found still not to
         fit, so a workload of that shape that is a candidate gets the same answer. Over a
         fleet quota, a workload's verdict depends only on its global queue, its requests and
-        the queue's usage, which within a cycle only grows."""
+        the queue's usage, which within a cycle only grows. For the same reasons, once one
+        member of an opened group is parked again, every later member would be too: they
+        are not looked at (`candidates`)."""
         snap, now = self.snap, self.now
         for shape, group in sorted(self.book.groups.items(), key=lambda item: repr(item[0])):
             if group.generation != snap.config_generation:
@@ -495,7 +522,7 @@ class _Cycle:
                 name, requests = group.over_quota
                 reason = fleet_quota_reason(snap.routing, name, requests, self.usage)
                 if reason is None:
-                    self._dissolve(shape)  # the queue's usage fell: one may fit now
+                    self.opened.append(shape)  # the queue's usage fell: one may fit now
                     continue
                 latest = reason
             elif group.epoch != self.book.room_epoch:
@@ -503,7 +530,7 @@ class _Cycle:
                 self.plan.placed.append(tuple(sorted(group.request.requests.items())))
                 placement = place(self.views(), group.request, now)
                 if placement.offer_to:
-                    self._dissolve(shape)
+                    self.opened.append(shape)
                     continue
                 epoch = self.book.room_epoch
                 latest = placement.waiting_reason
@@ -523,12 +550,17 @@ class _Cycle:
 
     # --- step 4 -----------------------------------------------------------------------
 
-    def candidates(self, touched: Set[str]) -> list[tuple[str, Candidate]]:
+    def candidates(self, touched: Set[str]) -> Iterator[tuple[str, Candidate]]:
         """Workloads waiting for a cluster and not waiting on an open offer (but those of an
-        Incremental round), not parked, not changed by this plan already; highest priority
-        first, then the highest fair-share factor, then oldest first. Set operations keep
-        this cheap when thousands are queued on clusters (offered and pending there) or
-        parked."""
+        Incremental round), not parked (but the members of opened groups), not changed by
+        this plan already; highest priority first, then the highest fair-share factor, then
+        oldest first. Set operations keep this cheap when thousands are queued on clusters
+        (offered and pending there) or parked.
+
+        Lazy: the members of each opened group are merged into that order as the cycle
+        takes them, and no more are taken from a group once one of its members is parked
+        again (`stopped`), so freeing room for a few of a deep group costs a few of them,
+        whatever the group's size; those taken are `released` in the plan."""
         snap, book = self.snap, self.book
         keys = set(snap.pending)
         keys.difference_update(book.offered)
@@ -538,26 +570,96 @@ class _Cycle:
         if book.incremental:
             keys |= snap.pending & book.incremental
         keys.difference_update(touched)
-        workloads = snap.workloads
-        now = self.now
-        waiting = [
+        order = self._order()
+        # (sort key, key, entry): sort keys end with the key, so no two are equal.
+        waiting = sorted([(order(item), *item) for item in self._waiting(keys)])
+        if not self.opened:
+            for _, key, entry in waiting:
+                yield key, entry
+            return
+        # One source per opened group, merged by one head per source in `heads`: each step
+        # costs a logarithm, and a group is read only as far as the cycle takes it.
+        shapes: list[Shape | None] = [None, *self.opened]
+        sources: list[Iterator[_Ranked]] = [iter(waiting)]
+        sources += [self._ranked_members(shape, touched) for shape in self.opened]
+        heads: list[tuple[tuple[object, ...], int, str, Candidate]] = []
+        for source, items in enumerate(sources):
+            if (head := next(items, None)) is not None:
+                heads.append((head[0], source, head[1], head[2]))
+        heapq.heapify(heads)
+        while heads:
+            _, source, key, entry = heads[0]
+            opened = shapes[source]
+            if opened is not None and opened in self.stopped:
+                heapq.heappop(heads)  # the group's remaining members stay parked
+                continue
+            if opened is not None:
+                self.plan.released.append((key, opened))
+            yield key, entry
+            if (after := next(sources[source], None)) is None:
+                heapq.heappop(heads)
+            else:
+                heapq.heapreplace(heads, (after[0], source, after[1], after[2]))
+
+    def _ranked_members(self, shape: Shape, touched: Set[str]) -> Iterator[_Ranked]:
+        """An opened group's members that are candidates now, in dispatch order.
+
+        The order is kept with the group (`GroupRanking`, through the plan) while nothing
+        that orders its members changed, and read from where its first member still in the
+        group stands: members taken by earlier cycles are skipped once, so a deep group that
+        gives a few members per cycle costs a few per cycle, not a sort of the group."""
+        snap, book = self.snap, self.book
+        members = book.members.get(shape, set())
+        joined = book.joined.get(shape, 0)
+        ranking = book.rankings.get(shape)
+        if ranking is None or not ranking.current(snap.fair_share, snap.routing, joined):
+            order = self._order()
+            ranked = sorted((order(item), item[0]) for item in self._waiting(members))
+            ranking = GroupRanking(snap.fair_share, snap.routing, joined, tuple(ranked))
+        self.plan.rankings[shape] = ranking
+        workloads, pending, offered, now = snap.workloads, snap.pending, book.offered, self.now
+        leading = True
+        for index in range(ranking.start, len(ranking.ranked)):
+            sort_key, key = ranking.ranked[index]
+            if key not in members:
+                if leading:  # gone for good: a member that joins again changes `joined`
+                    self.plan.rankings[shape] = replace(ranking, start=index + 1)
+                continue
+            leading = False
+            entry = workloads.get(key)
+            if (
+                entry is not None
+                and key in pending
+                and key not in offered
+                and key not in touched
+                and not _backing_off(entry.workload, now)
+            ):
+                yield sort_key, key, entry
+
+    def _waiting(self, keys: Iterable[str]) -> list[tuple[str, Candidate]]:
+        """The candidates among `keys`: known, and not backing off."""
+        workloads, now = self.snap.workloads, self.now
+        return [
             (key, workloads[key])
             for key in keys
             if key in workloads and not _backing_off(workloads[key].workload, now)
         ]
+
+    def _order(self) -> Callable[[tuple[str, Candidate]], tuple[object, ...]]:
+        """The sort key of a candidate (see `candidates`)."""
+        snap = self.snap
         fair_share = snap.fair_share
         if fair_share is None:
-            waiting.sort(key=lambda item: (item[1].order, item[0]))
-        else:
-            # Among equal priorities, the association (tenant, global queue, user) furthest
-            # below its fair share first.
-            def by_fair_share(item: tuple[str, Candidate]) -> tuple[int, float, float, str]:
-                priority, age = item[1].order
-                factor = fair_share.factor(item[1].workload, snap.routing)
-                return (priority, -factor, age, item[0])
+            return lambda item: (item[1].order, item[0])
 
-            waiting.sort(key=by_fair_share)
-        return waiting
+        # Among equal priorities, the association (tenant, global queue, user) furthest
+        # below its fair share first.
+        def by_fair_share(item: tuple[str, Candidate]) -> tuple[object, ...]:
+            priority, age = item[1].order
+            factor = fair_share.factor(item[1].workload, snap.routing)
+            return (priority, -factor, age, item[0])
+
+        return by_fair_share
 
     # --- steps 5 to 8 ------------------------------------------------------------------
 
@@ -765,6 +867,10 @@ class _Cycle:
             )
         elif group.latest != reason or group.told not in (None, told):
             group = replace(group, latest=reason, told=group.told if group.told == told else None)
+        if shape in self.opened and shape not in self.stopped:
+            # Checked against this cycle's room, as a group formed now would be.
+            self.stopped.add(shape)
+            group = replace(group, epoch=self.book.room_epoch)
         self.plan.groups[shape] = group
         self.plan.parks.append(Park(key, wl, shape))
 
@@ -819,11 +925,18 @@ def record_plan(book: DispatchBook, plan: DispatchPlan, now: datetime) -> None:
         book.close_offer(gone.key, gone.cluster)
     for shape in plan.dissolved:
         book.dissolve(shape)
+    parked_again = {(park.key, park.shape) for park in plan.parks}
+    for key, shape in plan.released:
+        if (key, shape) not in parked_again:  # parked again: it stays where it was
+            book.update(key, parked=None, parked_as=None)
     for wait in plan.waits:
         book.update(wait.key, waiting=WaitingNote(wait.reason, wait.message, now))
     book.groups.update(plan.groups)
     for park in plan.parks:
         book.update(park.key, parked=park.shape, parked_as=park.workload)
+    for shape, ranking in plan.rankings.items():
+        if shape in book.groups:
+            book.rankings[shape] = ranking
     for offer in plan.offers:
         record = book.get(offer.key)
         book.put(

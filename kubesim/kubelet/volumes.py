@@ -65,7 +65,14 @@ class Mount:
 
 @functools.cache
 def mount_namespaces_available() -> bool:
-    return os.geteuid() == 0 and shutil.which("unshare") is not None
+    return os.geteuid() == 0 and _unshare() is not None
+
+
+@functools.cache
+def _unshare() -> str | None:
+    """Where `unshare` is, found once: a bare name would be looked for along PATH at every
+    container start, and the runtime's event loop waits for the child's exec (vfork)."""
+    return shutil.which("unshare")
 
 
 def _write_files(directory: Path, files: dict[str, bytes], mode: int) -> None:
@@ -359,5 +366,6 @@ def contained_command(
         script = " && ".join([*steps, 'exec "$@"'])
     else:
         script = _mount_script(mounts, hosts, working_dir)
-    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+    unshare = _unshare() or "unshare"
+    return [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
             "kubesim-mount", *argv]  # fmt: skip

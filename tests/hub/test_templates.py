@@ -485,6 +485,20 @@ class TestTheSlurmMode:
         assert meta["labels"]["multiq.dev/mode"] == "Slurm"
         assert meta["labels"]["team"] == "cv"
 
+    def test_a_task_gets_no_service_account_token_unless_its_template_names_an_account(
+        self,
+    ) -> None:
+        wire, given = self.task("-p", "vision")
+        plain = expand(profile(), template(), [], "Slurm", SlurmTask(wire, "alice", given))
+        assert pod_spec(plain)["automountServiceAccountToken"] is False
+        containers = [{"name": "main", "image": "pytorch:24"}]
+        for account in ({"serviceAccountName": "trainer"}, {"automountServiceAccountToken": True}):
+            named = template({"restartPolicy": "Never", "containers": containers, **account})
+            job = expand(profile(), named, [], "Slurm", SlurmTask(wire, "alice", given))
+            # The account's own setting (a token by default) or the template's field holds.
+            assert {k: pod_spec(job).get(k) for k in account} == account
+            assert pod_spec(job).get("automountServiceAccountToken", True) is True
+
     def test_a_required_sbatch_option_not_given_is_invalid(self) -> None:
         wire, given = self.task("-c", "2")
         with pytest.raises(InvalidObjectError) as error:

@@ -9,6 +9,8 @@ Service, PersistentVolumeClaim) brings up a pod that reads all of them.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -260,7 +262,9 @@ def test_the_mount_script_leaves_out_the_steps_the_host_already_satisfies(tmp_pa
         Mount(volume, f"{there}/inner", read_only=False),  # under a mount made just before
     ]
     argv = contained_command(["true"], mounts, hosts, working_dir=str(new))
-    assert argv[:7] == ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+    # unshare by its path, found once: not looked for along PATH at every container start
+    assert argv[0] == shutil.which("unshare") and os.path.isabs(argv[0])
+    assert argv[1:7] == ["--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
     assert argv[8:] == ["kubesim-mount", "true"]
     assert argv[7].split(" && ") == [
         f"mount -o bind,ro {volume} {there}",

@@ -116,6 +116,11 @@ def job_for(argv: list[str], ids: TaskIds, context: BatchContext = CONTEXT) -> d
     return build_job(options, SCRIPT, args, ids, context, namespace="ns", queue="debug")
 
 
+def test_a_batch_job_holds_no_credential_for_the_cluster_it_runs_in() -> None:
+    pod = job_for([], TaskIds(1))["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+
+
 class TestTheEnvironmentMatchesSlurms:
     def test_a_plain_job_sees_the_32_variables_of_the_reference_list(self) -> None:
         seen = run_in_pod(job_for(REFERENCE_OPTIONS, TaskIds(2)))

@@ -20,11 +20,13 @@ from hub.placement.book import DispatchBook, DispatchRecord
 from hub.placement.cycle import (
     ClusterFacts,
     CycleSettings,
+    DispatchPlan,
     Expiry,
     HubSnapshot,
     LetGo,
     dispatch,
     let_go_time,
+    record_plan,
 )
 from hub.placement.routing import Routing
 from hub.placement.snapshot import ClusterName, ClusterView, FlavorHeadroom, QueueView
@@ -290,3 +292,37 @@ def test_the_same_snapshot_gives_the_same_plan_and_reading_it_changes_nothing() 
     first, second = dispatch(snap, NOW), dispatch(snap, NOW)
     assert first == second
     assert book == before
+
+
+def test_a_deep_parked_group_given_room_for_a_few_per_cycle_is_ordered_once_and_read_on() -> None:
+    workloads = {f"team/d{i:02}": workload(f"d{i:02}", "2") for i in range(40)}
+    book = DispatchBook()
+    fixed = routing()  # one routing, as the shell keeps while the configuration holds
+    entries = {k: Entry(wl, (0, i)) for i, (k, wl) in enumerate(sorted(workloads.items()))}
+
+    def cycle(west_free: int) -> DispatchPlan:
+        snap = snapshot(workloads, free={"east": 0, "west": west_free}, book=book)
+        plan = dispatch(replace(snap, workloads=entries, routing=fixed), NOW)
+        record_plan(book, plan, NOW)
+        return plan
+
+    first = cycle(0)
+    assert len(first.parks) == 40 and not first.offers
+    (shape,) = book.groups
+    orders = []
+    for _ in range(3):
+        book.room_grew()  # two 2-CPU slots free up on west each time
+        plan = cycle(4)
+        offered = [o.key for o in plan.offers]
+        orders.append(plan.rankings[shape])
+        # The two oldest still waiting go; the next is found not to fit and stays parked,
+        # and no other member is looked at.
+        assert plan.visited == [*offered, plan.parks[0].key] and len(offered) == 2
+        assert len(book.members[shape]) == 40 - 2 * len(orders)
+    assert [o.start for o in orders] == [0, 2, 4]
+    assert orders[1].ranked is orders[0].ranked is orders[2].ranked  # sorted once
+    assert [o.key for o in plan.offers] == ["team/d04", "team/d05"]
+    # A member joining the group (here: one given back) orders it afresh.
+    book.update("team/d00", parked=shape, parked_as=workloads["team/d00"])
+    book.room_grew()
+    assert cycle(4).rankings[shape].ranked is not orders[0].ranked

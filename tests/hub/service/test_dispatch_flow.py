@@ -382,6 +382,35 @@ async def test_a_parked_deep_queue_costs_a_cycle_one_placement_of_its_shape_not_
     await west.close()
 
 
+async def test_room_for_a_few_of_a_parked_deep_queue_looks_at_those_few_and_the_next(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, "2", "2")
+    dispatcher = hub.hub.dispatcher
+    visited = count_visits(dispatcher)
+    large = [await submit(hub, f"large-{i:02}", cpu="2") for i in range(12)]  # 4 CPUs each
+    for key in large:
+        await eventually(lambda key=key: waiting_message(hub, key))
+    await asyncio.sleep(0.1)  # the Waiting writes come back; each is looked at once more
+    visited.clear()
+    # Room for two: the two oldest are offered, the third is found not to fit, and the nine
+    # after it are not looked at (a deep array's freed slot must not cost the whole array).
+    await west.send(capacity("west", "8"))
+    offered = [(await west.expect(DispatchOffer)).workload.key() for _ in range(2)]
+    assert offered == large[:2]
+    await asyncio.sleep(0.1)
+    assert [key for key in visited if key in large] == large[:3]
+    # The rest are still parked with what they were told, and go, oldest first, when room
+    # for them appears.
+    assert await waiting_message(hub, large[-1]) == (
+        "no cluster can take it now: 2 InsufficientHeadroom"
+    )
+    await east.send(capacity("east", "4"))
+    assert (await east.expect(DispatchOffer)).workload.key() == large[2]
+    await east.close()
+    await west.close()
+
+
 async def test_a_parked_deep_queue_is_told_new_reasons_after_the_refresh_interval(
     hub: HubUnderTest,
 ) -> None:
