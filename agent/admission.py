@@ -46,7 +46,7 @@ from agent.loop_messages import Fence, HubMessage, ReapOrphans, Reporter, transi
 from agent.materialize import Materializer
 from agent.metrics import AgentMetrics
 from agent.node_checks import lost_node_evictions
-from agent.pacing import next_cycle_wakeup, pause_after_pass, wait_timeout
+from agent.pacing import next_cycle_wakeup, pause_after_pass, runs_in_loop, wait_timeout
 from agent.records import Effect, Materialize, Persist, Record, Reject, Report, Step, StopJobs
 from agent.snapshots import SnapshotCache
 from agent.state import StateStore
@@ -60,13 +60,6 @@ from api.v1alpha1.messages import ConfigSync, TraceContext, Withdraw
 __all__ = ["AdmissionShell", "Fence", "HubMessage", "ReapOrphans", "Reporter", "pause_after_pass"]
 
 log = logging.getLogger(__name__)
-
-# A cycle handed to a worker thread costs the loop about 0.1 ms of CPU for the hand-over
-# alone (waking the thread, the GIL passing back and forth, the loop woken with the result):
-# as much as a whole incremental cycle over a few new offers. A small one (agent.snapshots
-# `next_cycle_is_small`) after a cycle that took less CPU than this runs in the loop;
-# anything bigger (a rebuild, a burst of offers, a deep queue) still goes to the thread.
-LIGHT_CYCLE_CPU_SECONDS = 0.001
 
 
 class AdmissionShell:
@@ -341,16 +334,11 @@ class AdmissionShell:
 
     async def cycle(self) -> CycleResult:
         now = self.clock()
-        # The engine is pure and the snapshot immutable, so the cycle runs in a worker
-        # thread: with thousands pending it takes tens of milliseconds, and in the loop it
-        # would hold up every Job create, watch event and hub message for that long. The GIL
-        # still hands the loop a turn every few milliseconds meanwhile; nothing the cycle
-        # reads changes, because only this task changes the records. A light one (a few new
-        # offers on the last cycle's carry) costs less than the hand-over: it runs here.
+        # The engine is pure and the snapshot immutable, so a cycle that is not light
+        # (agent.pacing `runs_in_loop`) runs in a worker thread: nothing it reads changes,
+        # because only this task changes the records.
         snapshot, started = self.snapshot(now), self.monotonic()
-        light = (
-            self._last_cycle_cpu < LIGHT_CYCLE_CPU_SECONDS and self._snapshots.next_cycle_is_small()
-        )
+        light = runs_in_loop(self._last_cycle_cpu, self._snapshots.next_cycle_is_small())
         run = self._snapshots.cycle(snapshot)
         result = self._timed(run, now) if light else await asyncio.to_thread(self._timed, run, now)
         self._snapshots.admitted(snapshot, result)

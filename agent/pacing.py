@@ -1,13 +1,33 @@
-"""When the admission loop runs its next pass: the pause after a pass, and when the next
+"""When the admission loop runs its next pass: the pause after a pass, when the next
 admission cycle is due on time alone (the engine's own wake-up, or the next sample of the
-local queues' usage under admission fair sharing). Pure: times in, times out.
+local queues' usage under admission fair sharing), and whether a cycle runs in the loop or
+in a worker thread. Pure: times in, times out.
 
 Called by: agent.admission (`AdmissionShell.run` and `cycle`).
 """
 
 from __future__ import annotations
 
-__all__ = ["next_cycle_wakeup", "pause_after_pass", "wait_timeout"]
+__all__ = [
+    "LIGHT_CYCLE_CPU_SECONDS",
+    "next_cycle_wakeup",
+    "pause_after_pass",
+    "runs_in_loop",
+    "wait_timeout",
+]
+
+LIGHT_CYCLE_CPU_SECONDS = 0.001
+"""A cycle handed to a worker thread costs the loop about 0.1 ms of CPU for the hand-over
+alone (waking the thread, the GIL passing back and forth, the loop woken with the result):
+as much as a whole incremental cycle over a few new offers."""
+
+
+def runs_in_loop(last_cycle_cpu: float, small: bool) -> bool:
+    """Whether the next cycle runs in the event loop: a small one (agent.snapshots
+    `next_cycle_is_small`) after a cycle that took less CPU than LIGHT_CYCLE_CPU_SECONDS.
+    Anything bigger (a rebuild, a burst of offers, a deep queue) goes to a worker thread: in
+    the loop it would hold up every Job create, watch event and hub message meanwhile."""
+    return small and last_cycle_cpu < LIGHT_CYCLE_CPU_SECONDS
 
 
 def pause_after_pass(started: float, finished: float, min_interval: float) -> float:

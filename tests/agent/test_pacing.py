@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.pacing import next_cycle_wakeup, pause_after_pass, wait_timeout
+from agent.pacing import (
+    LIGHT_CYCLE_CPU_SECONDS,
+    next_cycle_wakeup,
+    pause_after_pass,
+    runs_in_loop,
+    wait_timeout,
+)
 
 
 def test_a_pass_shorter_than_the_interval_waits_out_the_rest_of_it() -> None:
@@ -39,3 +45,9 @@ def test_a_wakeup_already_due_is_not_waited_for() -> None:
 
 def test_without_any_wakeup_the_loop_waits_for_the_next_event_however_long() -> None:
     assert wait_timeout((None, None), 10.0) is None
+
+
+def test_a_small_cycle_after_a_cheap_one_runs_in_the_loop_anything_else_in_a_thread() -> None:
+    assert runs_in_loop(0.0002, small=True)
+    assert not runs_in_loop(0.0002, small=False)  # a rebuild, a burst, a deep queue
+    assert not runs_in_loop(LIGHT_CYCLE_CPU_SECONDS, small=True)  # the last one was not cheap
