@@ -56,7 +56,10 @@ class SlurmIndex:
     # --- upkeep -----------------------------------------------------------------------------
 
     def _notified(self, key: str, old: Workload | None, new: Workload | None) -> None:
-        if old is not new:  # the same object: the mirror repeating what `changed` has seen
+        # The mirror indexes (`changed`, through on_indexed) every workload it puts or drops
+        # before telling its listeners, but for those a relist found gone: only those are
+        # news here. Reading every change twice cost each mirror event a second look.
+        if new is None:
             self.changed(key)
 
     def changed(self, key: str) -> None:

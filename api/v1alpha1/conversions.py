@@ -163,16 +163,17 @@ class _Build:
     # the Workload takes from it are not checked again (Workload.semantic_errors).
     source_checked: bool = False
     # Workload path prefix -> source path prefix, for mapping the Workload's own errors back.
-    paths: dict[str, str] = field(default_factory=dict)
+    # Kept as given and rendered only for an error: most conversions have none.
+    paths: dict[str, Path | str] = field(default_factory=dict)
 
     def map_path(self, workload_prefix: str, source: Path | str) -> None:
-        self.paths[workload_prefix] = str(source)
+        self.paths[workload_prefix] = source
 
     def translate(self, error: FieldError) -> FieldError:
         for prefix in sorted(self.paths, key=len, reverse=True):
             rest = error.path[len(prefix) :]
             if error.path.startswith(prefix) and (rest == "" or rest[0] in ".["):
-                return replace(error, path=self.paths[prefix] + rest)
+                return replace(error, path=f"{self.paths[prefix]}{rest}")
         return error
 
 

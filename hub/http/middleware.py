@@ -1,5 +1,6 @@
 """Cross-cutting HTTP concerns, in one place: turning HubErrors (and store/aiohttp failures)
-into Kubernetes Status replies, authenticating the caller, and bounding request bodies.
+into Kubernetes Status replies, authenticating the caller, bounding request bodies, and
+encoding object replies (`json_reply`).
 
 Called by: hub.app (installs the middlewares); handlers read `request[PRINCIPAL]`.
 """
@@ -25,9 +26,10 @@ from hub.errors import (
     from_api_error,
     status_body,
 )
+from hub.store.base import JsonObject, encode_json
 from hub.ui import UI_PATHS
 
-__all__ = ["PRINCIPAL", "error_middleware", "make_auth_middleware", "read_body"]
+__all__ = ["PRINCIPAL", "error_middleware", "json_reply", "make_auth_middleware", "read_body"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,14 @@ PUBLIC_PATHS = (
 )
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+
+
+def json_reply(body: JsonObject, *, status: int = 200) -> web.Response:
+    """An object (or list) as a JSON reply, encoded as the store encodes values: compact,
+    non-ASCII kept, and a stored object's spec not encoded again (the reply of a submission
+    or a create shares the spec dict just stored). `web.json_response`'s standard library
+    encoder cost a submission's 201 about three times as much."""
+    return web.Response(text=encode_json(body), status=status, content_type="application/json")
 
 
 def error_reply(error: HubError) -> web.Response:

@@ -54,7 +54,7 @@ from hub.errors import (
     ForbiddenError,
     NotFoundError,
 )
-from hub.http.middleware import PRINCIPAL, read_body
+from hub.http.middleware import PRINCIPAL, json_reply, read_body
 from hub.objects import (
     ObjectRepository,
     check_path_names,
@@ -189,7 +189,7 @@ class ResourceRoutes:
         if request.query.get("watch") in ("true", "1"):
             return await self._watch(request, kind, ns, visible)
         items, revision = await self.repo.list_wire(kind, ns)
-        return web.json_response(
+        return json_reply(
             {
                 "apiVersion": API_VERSION,
                 "kind": f"{kind.KIND}List",
@@ -231,7 +231,7 @@ class ResourceRoutes:
         kind = self._kind(request)
         ns = request.match_info.get("ns")
         await self._check_read(request[PRINCIPAL], kind, ns)
-        return web.json_response(await self.repo.get_wire(kind, request.match_info["name"], ns))
+        return json_reply(await self.repo.get_wire(kind, request.match_info["name"], ns))
 
     def _check_write(self, principal: Principal, kind: type[Object], verb: str) -> None:
         require_admin(principal, f"{verb} {kind.plural()}")
@@ -269,9 +269,9 @@ class ResourceRoutes:
             try:
                 await self.repo.get_wire(kind, name, ns)
             except NotFoundError:
-                return web.json_response(without_status(obj).to_wire(), status=201)
+                return json_reply(without_status(obj).to_wire(), status=201)
             raise AlreadyExistsError(f'{kind.plural()} "{name}" already exists')
-        return web.json_response(await self.repo.create(without_status(obj)), status=201)
+        return json_reply(await self.repo.create(without_status(obj)), status=201)
 
     async def _replacement(self, request: web.Request, kind: type[Object]) -> Object:
         obj = self._decode_for(request, kind, await read_body(request))
@@ -310,8 +310,8 @@ class ResourceRoutes:
             answer = obj.to_wire()
             if "status" in stored:
                 answer["status"] = stored["status"]
-            return web.json_response(answer)
-        return web.json_response(await self.repo.replace(obj, keep_status=True))
+            return json_reply(answer)
+        return json_reply(await self.repo.replace(obj, keep_status=True))
 
     async def replace_status(self, request: web.Request) -> web.Response:
         kind = self._kind(request)
@@ -319,7 +319,7 @@ class ResourceRoutes:
             raise NotFoundError(f"{kind.plural()} have no status")
         self._check_write(request[PRINCIPAL], kind, "update the status of")
         obj = await self._replacement(request, kind)
-        return web.json_response(await self.repo.replace_status(obj))
+        return json_reply(await self.repo.replace_status(obj))
 
     async def delete(self, request: web.Request) -> web.Response:
         kind = self._kind(request)
@@ -333,7 +333,7 @@ class ResourceRoutes:
         deleted = await self.repo.delete(
             kind, request.match_info["name"], ns, expected=request.query.get("resourceVersion")
         )
-        return web.json_response(deleted)
+        return json_reply(deleted)
 
 
 def _require_only_active_changed(

@@ -70,7 +70,7 @@ from hub.errors import (
     InvalidObjectError,
     NotFoundError,
 )
-from hub.http.middleware import PRINCIPAL, read_body
+from hub.http.middleware import PRINCIPAL, json_reply, read_body
 from hub.objects import (
     ObjectRepository,
     check_path_names,
@@ -166,7 +166,7 @@ class SubmitRoutes:
             queue=request.query.get("queue"),
             cluster_set=request.query.get("clusterSet"),
         )
-        return web.json_response(created, status=201)
+        return json_reply(created, status=201)
 
     async def accept(
         self,

@@ -4,8 +4,10 @@ bounded history, and a faithful reopen."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +92,53 @@ async def test_reopening_restores_objects_revision_and_watch_history(tmp_path: P
             ("ADDED", "/w/b", 3),
             ("DELETED", "/w/b", 4),
         ]
+
+
+SCHEMA_1 = """
+CREATE TABLE objects (key TEXT PRIMARY KEY, value TEXT NOT NULL,
+    create_revision INTEGER NOT NULL, revision INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE changes (revision INTEGER PRIMARY KEY, key TEXT NOT NULL, type TEXT NOT NULL,
+    value TEXT NOT NULL, create_revision INTEGER NOT NULL);
+CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO objects VALUES ('/w/a', '{"v":2}', 1, 2), ('/w/c', '{"v":1}', 3, 3);
+INSERT INTO changes VALUES (1, '/w/a', 'ADDED', '{"v":1}', 1),
+    (2, '/w/a', 'MODIFIED', '{"v":2}', 1), (3, '/w/c', 'ADDED', '{"v":1}', 3);
+INSERT INTO meta VALUES ('revision', 3), ('floor', 0), ('schema', 1);
+"""
+"""A store file as schema 1 wrote it: `objects` WITHOUT ROWID."""
+
+
+async def test_a_file_of_schema_1_is_migrated_with_its_objects_revision_and_history(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(SCHEMA_1)
+
+    async with await SqliteStore.open(path) as store:
+        listing = await store.list("/w/")
+        assert [(o.key, o.value, o.revision) for o in listing.items] == [
+            ("/w/a", {"v": 2}, 2),
+            ("/w/c", {"v": 1}, 3),
+        ]
+        assert listing.revision == 3
+        updated = await store.update("/w/a", {"v": 3}, expected=Revision(2))
+        assert (updated.revision, updated.create_revision) == (4, 1)
+        async with store.watch("/w/", since=Revision(0)) as events:
+            got = []
+            async with asyncio.timeout(5):
+                async for event in events:
+                    got.append((event.type.value, event.key, event.revision))
+                    if len(got) == 4:
+                        break
+        assert got[-1] == ("MODIFIED", "/w/a", 4) and len(got) == 4
+
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'objects'").fetchone()
+        assert "WITHOUT ROWID" not in ddl
+        assert conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone() == (2,)
+    async with await SqliteStore.open(path) as store:  # and it opens again as it is
+        assert (await store.get("/w/a")).value == {"v": 3}
 
 
 async def test_concurrent_creates_are_group_committed(tmp_path: Path) -> None:
