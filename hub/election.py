@@ -44,7 +44,7 @@ from hub.role import Role
 from hub.store.base import Store, StoreError
 from hub.store.etcd import EtcdElection, EtcdStore
 from hub.store.fencing import LeaderFencedStore
-from hub.tasks import cancel_all
+from hub.tasks import cancel_all, raise_if_cancelling
 
 __all__ = ["ELECTION", "Campaign", "EtcdCampaign", "HubElection", "SoleCampaign", "Won"]
 
@@ -185,6 +185,7 @@ class HubElection:
             await self.work.start(term)
             self.role.lead()
             log.info("this hub (%s) leads: term %d", term.url, term.fencing_token)
+            raise_if_cancelling()
             await won.ended.wait()
             log.error(
                 "this hub (%s) lost its leadership (term %d): stepping down, closing agent "

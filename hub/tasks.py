@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-__all__ = ["cancel_all", "guarded", "start_guarded"]
+__all__ = ["cancel_all", "guarded", "raise_if_cancelling", "start_guarded"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,17 @@ async def guarded(name: str, run: Callable[[], Awaitable[None]]) -> None:
         except Exception:
             log.exception("task %s crashed; restarting in %gs", name, RESTART_PAUSE_SECONDS)
         await asyncio.sleep(RESTART_PAUSE_SECONDS)
+
+
+def raise_if_cancelling() -> None:
+    """Raise `CancelledError` in a task that was asked to cancel: called before a wait that
+    may not end, so that a cancellation lost on the way still ends the task. Libraries lose
+    some: Python 3.11's `asyncio.wait_for` (which aetcd uses) returns a result that came
+    with the cancellation, a gRPC call cancelled as its reply arrives may fail instead of
+    being cancelled — and the etcd loops retry after failures."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def start_guarded(name: str, run: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:

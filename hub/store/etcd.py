@@ -45,7 +45,10 @@ most one cluster at a time" across hub replicas.
 Stopping. Every task started here (watch pumps, lease keepalives, waits) is stopped with
 `hub.tasks.cancel_all`, which never swallows a cancellation of the one stopping it: a
 follower hub shutting down just as the key ahead of it went used to swallow its campaign's
-cancellation, lead, and hang its shutdown. A store's close stops its watches and its
+cancellation, lead, and hang its shutdown. Libraries lose some cancellations on their own
+(aetcd through Python 3.11's `wait_for`, gRPC calls failing instead, then our retries): a
+task checks for one before a wait that may not end (`hub.tasks.raise_if_cancelling`), and a
+campaign before it leads. A store's close stops its watches and its
 elections' keepalives (their leaderships are lost), then its clients, each step within a
 request timeout, so closing ends even when etcd is gone or a call never returns.
 """
@@ -92,7 +95,7 @@ from hub.store.base import (
     validate_key,
     validate_prefix,
 )
-from hub.tasks import cancel_all
+from hub.tasks import cancel_all, raise_if_cancelling
 
 __all__ = ["DEFAULT_PORT", "Endpoint", "EtcdElection", "EtcdStore", "Leadership", "parse_endpoints"]
 
@@ -798,6 +801,7 @@ class _EtcdWatch:
                 self._suspended = False
                 await self._open()
                 continue
+            raise_if_cancelling()
             self._wake.clear()
             await self._wake.wait()
 
@@ -868,6 +872,7 @@ class EtcdElection:
                 raise StoreError(f"election key {key} exists although its lease is new")
             mine = Revision(reply.header.revision)
             await self._wait_turn(k, mine, lost)
+            raise_if_cancelling()  # a campaign cancelled on its way does not lead
         except BaseException:
             await self._stop(lease_id, lost)
             raise
@@ -877,6 +882,7 @@ class EtcdElection:
     async def _wait_turn(self, k: bytes, mine: Revision, lost: asyncio.Event) -> None:
         store = self._store
         while True:
+            raise_if_cancelling()
             if lost.is_set():
                 raise Unavailable("lease lost while campaigning")
             kvs, revision = await self._candidates()
@@ -950,11 +956,13 @@ class EtcdElection:
             )
         )
         try:
+            raise_if_cancelling()
             async for _ in watch:
                 leader = await self.leader()
                 if leader != current:
                     current = leader
                     yield current
+                raise_if_cancelling()
         except Exception as exc:
             raise _translate(exc) from exc
         finally:
@@ -985,6 +993,7 @@ class EtcdElection:
         pause = interval
         try:
             while not lost.is_set():
+                raise_if_cancelling()
                 await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
                 sent = loop.time()
                 try:

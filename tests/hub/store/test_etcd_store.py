@@ -345,3 +345,46 @@ async def test_a_store_closes_in_bounded_time_when_etcd_is_gone(tmp_path: Path) 
         assert leadership.lost.is_set()
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def _lose_a_cancellation() -> None:
+    """Be cancelled and carry on, as a task does whose cancellation a library lost on the
+    way (Python 3.11's wait_for returning a result that came with it, a gRPC call failing
+    instead of being cancelled, and a retry after the failure)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()
+        await asyncio.sleep(0)
+
+
+async def test_a_watch_consumer_whose_cancellation_was_lost_ends_at_its_next_wait(
+    etcd_server: LocalEtcd,
+) -> None:
+    store = await connect_etcd(etcd_server)
+
+    async def consume() -> None:
+        async with store.watch("/w/", since=await store.current_revision()) as events:
+            await _lose_a_cancellation()
+            await anext(events)  # nothing comes: only the cancellation can end this
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.wait({consumer}, timeout=5)
+    assert consumer.cancelled()
+    await store.close()
+
+
+async def test_a_campaign_whose_cancellation_was_lost_does_not_lead(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+
+    async def campaign() -> None:
+        await _lose_a_cancellation()
+        await b.campaign("hub-b")  # alone in the election: would lead at once
+
+    b_campaign = asyncio.create_task(campaign())
+    await asyncio.wait({b_campaign}, timeout=5)
+    assert b_campaign.cancelled()
+    assert await a.leader() is None  # b withdrew its candidate
