@@ -44,6 +44,7 @@ from hub.role import Role
 from hub.store.base import Store, StoreError
 from hub.store.etcd import EtcdElection, EtcdStore
 from hub.store.fencing import LeaderFencedStore
+from hub.tasks import cancel_all, raise_if_cancelling
 
 __all__ = ["ELECTION", "Campaign", "EtcdCampaign", "HubElection", "SoleCampaign", "Won"]
 
@@ -167,9 +168,7 @@ class HubElection:
                 await self._lead(won)
                 await asyncio.sleep(RETRY_SECONDS)
         finally:
-            observer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await observer
+            await cancel_all([observer])
 
     async def _lead(self, won: Won) -> None:
         loop = asyncio.get_running_loop()
@@ -186,6 +185,7 @@ class HubElection:
             await self.work.start(term)
             self.role.lead()
             log.info("this hub (%s) leads: term %d", term.url, term.fencing_token)
+            raise_if_cancelling()
             await won.ended.wait()
             log.error(
                 "this hub (%s) lost its leadership (term %d): stepping down, closing agent "

@@ -41,6 +41,16 @@ Noticing takes time, so leader-only writes go through `store.fenced(leadership)`
 transaction also compares the leader key's create revision, so a deposed leader's writes fail
 with `NotLeader` however late it notices — the store-level half of "a workload runs in at
 most one cluster at a time" across hub replicas.
+
+Stopping. Every task started here (watch pumps, lease keepalives, waits) is stopped with
+`hub.tasks.cancel_all`, which never swallows a cancellation of the one stopping it: a
+follower hub shutting down just as the key ahead of it went used to swallow its campaign's
+cancellation, lead, and hang its shutdown. Libraries lose some cancellations on their own
+(aetcd through Python 3.11's `wait_for`, gRPC calls failing instead, then our retries): a
+task checks for one before a wait that may not end (`hub.tasks.raise_if_cancelling`), and a
+campaign before it leads. A store's close stops its watches and its
+elections' keepalives (their leaderships are lost), then its clients, each step within a
+request timeout, so closing ends even when etcd is gone or a call never returns.
 """
 
 from __future__ import annotations
@@ -85,6 +95,7 @@ from hub.store.base import (
     validate_key,
     validate_prefix,
 )
+from hub.tasks import cancel_all, raise_if_cancelling
 
 __all__ = ["DEFAULT_PORT", "Endpoint", "EtcdElection", "EtcdStore", "Leadership", "parse_endpoints"]
 
@@ -127,6 +138,28 @@ def _translate(exc: BaseException) -> StoreError:
         error = StoreError(f"etcd error: {exc!r}")
     error.__cause__ = exc
     return error
+
+
+async def _cancel_etcd_watch(watch: Any, within: float) -> None:
+    """Cancel an aetcd watch, waiting `within` seconds at most: aetcd's cancel takes its
+    watcher's lock and queues a request for the watch stream, which a stalled stream never
+    takes; closing the client ends the stream and its watches anyway."""
+    with contextlib.suppress(Exception):  # best effort, TimeoutError included
+        async with asyncio.timeout(within):
+            await watch.cancel()
+
+
+async def _close_client(client: Any, within: float) -> None:
+    """Close an aetcd client, waiting `within` seconds at most. Its close first shuts its
+    watcher down (which waits for the watcher's lock and stream task); should that not end,
+    the gRPC channel is closed directly: that cancels every call on it and waits for none."""
+    with contextlib.suppress(Exception):  # TimeoutError included
+        async with asyncio.timeout(within):
+            await client.close()
+    if client.channel is not None:  # aetcd forgets its channel once closed
+        log.warning("an etcd client did not close within %gs; closing its channel", within)
+        with contextlib.suppress(Exception):
+            await client.channel.close()
 
 
 def _range_end(prefix: bytes) -> bytes:
@@ -195,15 +228,17 @@ class _Endpoints:
         make_client: Callable[[Endpoint], Any],
         *,
         linger: float,
+        close_within: float,
     ) -> None:
         if not endpoints:
             raise ValueError("an etcd store needs at least one endpoint")
         self.endpoints = tuple(endpoints)
         self._make_client = make_client
         self._linger = linger
+        self._close_within = close_within
         self._index = 0
         self.client: Any = make_client(self.endpoints[0])
-        self._retired: set[asyncio.Task[None]] = set()
+        self._retired: dict[asyncio.Task[None], Any] = {}  # lingering, then closing: client
 
     @property
     def current(self) -> Endpoint:
@@ -219,19 +254,19 @@ class _Endpoints:
         self.client = self._make_client(self.current)
         log.warning("etcd %s: %s; using %s from now on", before, error, self.current)
         task = asyncio.get_running_loop().create_task(self._retire(failed))
-        self._retired.add(task)
-        task.add_done_callback(self._retired.discard)
+        self._retired[task] = failed
+        task.add_done_callback(self._retired.pop)
 
     async def _retire(self, client: Any) -> None:
         await asyncio.sleep(self._linger)
-        with contextlib.suppress(Exception):
-            await client.close()
+        await _close_client(client, self._close_within)
 
     async def close(self) -> None:
-        for task in tuple(self._retired):
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.client.close()
+        """Close every client, those left behind included: each within `close_within`."""
+        left_behind = list(self._retired.values())
+        await cancel_all(self._retired, within=self._close_within)
+        for client in [*left_behind, self.client]:
+            await _close_client(client, self._close_within)
 
 
 class EtcdStore:
@@ -247,6 +282,9 @@ class EtcdStore:
         self._timeout = timeout
         self._watch_buffer = watch_buffer
         self._watches: set[_EtcdWatch] = set()
+        # The lease keepalives of elections on this store: a close stops them (their
+        # leaderships are lost) rather than leave them refreshing through a closed store.
+        self._keepalives: set[asyncio.Task[None]] = set()
         self._closed = False
         self._fence: tuple[bytes, Revision] | None = None  # leader key and its create revision
         self._owner = True  # closing a fenced view leaves the shared client open
@@ -301,7 +339,9 @@ class EtcdStore:
                 },
             )
 
-        pool = _Endpoints(endpoints, make_client, linger=request_timeout)
+        pool = _Endpoints(
+            endpoints, make_client, linger=request_timeout, close_within=request_timeout
+        )
         store = cls(pool, root=root, timeout=request_timeout, watch_buffer=watch_buffer)
         await store._call(pool.client.connect)
         return store
@@ -589,12 +629,16 @@ class EtcdStore:
     # -- lifecycle --
 
     async def close(self) -> None:
+        """Stop this store's watches and its elections' lease keepalives (their leaderships
+        are lost), then close its etcd clients. Every step waits a request timeout at most, so
+        a close ends even when etcd is gone or one of its calls never returns."""
         if self._closed:
             return
+        self._closed = True
         for watch in tuple(self._watches):
             await watch.stop(Unavailable("store is closed"))
-        self._closed = True
         if self._owner:
+            await cancel_all(self._keepalives, within=self._timeout)
             await self._endpoints.close()
 
     # -- leases, for EtcdElection --
@@ -705,17 +749,14 @@ class _EtcdWatch:
             self._error = error
             self._wake.set()
         if self._pump_task is not None:
-            self._pump_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump_task
+            await cancel_all([self._pump_task], within=self.store._timeout)
             self._pump_task = None
         await self._cancel_watch()
 
     async def _cancel_watch(self) -> None:
         if self._watch is not None:
             watch, self._watch = self._watch, None
-            with contextlib.suppress(Exception):
-                await watch.cancel()
+            await _cancel_etcd_watch(watch, self.store._timeout)
 
     async def _pump(self, watch: Any) -> None:
         events = aiter(watch)
@@ -760,6 +801,7 @@ class _EtcdWatch:
                 self._suspended = False
                 await self._open()
                 continue
+            raise_if_cancelling()
             self._wake.clear()
             await self._wake.wait()
 
@@ -805,6 +847,8 @@ class EtcdElection:
             self._keep_alive(lease_id, ttl=ttl, granted_at=granted_at, lost=lost),
             name=f"etcd-lease:{lease_id:x}",
         )
+        store._keepalives.add(self._keepalive)
+        self._keepalive.add_done_callback(store._keepalives.discard)
         k = self._prefix + f"{lease_id:x}".encode()
         key = self._key = k.decode()
         try:
@@ -828,6 +872,7 @@ class EtcdElection:
                 raise StoreError(f"election key {key} exists although its lease is new")
             mine = Revision(reply.header.revision)
             await self._wait_turn(k, mine, lost)
+            raise_if_cancelling()  # a campaign cancelled on its way does not lead
         except BaseException:
             await self._stop(lease_id, lost)
             raise
@@ -837,6 +882,7 @@ class EtcdElection:
     async def _wait_turn(self, k: bytes, mine: Revision, lost: asyncio.Event) -> None:
         store = self._store
         while True:
+            raise_if_cancelling()
             if lost.is_set():
                 raise Unavailable("lease lost while campaigning")
             kvs, revision = await self._candidates()
@@ -851,14 +897,20 @@ class EtcdElection:
             try:
                 deleted = asyncio.ensure_future(self._first_delete(watch))
                 lost_wait = asyncio.ensure_future(lost.wait())
-                await asyncio.wait({deleted, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
-                for task in (deleted, lost_wait):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                try:
+                    done, _ = await asyncio.wait(
+                        {deleted, lost_wait}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    # Not each task cancelled then awaited under suppress(CancelledError):
+                    # that swallowed a cancellation of the campaign arriving meanwhile (as
+                    # its hub shut down just as the key ahead went), and the campaign went
+                    # on to lead in a hub whose shutdown then waited for it forever.
+                    await cancel_all((deleted, lost_wait))
             finally:
-                with contextlib.suppress(Exception):
-                    await watch.cancel()
+                await _cancel_etcd_watch(watch, store._timeout)
+            if deleted in done:
+                deleted.result()  # the watch's failure, if it failed
 
     @staticmethod
     async def _first_delete(watch: Any) -> None:
@@ -904,16 +956,17 @@ class EtcdElection:
             )
         )
         try:
+            raise_if_cancelling()
             async for _ in watch:
                 leader = await self.leader()
                 if leader != current:
                     current = leader
                     yield current
+                raise_if_cancelling()
         except Exception as exc:
             raise _translate(exc) from exc
         finally:
-            with contextlib.suppress(Exception):
-                await watch.cancel()
+            await _cancel_etcd_watch(watch, store._timeout)
 
     async def resign(self) -> None:
         """Give up leadership (or the campaign): the next candidate takes over at once."""
@@ -923,9 +976,7 @@ class EtcdElection:
     async def _stop(self, lease_id: int, lost: asyncio.Event) -> None:
         lost.set()
         if self._keepalive is not None:
-            self._keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
+            await cancel_all([self._keepalive], within=self._store._timeout)
             self._keepalive = None
         with contextlib.suppress(StoreError):
             await self._store._lease_revoke(lease_id)  # deletes our key with the lease
@@ -940,25 +991,31 @@ class EtcdElection:
         # leadership is declared lost even if etcd merely stopped answering.
         deadline = granted_at + ttl
         pause = interval
-        while not lost.is_set():
-            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
-            sent = loop.time()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    # A member that has not answered in a third of the TTL is given up for the
-                    # next one (the store fails over), while the lease still has time.
-                    remaining = await self._store._lease_keepalive(lease_id, answer_within=interval)
-            except TimeoutError:
-                log.warning("lease %x: no refresh confirmed within its %ds TTL", lease_id, ttl)
-                lost.set()
-                return
-            except StoreError as exc:
-                log.warning("lease %x: refresh failed, retrying: %s", lease_id, exc)
-                pause = _KEEPALIVE_RETRY_SECONDS
-                continue
-            pause = interval
-            if remaining <= 0:
-                log.warning("lease %x expired", lease_id)
-                lost.set()
-                return
-            deadline = sent + remaining
+        try:
+            while not lost.is_set():
+                raise_if_cancelling()
+                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+                sent = loop.time()
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        # A member that has not answered in a third of the TTL is given up for the
+                        # next one (the store fails over), while the lease still has time.
+                        remaining = await self._store._lease_keepalive(
+                            lease_id, answer_within=interval
+                        )
+                except TimeoutError:
+                    log.warning("lease %x: no refresh confirmed within its %ds TTL", lease_id, ttl)
+                    return
+                except StoreError as exc:
+                    log.warning("lease %x: refresh failed, retrying: %s", lease_id, exc)
+                    pause = _KEEPALIVE_RETRY_SECONDS
+                    continue
+                pause = interval
+                if remaining <= 0:
+                    log.warning("lease %x expired", lease_id)
+                    return
+                deadline = sent + remaining
+        finally:
+            # However refreshing ends (`_stop`, or a close of the store cancels it), no one
+            # vouches for the lease any more.
+            lost.set()

@@ -360,3 +360,25 @@ async def test_a_hub_that_leads_again_begins_its_new_term_afresh_and_dispatches(
     assert status == 201, wl
     assert (await west.expect(DispatchOffer)).workload.key() == "vision/job-again"
     await west.close()
+
+
+# --- shutting down ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_follower_shut_down_while_its_leader_shuts_down_shuts_down(hubs: Hubs) -> None:
+    # The teardown that hung in CI: the follower's campaign, woken by the leader's key
+    # going, lost the cancellation of its hub's shutdown, led, and the shutdown waited for
+    # it forever. Where the two shutdowns meet moves from run to run: try several meetings.
+    for turns in range(0, 48, 2):
+        leader = await hubs.start()
+        await hubs.leader()
+        follower = await hubs.start()
+        await hubs.until_role(follower, "follower")
+
+        leaving = asyncio.ensure_future(leader.server.close())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        async with asyncio.timeout(10):
+            await follower.server.close()
+            await leaving

@@ -8,6 +8,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from hub.store.base import (
     Revision,
     Unavailable,
 )
-from hub.store.etcd import EtcdElection, EtcdStore
+from hub.store.etcd import Endpoint, EtcdElection, EtcdStore, _Endpoints
 from hub.store.localetcd import LocalEtcd
 from tests.hub.store.conftest import connect_etcd
 
@@ -239,3 +240,151 @@ async def test_fenced_writes_report_ordinary_failures_while_leading(
     with pytest.raises(NotFound):
         await view.delete("/w/missing", expected=None)
     await a.resign()
+
+
+# --- stopping: a cancelled campaign never leads; a close ends all it started, in bounded time ---
+
+
+async def test_a_campaign_cancelled_just_as_the_key_ahead_of_it_goes_ends_cancelled(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    # As when a follower hub shuts down while the leader resigns: the cancellation used to be
+    # swallowed in the few loop turns after the deletion, the campaign went on to lead, and
+    # the hub's shutdown waited for its election task forever.
+    a_store, b_store = two_hubs
+    ahead_gone = asyncio.Event()
+
+    class Follower(EtcdElection):
+        @staticmethod
+        async def _first_delete(watch: Any) -> None:
+            await EtcdElection._first_delete(watch)
+            ahead_gone.set()
+
+    cancelled_on_its_way = 0
+    for turns in [*range(6), *range(6)]:  # the window moves a turn or two between runs
+        ahead_gone.clear()
+        a, b = EtcdElection(a_store, "hub", ttl=TTL), Follower(b_store, "hub", ttl=TTL)
+        await a.campaign("hub-a")
+        b_campaign = asyncio.create_task(b.campaign("hub-b"))
+        async with asyncio.timeout(2):
+            while len((await b._candidates())[0]) < 2:  # noqa: ASYNC110  (b queues behind a)
+                await asyncio.sleep(0.01)
+
+        await a.resign()
+        async with asyncio.timeout(5):
+            await ahead_gone.wait()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if b_campaign.done():  # b leads already (a fast etcd): too late to cancel on its way
+            await b.resign()
+            continue
+        b_campaign.cancel()
+
+        await asyncio.wait({b_campaign}, timeout=5)
+        assert b_campaign.cancelled(), f"cancelled {turns} loop turns after a went, b led"
+        assert await a.leader() is None  # b withdrew its candidate
+        cancelled_on_its_way += 1
+    assert cancelled_on_its_way >= 6
+
+
+async def test_closing_a_store_ends_its_leaderships_and_their_lease_refreshes(
+    etcd_server: LocalEtcd,
+) -> None:
+    store = await connect_etcd(etcd_server)
+    leadership = await EtcdElection(store, "hub", ttl=TTL).campaign("hub-a")
+
+    await store.close()
+
+    assert leadership.lost.is_set()
+    refreshing = [t for t in asyncio.all_tasks() if t.get_name().startswith("etcd-lease:")]
+    assert refreshing == []
+
+
+class _Channel:
+    closed = False
+
+    async def close(self) -> None:  # as gRPC's: cancels the calls on it, waits for none
+        self.closed = True
+
+
+class _ClientThatNeverCloses:
+    """An aetcd client whose close never returns (as its watcher's shutdown, waiting on a
+    watch stream that never ends, would not)."""
+
+    def __init__(self) -> None:
+        self.channel = _Channel()
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_closing_etcd_clients_is_bounded_even_when_a_client_never_closes() -> None:
+    stuck = _ClientThatNeverCloses()
+    endpoints = _Endpoints([Endpoint("127.0.0.1")], lambda _: stuck, linger=1, close_within=0.2)
+
+    async with asyncio.timeout(2):
+        await endpoints.close()
+
+    assert stuck.channel.closed
+
+
+@pytest.mark.slow
+async def test_a_store_closes_in_bounded_time_when_etcd_is_gone(tmp_path: Path) -> None:
+    server = await asyncio.to_thread(LocalEtcd.start, tmp_path / "etcd")
+    try:
+        store = await connect_etcd(server, request_timeout=1)
+        leadership = await EtcdElection(store, "hub", ttl=TTL).campaign("hub-a")
+        observer = EtcdElection(store, "hub")
+        async with contextlib.aclosing(observer.observe()) as leaders:
+            assert await anext(leaders) == "hub-a"
+            async with store.watch("/w/", since=await store.current_revision()):
+                await asyncio.to_thread(server.kill)
+
+                async with asyncio.timeout(5):  # each step waits a request timeout at most
+                    await store.close()
+        assert leadership.lost.is_set()
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _lose_a_cancellation() -> None:
+    """Be cancelled and carry on, as a task does whose cancellation a library lost on the
+    way (Python 3.11's wait_for returning a result that came with it, a gRPC call failing
+    instead of being cancelled, and a retry after the failure)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()
+        await asyncio.sleep(0)
+
+
+async def test_a_watch_consumer_whose_cancellation_was_lost_ends_at_its_next_wait(
+    etcd_server: LocalEtcd,
+) -> None:
+    store = await connect_etcd(etcd_server)
+
+    async def consume() -> None:
+        async with store.watch("/w/", since=await store.current_revision()) as events:
+            await _lose_a_cancellation()
+            await anext(events)  # nothing comes: only the cancellation can end this
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.wait({consumer}, timeout=5)
+    assert consumer.cancelled()
+    await store.close()
+
+
+async def test_a_campaign_whose_cancellation_was_lost_does_not_lead(
+    two_hubs: tuple[EtcdStore, EtcdStore],
+) -> None:
+    a_store, b_store = two_hubs
+    a, b = EtcdElection(a_store, "hub", ttl=TTL), EtcdElection(b_store, "hub", ttl=TTL)
+
+    async def campaign() -> None:
+        await _lose_a_cancellation()
+        await b.campaign("hub-b")  # alone in the election: would lead at once
+
+    b_campaign = asyncio.create_task(campaign())
+    await asyncio.wait({b_campaign}, timeout=5)
+    assert b_campaign.cancelled()
+    assert await a.leader() is None  # b withdrew its candidate
