@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+import pytest
+
 from api.v1alpha1.messages import Cancel, DispatchOffer, PodCounts, WorkloadPhase
 from api.v1alpha1.workload import Admission
-from hub.slurm import JOB_ID_KEY, allocate_job_ids
+from hub.errors import InvalidObjectError
+from hub.slurm import JOB_ID_KEY, WRITES_AT_ONCE, allocate_job_ids
 from tests.hub.service.conftest import ALICE, MALLORY, HubUnderTest, ScriptedAgent
 from tests.hub.service.test_dispatch_flow import eventually, report, two_clusters
 
@@ -277,3 +280,58 @@ class TestSubmission:
             "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
         )
         assert status == 404 and "gpu" in reply["message"], reply
+
+
+class TestLargeArrays:
+    async def test_an_arrays_first_tasks_are_stored_before_its_last_are_built(
+        self, hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        service = hub.hub.slurm
+        events: list[str] = []
+        build, store = service._workload, service._store
+
+        def building(*args: Any) -> Any:
+            events.append(f"build {args[3].array_task_id}")
+            return build(*args)
+
+        async def storing(item: Any) -> str:
+            key = await store(item)
+            events.append("stored")
+            return key
+
+        monkeypatch.setattr(service, "_workload", building)
+        monkeypatch.setattr(service, "_store", storing)
+        reply = await sbatch(hub, f"--array=0-{2 * WRITES_AT_ONCE - 1}", "--wrap", "true")
+        assert len(reply["workloads"]) == 2 * WRITES_AT_ONCE
+        # The first and the last are built first (they answer for all), then a chunk at a
+        # time, each stored before the next is built: dispatch need not wait for the last.
+        assert events[:2] == ["build 0", f"build {2 * WRITES_AT_ONCE - 1}"]
+        assert events.index("stored") < events.index(f"build {WRITES_AT_ONCE}")
+        assert events.count("stored") == 2 * WRITES_AT_ONCE
+
+    async def test_a_task_refused_after_others_were_stored_leaves_them_cancelled(
+        self, hub: HubUnderTest, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        await two_clusters(hub, east_cpu="0", west_cpu="0")
+        service = hub.hub.slurm
+        build = service._workload
+
+        def refusing(*args: Any) -> Any:
+            if args[3].array_task_id == WRITES_AT_ONCE + 3:
+                raise InvalidObjectError("task refused (a test)")
+            return build(*args)
+
+        monkeypatch.setattr(service, "_workload", refusing)
+        body = {
+            "argv": [f"--array=0-{2 * WRITES_AT_ONCE - 1}", "--wrap", "true"],
+            "environment": {"SBATCH_PARTITION": "vision"},
+        }
+        status, reply = await hub.call(
+            "POST", f"{SLURM}/namespaces/vision/jobs", token=ALICE, body=body
+        )
+        assert status == 422 and "task refused" in reply["message"]
+        # The first chunk was stored before the refusal: none of it may run.
+        states = {r["state"] for r in await rows(hub, history="true")}
+        assert states == {"CANCELLED"}
+        assert len(await rows(hub, history="true")) == WRITES_AT_ONCE
