@@ -53,6 +53,17 @@ def run_writer_until_killed(path: Path, *, acks: int) -> dict[str, int]:
     return acked
 
 
+async def first_events(store: SqliteStore, count: int) -> list[tuple[str, str, int]]:
+    """The first `count` events of a watch of /w/ from the start: (type, key, revision)."""
+    got: list[tuple[str, str, int]] = []
+    async with store.watch("/w/", since=Revision(0)) as events, asyncio.timeout(5):
+        async for event in events:
+            got.append((event.type.value, event.key, event.revision))
+            if len(got) == count:
+                break
+    return got
+
+
 async def test_every_acknowledged_create_survives_kill_9_of_the_writer(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     acked = await asyncio.to_thread(run_writer_until_killed, path, acks=600)
@@ -79,13 +90,7 @@ async def test_reopening_restores_objects_revision_and_watch_history(tmp_path: P
     async with await SqliteStore.open(path) as store:
         assert await store.list("") == before
         assert await store.current_revision() == before.revision == 4
-        async with store.watch("/w/", since=Revision(0)) as events:
-            got = []
-            async with asyncio.timeout(5):
-                async for event in events:
-                    got.append((event.type.value, event.key, event.revision))
-                    if len(got) == 4:
-                        break
+        got = await first_events(store, 4)
         assert got == [
             ("ADDED", "/w/a", 1),
             ("MODIFIED", "/w/a", 2),
@@ -124,13 +129,7 @@ async def test_a_file_of_schema_1_is_migrated_with_its_objects_revision_and_hist
         assert listing.revision == 3
         updated = await store.update("/w/a", {"v": 3}, expected=Revision(2))
         assert (updated.revision, updated.create_revision) == (4, 1)
-        async with store.watch("/w/", since=Revision(0)) as events:
-            got = []
-            async with asyncio.timeout(5):
-                async for event in events:
-                    got.append((event.type.value, event.key, event.revision))
-                    if len(got) == 4:
-                        break
+        got = await first_events(store, 4)
         assert got[-1] == ("MODIFIED", "/w/a", 4) and len(got) == 4
 
     with contextlib.closing(sqlite3.connect(path)) as conn:
