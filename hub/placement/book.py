@@ -258,9 +258,7 @@ class DispatchBook:
 
     def dissolve(self, shape: Shape) -> None:
         """Its members are candidates again."""
-        self.groups.pop(shape, None)
-        self.joined.pop(shape, None)
-        self.rankings.pop(shape, None)
+        self._forget_group(shape)
         for key in self.members.pop(shape, set()):
             record = self.records.get(key)
             if record is not None:
@@ -273,9 +271,13 @@ class DispatchBook:
         keys.discard(key)
         if not keys:
             del self.members[shape]
-            self.groups.pop(shape, None)
-            self.joined.pop(shape, None)
-            self.rankings.pop(shape, None)
+            self._forget_group(shape)
+
+    def _forget_group(self, shape: Shape) -> None:
+        """The group, its count of joins and its members' order (not its members)."""
+        self.groups.pop(shape, None)
+        self.joined.pop(shape, None)
+        self.rankings.pop(shape, None)
 
     # --- booked room --------------------------------------------------------------------
 
