@@ -140,6 +140,9 @@ class Record:
     finished_at: float | None = None
     settling_since: float | None = None
     """Finished per its Jobs, waiting for its pods to show it too: since when."""
+    unreported_since: float | None = None
+    """Its Jobs were made then, and Admitted is not reported yet: the report waits (at most
+    `status_interval`) for its pods to start, so that one report says both (`next_report`)."""
     look_again_at: float | None = None
     """Look at its Jobs and pods again at this time even if nothing of theirs changes (a
     report held back, pods settling, Jobs made before their names were known)."""
@@ -671,11 +674,11 @@ def on_evict(
 
 
 def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> Step:
-    """Its Jobs exist: saved, reported Admitted, and looked at in the next status pass (they
-    may have shown up before their names were known)."""
-    report = _report(record, WorkloadPhase.ADMITTED, now)
-    made = replace(record, job_names=job_names, look_again_at=now, last_report=report.payload)
-    return Step(made, (Persist(), report))
+    """Its Jobs exist: saved, and looked at in the next status pass (they may have shown up
+    before their names were known). Admitted is not reported yet: the status passes report
+    it (`next_report`), merged with Running when the pods start soon enough."""
+    made = replace(record, job_names=job_names, look_again_at=now, unreported_since=now)
+    return Step(made, (Persist(),))
 
 
 JOBS_FORBIDDEN = "JobsForbidden"
@@ -804,9 +807,11 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     Jobs seen and then gone were deleted behind the agent's back: Failed. The mirror lagging
     behind never moves a phase backwards. A Job failed by the agent's own fencing deadline is
     given back (Evicted, ClusterLost), not Failed. Jobs done before their pods show it wait
-    (at most `settle`) so the final report carries every pod's count and exit. A new phase
-    is reported at once, except Running after Admitted; a change of pod counts alone, or
-    Running, at most once per `status_interval` (a Job that ends within it goes from
+    (at most `settle`) so the final report carries every pod's count and exit. Admitted
+    waits for the pods to start, at most `status_interval` after the Jobs were made, so a
+    workload whose pods start soon is reported once, Running. Any other new phase is
+    reported at once, except Running after a reported Admitted; a change of pod counts alone,
+    or Running, at most once per `status_interval` (a Job that ends within it goes from
     Admitted straight to its end: every report is a write at the hub). A finished workload
     gets its Finished condition, is saved, and frees its quota (it leaves the snapshot)."""
     if not observable(record):
@@ -830,11 +835,19 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
         if now - since < cadence.settle:
             return Step(_held_back(record, seen_now, since + cadence.settle, settling_since=since))
     last = record.last_report
-    if not report_changed(last, obs):
+    unreported = record.unreported_since
+    if unreported is not None and obs.phase is WorkloadPhase.ADMITTED:
+        # Pods that start within `status_interval` are reported with the admission, in one
+        # report (one write at the hub); pods that take longer do not delay Admitted more.
+        due = unreported + cadence.status_interval
+        if now < due:
+            return Step(_held_back(record, seen_now, due))
+    elif not report_changed(last, obs):
         return Step(kept)
     phase_changed = obs.phase is not record.phase
-    debounced = not phase_changed or (
-        obs.phase is WorkloadPhase.RUNNING and record.phase is WorkloadPhase.ADMITTED
+    debounced = unreported is None and (
+        not phase_changed
+        or (obs.phase is WorkloadPhase.RUNNING and record.phase is WorkloadPhase.ADMITTED)
     )
     if debounced and last is not None and last.observed_at is not None:
         due = last.observed_at.timestamp() + cadence.status_interval
@@ -878,6 +891,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
         finished_at=finished_at,
         jobs_seen=seen_now,
         last_report=report.payload,
+        unreported_since=None,
     )
     persist = (Persist(),) if phase_changed and obs.phase in _FINISHED else ()
     return Step(moved, (report, *persist))

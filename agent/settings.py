@@ -67,7 +67,9 @@ class Timings(BaseModel):
     the agent holding them (lost state) before those Jobs are deleted."""
     status_interval: float = 1.0
     """At most one report per workload this often when only its pod counts change, or when
-    it starts running (a Job that ends sooner goes from Admitted straight to its end)."""
+    it starts running (a Job that ends sooner goes from Admitted straight to its end); and
+    at most this long an Admitted report waits for the pods to start, so that one report
+    (one write at the hub) says Admitted and Running."""
     finished_ttl: float = 3600.0
     """How long a finished workload stays held (listed in Hello, its last report re-sent on a
     redelivered offer) before the agent forgets it."""

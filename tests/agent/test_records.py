@@ -348,7 +348,7 @@ def test_a_fence_leaves_a_finished_workload_alone() -> None:
 # the engine ------------------------------------------------------------------------------------
 
 
-def test_an_admitted_bound_workload_is_materialised_and_reported_once_its_jobs_exist() -> None:
+def test_an_admitted_bound_workload_is_materialised_and_saved_once_its_jobs_exist() -> None:
     step = on_engine_admit(held(P.PENDING, preempting=True), ADMISSION, NOW)
     record = step.record
     assert record is not None and record.phase is P.ADMITTED and not record.preempting
@@ -359,7 +359,9 @@ def test_an_admitted_bound_workload_is_materialised_and_reported_once_its_jobs_e
 
     made = on_materialized(record, ("w",), NOW + 1)
     assert made.record is not None and made.record.job_names == ("w",)
-    assert effects(made) == [("Persist", False), ("Report", P.ADMITTED, None, 1)]
+    # Saved; Admitted is reported by the status passes, with Running if the pods start soon.
+    assert effects(made) == [("Persist", False)]
+    assert made.record.unreported_since == NOW + 1
     assert made.record.look_again_at == NOW + 1  # its Jobs may be mirrored already
 
 
@@ -575,6 +577,46 @@ def seen(
             id="running within the status interval of admitted waits",
         ),
         pytest.param(
+            held(P.ADMITTED, materialised=True, unreported_since=NOW - 0.5),
+            seen(P.ADMITTED, PodCounts(pending=1)),
+            P.ADMITTED,
+            [],
+            id="admitted waits for its pods to start, within the status interval",
+        ),
+        pytest.param(
+            held(P.ADMITTED, materialised=True, unreported_since=NOW - 0.5),
+            seen(P.RUNNING),
+            P.RUNNING,
+            [("Report", P.RUNNING, None, 1)],
+            id="pods started within it: one report, running",
+        ),
+        pytest.param(
+            held(
+                P.ADMITTED,
+                materialised=True,
+                unreported_since=NOW - 0.5,
+                last_report=report(P.RESERVED, NOW - 0.6),
+            ),
+            seen(P.RUNNING),
+            P.RUNNING,
+            [("Report", P.RUNNING, None, 1)],
+            id="a reservation's recent report does not hold back running",
+        ),
+        pytest.param(
+            held(P.ADMITTED, materialised=True, unreported_since=NOW - 1),
+            seen(P.ADMITTED, PodCounts(pending=1)),
+            P.ADMITTED,
+            [("Report", P.ADMITTED, None, 1)],
+            id="pods not started within the status interval: admitted is reported then",
+        ),
+        pytest.param(
+            held(P.ADMITTED, materialised=True, unreported_since=NOW - 0.5),
+            seen(P.SUCCEEDED, DONE_PODS),
+            P.SUCCEEDED,
+            [("Report", P.SUCCEEDED, None, 1), ("Persist", False)],
+            id="a job done before admitted was reported: one report, its end",
+        ),
+        pytest.param(
             held(P.ADMITTED, materialised=True, last_report=report(P.ADMITTED, NOW - 0.5)),
             seen(P.SUCCEEDED, DONE_PODS),
             P.SUCCEEDED,
@@ -669,6 +711,18 @@ def test_a_look_while_a_report_is_held_back_keeps_the_record_as_it_is() -> None:
     settling = next_report(held(P.RUNNING), done_per_jobs, NOW, CADENCE).record
     assert settling is not None and settling.look_again_at == NOW + 5
     assert next_report(settling, done_per_jobs, NOW + 1, CADENCE).record is settling
+
+
+def test_an_admitted_report_held_for_its_pods_is_due_when_the_status_interval_ends() -> None:
+    before = held(P.ADMITTED, materialised=True, unreported_since=NOW - 0.25)
+    step = next_report(before, seen(P.ADMITTED, PodCounts(pending=1)), NOW, CADENCE)
+    assert step.record is not None and step.effects == ()
+    assert step.record.look_again_at == NOW + 0.75
+    assert wakeup(step.record, CADENCE) == NOW + 0.75
+    sent = next_report(step.record, seen(P.RUNNING), NOW + 0.5, CADENCE).record
+    assert sent is not None and sent.unreported_since is None
+    assert sent.last_report is not None and sent.last_report.phase is P.RUNNING
+    assert sent.last_report.admission == ADMISSION  # the hub learns the admission with it
 
 
 def test_a_held_back_report_sets_when_to_look_again() -> None:
