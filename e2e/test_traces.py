@@ -237,10 +237,12 @@ def test_a_workload_that_ran_on_a_member_cluster_is_one_trace_from_qctl_to_its_e
     while True:
         reports = [s for s in receiver.of_trace(trace_id) if s.name == "hub.report"]
         phases = {s.attributes["multiq.phase"] for s in reports}
-        if {"Admitted", "Succeeded"} <= phases or time.monotonic() > deadline:
+        if "Succeeded" in phases or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert {"Admitted", "Succeeded"} <= phases
+    # Admitted goes with Running when the pods start soon (one report), or alone.
+    assert "Succeeded" in phases and phases & {"Admitted", "Running"}
+    assert phases <= {"Admitted", "Running", "Succeeded"}
     assert all(s.parent_span_id == submit.span_id for s in reports)
     assert all(s.attributes["multiq.report.accepted"] for s in reports)
     # Every span of the workload is in the one trace.
