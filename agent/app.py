@@ -244,6 +244,7 @@ class Agent:
             observed_at=datetime.fromtimestamp(self.clock(), UTC),
             config_revision=cfg.revision if cfg else None,
             local_queues=self.admission.usage.report(),
+            admitted=self.admission.book.admitted_unreported(),
         )
         # When disconnected, the next connect sends a fresh one after Hello.
         with contextlib.suppress(HubUnreachableError):

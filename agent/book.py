@@ -7,8 +7,9 @@ carry), when each record's next timer is due (`agent.records.wakeup`, a heap who
 entries are skipped, so a pass costs what is due, not what is held), which records the next
 engine snapshot must look at again, which finished with Jobs (whose logs the log shipper
 ships: it looks at those, not at every held record), which run here (`running`: the fencing
-deadlines and the lost-node checks look at those), and which must be saved or deleted at the
-end of the pass. It returns what the change means for admission (`Put`). No I/O, no clock.
+deadlines and the lost-node checks look at those), which were admitted and not reported yet
+(capacity reports list them), and which must be saved or deleted at the end of the pass.
+It returns what the change means for admission (`Put`). No I/O, no clock.
 
 Called by: agent.admission (every transition goes through `put`).
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from agent.labels import Labels
 from agent.records import Cadence, Record, observable, wakeup
-from api.v1alpha1.messages import HeldWorkload, WorkloadStatusReport
+from api.v1alpha1.messages import HeldWorkload, WorkloadPhase, WorkloadStatusReport
 
 __all__ = ["Book", "Put"]
 
@@ -52,6 +53,9 @@ class Book:
         self._finished: set[str] = set()
         """Keys put finished with Jobs since the last `take_finished`."""
         self._dirty: dict[str, bool | None] = {}
+        self.unreported: set[str] = set()
+        """The keys of the records admitted here whose report waits for their pods
+        (`Record.unreported_since`): capacity reports list them as answered offers."""
         self.running: dict[str, None] = {}
         """The keys of the records a status pass looks at (`records.observable`: admitted or
         running, with Jobs), in the order they became so (a dict as an ordered set): a deep
@@ -72,8 +76,13 @@ class Book:
             self._dirty[key] = None
             self._finished.discard(key)
             self.running.pop(key, None)
+            self.unreported.discard(key)
             return Put(freed=True)
         self.records[key] = record
+        if record.unreported_since is not None and record.phase is WorkloadPhase.ADMITTED:
+            self.unreported.add(key)
+        else:
+            self.unreported.discard(key)
         if observable(record):
             self.running.setdefault(key, None)
         else:
@@ -132,6 +141,13 @@ class Book:
             record = self.records.get(key)
             if record is not None and wakeup(record, self.cadence) == when:
                 yield record  # (else stale: the record changed or went since)
+
+    def admitted_unreported(self) -> list[HeldWorkload]:
+        """What a capacity report lists as admitted here, not reported yet."""
+        waiting = [self.records[key] for key in sorted(self.unreported)]
+        return [
+            HeldWorkload(workload=r.key, generation=r.generation, phase=r.phase) for r in waiting
+        ]
 
     def held_summary(self) -> list[HeldWorkload]:
         """What a Hello lists: every held generation and its phase."""

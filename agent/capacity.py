@@ -25,6 +25,7 @@ from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
     CapacityReport,
+    HeldWorkload,
     LocalQueueUsage,
     NodeSummary,
     QueueCapacity,
@@ -42,6 +43,7 @@ def capacity_report(
     observed_at: datetime,
     config_revision: int | None,
     local_queues: list[LocalQueueUsage] | None = None,
+    admitted: list[HeldWorkload] | None = None,
 ) -> CapacityReport:
     tree = QuotaTree.from_snapshot(snapshot)
     cells: list[QueueCapacity] = []
@@ -82,6 +84,7 @@ def capacity_report(
         nodes=nodes,
         topologies=topology_rooms(snapshot),
         local_queues=local_queues or [],
+        admitted=admitted or [],
     )
 
 

@@ -141,8 +141,9 @@ class Record:
     settling_since: float | None = None
     """Finished per its Jobs, waiting for its pods to show it too: since when."""
     unreported_since: float | None = None
-    """Its Jobs were made then, and Admitted is not reported yet: the report waits (at most
-    `status_interval`) for its pods to start, so that one report says both (`next_report`)."""
+    """Admitted here (bound) then, and not reported yet: the report waits (at most
+    `status_interval`) for its pods to start, so that one report says both (`next_report`);
+    capacity reports meanwhile list it (their usage counts it)."""
     look_again_at: float | None = None
     """Look at its Jobs and pods again at this time even if nothing of theirs changes (a
     report held back, pods settling, Jobs made before their names were known)."""
@@ -544,7 +545,13 @@ def on_bind(record: Record | None, bind: Bind, now: float) -> Step:
     if record.bound or record.settled:
         return _resend(record)
     if record.phase is WorkloadPhase.RESERVED:
-        bound = replace(record, bound=True, phase=WorkloadPhase.ADMITTED, reserved_at=None)
+        bound = replace(
+            record,
+            bound=True,
+            phase=WorkloadPhase.ADMITTED,
+            reserved_at=None,
+            unreported_since=now,
+        )
         return Step(bound, (Materialize(), Persist()))
     return Step(replace(record, bound=True), (Persist(),))
 
@@ -612,6 +619,7 @@ def on_engine_admit(record: Record, admission: Admission, now: float) -> Step:
             phase=WorkloadPhase.ADMITTED,
             job_names=(),
             preempting=False,
+            unreported_since=now,
         )
         return Step(admitted, (Materialize(),))
     report = _report(record, WorkloadPhase.RESERVED, now, workload=workload)
@@ -675,9 +683,9 @@ def on_evict(
 
 def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> Step:
     """Its Jobs exist: saved, and looked at in the next status pass (they may have shown up
-    before their names were known). Admitted is not reported yet: the status passes report
-    it (`next_report`), merged with Running when the pods start soon enough."""
-    made = replace(record, job_names=job_names, look_again_at=now, unreported_since=now)
+    before their names were known). Admitted is not reported here: the status passes report
+    it (`next_report`), with Running when the pods start soon enough."""
+    made = replace(record, job_names=job_names, look_again_at=now)
     return Step(made, (Persist(),))
 
 
@@ -698,7 +706,8 @@ def on_materialize_denied(record: Record, message: str, now: float) -> Step:
             "lacks; it tries again)"
         ),
     )
-    return Step(replace(record, last_report=report.payload), (report,))
+    reported = replace(record, last_report=report.payload, unreported_since=None)
+    return Step(reported, (report,))
 
 
 def on_materialize_failed(record: Record, message: str) -> Step:
@@ -808,7 +817,7 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     behind never moves a phase backwards. A Job failed by the agent's own fencing deadline is
     given back (Evicted, ClusterLost), not Failed. Jobs done before their pods show it wait
     (at most `settle`) so the final report carries every pod's count and exit. Admitted
-    waits for the pods to start, at most `status_interval` after the Jobs were made, so a
+    waits for the pods to start, at most `status_interval` after the admission, so a
     workload whose pods start soon is reported once, Running. Any other new phase is
     reported at once, except Running after a reported Admitted; a change of pod counts alone,
     or Running, at most once per `status_interval` (a Job that ends within it goes from

@@ -68,8 +68,8 @@ class Timings(BaseModel):
     status_interval: float = 1.0
     """At most one report per workload this often when only its pod counts change, or when
     it starts running (a Job that ends sooner goes from Admitted straight to its end); and
-    at most this long an Admitted report waits for the pods to start, so that one report
-    (one write at the hub) says Admitted and Running."""
+    at most this long after the admission an Admitted report waits for the pods to start, so
+    that one report (one write at the hub) says Admitted and Running."""
     finished_ttl: float = 3600.0
     """How long a finished workload stays held (listed in Hello, its last report re-sent on a
     redelivered offer) before the agent forgets it."""

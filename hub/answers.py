@@ -71,7 +71,7 @@ class AgentAnswers:
         if report.phase is not WorkloadPhase.PENDING:
             self._mark_answered(cluster, report)
 
-    def _mark_answered(self, cluster: str, report: WorkloadStatusReport) -> None:
+    def _mark_answered(self, cluster: str, report: WorkloadStatusReport | HeldWorkload) -> None:
         """Only an answer to the current round's offer: a late report of an earlier
         generation does not show the room this round's offer books."""
         entry = self.state.workloads.get(report.workload)
@@ -180,6 +180,9 @@ class AgentAnswers:
 
     def on_capacity(self, cluster: str, report: CapacityReport) -> None:
         self.book.room_grew()
+        for admitted in report.admitted:
+            # Admitted there, its report still waiting for the pods: this report counts it.
+            self._mark_answered(cluster, admitted)
         for key in self.book.keys_booking(cluster, answered_only=True):
             self.book.give_back_room(key, cluster)  # the report shows what they took
         self.dispatcher.wake()

@@ -304,6 +304,10 @@ class CapacityReport(StrictModel):
     it (none when it is off)."""
     weighted_shares: list[WeightedShare] = Field(default_factory=list)
     """Fair sharing: every cluster queue's and cohort's weighted share (none when it is off)."""
+    admitted: list[HeldWorkload] = Field(default_factory=list)
+    """Workloads admitted here whose report has not gone yet (Admitted waits for their pods
+    to start, at most the status interval): the usage above counts them, so the hub takes
+    this as their offers' answer (the room booked for them is free once it has this)."""
 
 
 class PodCounts(StrictModel):

@@ -96,3 +96,25 @@ def test_the_running_index_holds_exactly_the_records_a_status_pass_looks_at() ->
             jobs = rng.choice(((), ("job-x",)))
             book.put(key, replace(base[key], phase=phase, job_names=jobs))
         assert set(book.running) == {k for k, r in book.records.items() if observable(r)}
+
+
+def test_a_capacity_report_lists_exactly_the_admitted_records_whose_report_waits() -> None:
+    book = Book(CADENCE)
+    rng = random.Random(11)
+    keys = [record(n).key for n in "abcdef"]
+    base = {key: record(key.split("/job-")[1]) for key in keys}
+    for _ in range(300):
+        key = rng.choice(keys)
+        if rng.random() < 0.15:
+            book.put(key, None)
+        else:
+            since = rng.choice((None, 1.0))
+            phase = rng.choice((WorkloadPhase.ADMITTED, WorkloadPhase.EVICTED))
+            book.put(key, replace(base[key], phase=phase, unreported_since=since))
+        listed = {(h.workload, h.generation) for h in book.admitted_unreported()}
+        waiting = {
+            (k, r.generation)
+            for k, r in book.records.items()
+            if r.unreported_since is not None and r.phase is WorkloadPhase.ADMITTED
+        }
+        assert listed == waiting

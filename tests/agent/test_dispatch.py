@@ -218,3 +218,32 @@ async def test_a_job_that_starts_and_ends_within_the_status_interval_is_reported
     assert WorkloadPhase.ADMITTED not in phases
     assert phases in ([WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED], [WorkloadPhase.SUCCEEDED])
     assert done.admission is not None
+
+
+async def test_while_admitted_waits_for_the_pods_capacity_reports_list_the_workload(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    # The hub books room for an offer until it is answered: a capacity report whose usage
+    # counts the workload says so itself, so that room is not counted twice meanwhile.
+    await agents.start_with(status_interval=3.0)
+    await hub.wait_for(lambda p: isinstance(p, Hello))
+    source = job_source("unplaced", cpu="500m", script="true")
+    source["spec"]["template"]["spec"]["nodeSelector"] = {"multiq.dev/test": "nowhere"}
+    await hub.offer(offer_for(source))
+
+    def listing() -> CapacityReport | None:
+        return next((r for r in hub.of_type(CapacityReport) if r.admitted), None)
+
+    report = await eventually(listing, within=3)
+    assert [(a.workload, a.generation, a.phase) for a in report.admitted] == [
+        ("team-a/job-unplaced", 1, WorkloadPhase.ADMITTED)
+    ]
+    assert report.queues[0].usage == Quantity.parse("500m")
+    assert not hub.of_type(WorkloadStatusReport)  # the pods never start: it waits
+    admitted = await hub.wait_for(status(WorkloadPhase.ADMITTED, "unplaced"), within=10)
+    assert admitted.admission is not None
+    await hub.send(config(revision=2, cpu="3"))  # a change: a capacity report goes
+    later = await eventually(
+        lambda: next((r for r in hub.of_type(CapacityReport) if r.config_revision == 2), None)
+    )
+    assert later.admitted == []

@@ -29,6 +29,7 @@ from agent.records import (
     on_engine_admit,
     on_evict,
     on_fence,
+    on_materialize_denied,
     on_materialize_failed,
     on_materialized,
     on_offer,
@@ -75,7 +76,8 @@ def held(phase: WorkloadPhase = P.PENDING, generation: int = 1, **changes: Any) 
     if phase is not P.PENDING:
         admitted = on_engine_admit(record, ADMISSION, NOW - 90).record
         assert admitted is not None
-        record = replace(admitted, phase=phase)
+        # (reported since, unless the test says otherwise)
+        record = replace(admitted, phase=phase, unreported_since=None)
     if phase in (P.RUNNING, P.SUCCEEDED, P.FAILED) or changes.pop("materialised", False):
         record = replace(record, job_names=("w",), jobs_seen=True)
     return replace(record, **changes)
@@ -251,6 +253,9 @@ def test_a_bind(
     assert effects(step) == expected
     if phase is P.ADMITTED or (before is not None and before.phase is P.PENDING):
         assert step.record is not None and step.record.bound
+    if phase is P.ADMITTED and before is not None and before.phase is P.RESERVED:
+        # Bound now: its Admitted report waits for the pods, as an engine admission's does.
+        assert step.record is not None and step.record.unreported_since == NOW
 
 
 @pytest.mark.parametrize(
@@ -356,13 +361,22 @@ def test_an_admitted_bound_workload_is_materialised_and_saved_once_its_jobs_exis
     assert record.workload.status is not None
     assert record.workload.status.admission == ADMISSION
     assert record.workload.status.conditions[0].type == "QuotaReserved"
+    assert record.unreported_since == NOW
 
     made = on_materialized(record, ("w",), NOW + 1)
     assert made.record is not None and made.record.job_names == ("w",)
     # Saved; Admitted is reported by the status passes, with Running if the pods start soon.
     assert effects(made) == [("Persist", False)]
-    assert made.record.unreported_since == NOW + 1
+    assert made.record.unreported_since == NOW
     assert made.record.look_again_at == NOW + 1  # its Jobs may be mirrored already
+
+
+def test_jobs_the_cluster_forbids_are_reported_admitted_with_why_at_once() -> None:
+    admitted = on_engine_admit(held(P.PENDING), ADMISSION, NOW).record
+    assert admitted is not None and admitted.unreported_since == NOW
+    denied = on_materialize_denied(admitted, "jobs.batch is forbidden", NOW + 0.1)
+    assert effects(denied) == [("Report", P.ADMITTED, "JobsForbidden", 1)]
+    assert denied.record is not None and denied.record.unreported_since is None
 
 
 def test_an_admitted_reservation_creates_nothing_and_reports_reserved_with_its_admission() -> None:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from api.v1alpha1.messages import (
+    CapacityReport,
+    HeldWorkload,
     OfferRejected,
     RejectReason,
     WorkloadPhase,
@@ -21,6 +23,7 @@ from api.v1alpha1.workload import Admission
 from hub import transitions
 from hub.answers import AgentAnswers
 from hub.dispatch import Dispatcher
+from hub.placement.book import Assumed
 from hub.placement.cycle import candidate_keys
 from hub.store.base import Revision, StoredObject
 from hub.store.sqlite import SqliteStore
@@ -107,3 +110,26 @@ async def test_a_rejection_being_written_keeps_the_workload_back_until_it_is_wri
     assert _placeable(dispatcher) == [KEY]
     reasons = (await store.get(f"/workloads/{KEY}")).value["status"]["clusterPendingReasons"]
     assert [(r["cluster"], r["reason"]) for r in reasons] == [("east", "Rejected:Inadmissible")]
+
+
+async def test_a_capacity_report_listing_the_workload_admitted_answers_its_offer(
+    offered: tuple[SqliteStore, Dispatcher],
+) -> None:
+    # The agent's Admitted report waits for the pods; its capacity reports meanwhile count
+    # the workload's usage and say so, and the room the offer booked is given back then.
+    _, dispatcher = offered
+    dispatcher.book.update(KEY, assumed={"east": Assumed("q", "default", {"cpu": 1000})})
+    answers = AgentAnswers(dispatcher)
+
+    def capacity(*admitted: HeldWorkload) -> CapacityReport:
+        return CapacityReport(cluster="east", observed_at=T0, admitted=list(admitted))
+
+    answers.on_capacity("east", capacity())
+    assert dispatcher.book.keys_booking("east") == [KEY]  # not counted there yet
+    other = HeldWorkload(workload=KEY, generation=2, phase=WorkloadPhase.ADMITTED)
+    answers.on_capacity("east", capacity(other))
+    assert dispatcher.book.keys_booking("east") == [KEY]  # another generation's answer
+    admitted = HeldWorkload(workload=KEY, generation=1, phase=WorkloadPhase.ADMITTED)
+    answers.on_capacity("east", capacity(admitted))
+    assert dispatcher.book.keys_booking("east") == []
+    assert KEY in dispatcher.book.offered  # still open: the report closes it once written
