@@ -4,6 +4,7 @@ indexes derived from it follow — owners, timers, what to save, what the snapsh
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 
 from agent.book import Book, Put
@@ -82,9 +83,11 @@ def test_the_log_shipper_is_told_only_of_records_put_finished_with_jobs_and_stil
     assert book.take_finished() == set()  # each told once
 
 
-def test_the_running_index_holds_exactly_the_records_a_status_pass_looks_at() -> None:
+def random_puts(seed: int) -> Iterator[Book]:
+    """A book after each of 300 random puts and deletions of six workloads' records (any
+    phase, with or without Jobs, admitted and reported or not)."""
     book = Book(CADENCE)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     keys = [record(n).key for n in "abcdef"]
     base = {key: record(key.split("/job-")[1]) for key in keys}
     for _ in range(300):
@@ -94,23 +97,19 @@ def test_the_running_index_holds_exactly_the_records_a_status_pass_looks_at() ->
         else:
             phase = rng.choice(list(WorkloadPhase))
             jobs = rng.choice(((), ("job-x",)))
-            book.put(key, replace(base[key], phase=phase, job_names=jobs))
+            since = rng.choice((None, 1.0))
+            changed = replace(base[key], phase=phase, job_names=jobs, unreported_since=since)
+            book.put(key, changed)
+        yield book
+
+
+def test_the_running_index_holds_exactly_the_records_a_status_pass_looks_at() -> None:
+    for book in random_puts(7):
         assert set(book.running) == {k for k, r in book.records.items() if observable(r)}
 
 
 def test_a_capacity_report_lists_exactly_the_admitted_records_whose_report_waits() -> None:
-    book = Book(CADENCE)
-    rng = random.Random(11)
-    keys = [record(n).key for n in "abcdef"]
-    base = {key: record(key.split("/job-")[1]) for key in keys}
-    for _ in range(300):
-        key = rng.choice(keys)
-        if rng.random() < 0.15:
-            book.put(key, None)
-        else:
-            since = rng.choice((None, 1.0))
-            phase = rng.choice((WorkloadPhase.ADMITTED, WorkloadPhase.EVICTED))
-            book.put(key, replace(base[key], phase=phase, unreported_since=since))
+    for book in random_puts(11):
         listed = {(h.workload, h.generation) for h in book.admitted_unreported()}
         waiting = {
             (k, r.generation)
