@@ -37,7 +37,7 @@ from typing import Any
 from agent import outcomes, records
 from agent.book import Book
 from agent.engine.result import CycleResult
-from agent.engine.snapshot import ClusterQueueName, FlavorResource, Snapshot
+from agent.engine.snapshot import Snapshot
 from agent.fair_usage import UsageBook
 from agent.inventory import Inventory
 from agent.job_making import JobMaker
@@ -233,10 +233,6 @@ class AdmissionShell:
             now=now,
             admitted_only=admitted_only,
         )
-
-    def admitted_usage(self) -> dict[ClusterQueueName, dict[FlavorResource, int]]:
-        """The usage of the last `snapshot`'s admitted workloads per cluster queue."""
-        return self._snapshots.admitted_usage()
 
     # input -----------------------------------------------------------------------------------
 

@@ -16,18 +16,11 @@ Called by: agent.app (the capacity loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from datetime import datetime
 
 from agent.engine.fair_sharing import weighted_share_milli
-from agent.engine.quota import QuotaTree, admitted_usage
-from agent.engine.snapshot import (
-    ClusterQueueName,
-    FlavorName,
-    FlavorResource,
-    ResourceName,
-    Snapshot,
-)
+from agent.engine.quota import QuotaTree
+from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
 from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
@@ -51,13 +44,8 @@ def capacity_report(
     config_revision: int | None,
     local_queues: list[LocalQueueUsage] | None = None,
     admitted: list[HeldWorkload] | None = None,
-    usage: Mapping[ClusterQueueName, Mapping[FlavorResource, int]] | None = None,
 ) -> CapacityReport:
-    """`usage`: the snapshot's admitted usage per cluster queue, when the caller keeps it
-    summed (agent.snapshots `admitted_usage`); else summed here."""
-    if usage is None:
-        usage = admitted_usage(snapshot.workloads.values())
-    tree = QuotaTree.with_usage(snapshot, usage)
+    tree = QuotaTree.from_snapshot(snapshot)
     cells: list[QueueCapacity] = []
     for name in sorted(snapshot.cluster_queues):
         cq = snapshot.cluster_queues[name]

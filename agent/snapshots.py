@@ -45,10 +45,8 @@ from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import AdmissionFairSharing as EngineAdmissionFairSharing
 from agent.engine.snapshot import (
-    ClusterQueueName,
     EngineConfig,
     FairSharingStrategy,
-    FlavorResource,
     LocalQueueKey,
     Node,
     RequeueTimestamp,
@@ -327,8 +325,6 @@ class SnapshotCache:
         """What the last snapshot held: the converted unfinished workloads, by engine id."""
         self._admitted: dict[WorkloadId, EngineWorkload] = {}
         """The admitted ones among them (a capacity report reads only these)."""
-        self._usage: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
-        """Their usage summed per cluster queue (`admitted_usage`), kept as they come and go."""
         self._carry: Carry | None = None
         self._replaced: set[WorkloadId] | None = None
         """Engine ids added, replaced or dropped since the last `cycle` (None: unknown)."""
@@ -391,7 +387,6 @@ class SnapshotCache:
         if changed is None:
             self._engine = {}
             self._admitted = {}
-            self._usage = {}
             self._replaced = None
             keys: Iterable[str] = held
         else:
@@ -411,26 +406,6 @@ class SnapshotCache:
         return dataclasses.replace(
             self._base, workloads=dict(workloads), nodes=nodes, queue_usage=self._scores
         )
-
-    def admitted_usage(self) -> dict[ClusterQueueName, dict[FlavorResource, int]]:
-        """The usage of the admitted workloads of the last `build`, per cluster queue: what
-        `engine.quota.admitted_usage` sums over them, without walking them."""
-        return {cq: dict(total) for cq, total in self._usage.items()}
-
-    def _count(self, wl: EngineWorkload, sign: int) -> None:
-        """Add (1) or take away (-1) an admitted workload's usage; a queue's sum that comes
-        to nothing goes."""
-        assert wl.admission is not None
-        cq = wl.admission.cluster_queue
-        total = self._usage.setdefault(cq, {})
-        for fr, amount in wl.admission.total.items():
-            left = total.get(fr, 0) + sign * amount
-            if left:
-                total[fr] = left
-            else:
-                total.pop(fr, None)
-        if not total:
-            del self._usage[cq]
 
     def _restamp(self, scores: dict[LocalQueueKey, float]) -> None:
         """Stamp the waiting workloads of every local queue whose score changed."""
@@ -543,12 +518,10 @@ class SnapshotCache:
             return
         if before is not None:
             del self._engine[before.id]
-            if self._admitted.pop(before.id, None) is not None:
-                self._count(before, -1)
+            self._admitted.pop(before.id, None)
         if after is not None:
             self._engine[after.id] = after
             if after.admission is not None:
                 self._admitted[after.id] = after
-                self._count(after, 1)
         if self._replaced is not None:
             self._replaced.update(w.id for w in (before, after) if w is not None)

@@ -33,29 +33,9 @@ from agent.engine.snapshot import (
     FlavorResource,
     ResourceGroup,
     Snapshot,
-    Workload,
 )
 
-__all__ = ["QuotaNode", "QuotaTree", "admitted_usage"]
-
-
-def admitted_usage(
-    workloads: Iterable[Workload],
-) -> dict[ClusterQueueName, dict[FlavorResource, int]]:
-    """The usage of the admitted ones among `workloads`, summed per cluster queue (a
-    capacity report walks every admitted workload, a few times a second under load, unless
-    its caller keeps these sums)."""
-    totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
-    for wl in workloads:
-        adm = wl.admission
-        if adm is None:
-            continue
-        total = totals.get(adm.cluster_queue)
-        if total is None:
-            total = totals[adm.cluster_queue] = {}
-        for fr, amount in adm.total.items():
-            total[fr] = total.get(fr, 0) + amount
-    return totals
+__all__ = ["QuotaNode", "QuotaTree"]
 
 
 class QuotaNode:
@@ -159,23 +139,24 @@ class QuotaTree:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> QuotaTree:
-        return cls.with_usage(snapshot, admitted_usage(snapshot.workloads.values()))
-
-    @classmethod
-    def with_usage(
-        cls,
-        snapshot: Snapshot,
-        usage: Mapping[ClusterQueueName, Mapping[FlavorResource, int]],
-    ) -> QuotaTree:
-        """The tree of the snapshot's queues with this usage per cluster queue (what
-        `admitted_usage` sums, or a caller keeps summed), put on the tree once per queue:
-        what a node passes up to its parent depends only on its total, so the order of the
-        queues does not matter either."""
         tree = cls(snapshot.cluster_queues, snapshot.cohorts)
-        for name, total in usage.items():
-            node = tree.cqs.get(name)
-            if node is not None:
-                tree.add_usage(node, total)
+        # Summed per cluster queue first and put on the tree once per queue: what a node
+        # passes up to its parent depends only on its total (a capacity report walks every
+        # admitted workload, a few times a second under load).
+        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
+        for wl in snapshot.workloads.values():
+            adm = wl.admission
+            if adm is None:
+                continue
+            total = totals.get(adm.cluster_queue)
+            if total is None:
+                if adm.cluster_queue not in tree.cqs:
+                    continue
+                total = totals[adm.cluster_queue] = {}
+            for fr, amount in adm.total.items():
+                total[fr] = total.get(fr, 0) + amount
+        for name, total in totals.items():
+            tree.add_usage(tree.cqs[name], total)
         return tree
 
     # construction ---------------------------------------------------------------------------
