@@ -901,6 +901,8 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
         jobs_seen=seen_now,
         last_report=report.payload,
         unreported_since=None,
+        # What a held-back report waited for went with this one: no look for nothing later.
+        look_again_at=None,
     )
     persist = (Persist(),) if phase_changed and obs.phase in _FINISHED else ()
     return Step(moved, (report, *persist))

@@ -739,6 +739,16 @@ def test_an_admitted_report_held_for_its_pods_is_due_when_the_status_interval_en
     assert sent.last_report.admission == ADMISSION  # the hub learns the admission with it
 
 
+def test_a_report_sent_from_a_held_back_record_leaves_no_look_again_time() -> None:
+    waiting = held(
+        P.ADMITTED, materialised=True, unreported_since=NOW - 0.5, look_again_at=NOW + 0.5
+    )
+    assert wakeup(waiting, CADENCE) == NOW + 0.5
+    sent = next_report(waiting, seen(P.RUNNING), NOW, CADENCE).record
+    assert sent is not None and sent.last_report is not None
+    assert sent.look_again_at is None and wakeup(sent, CADENCE) is None
+
+
 def test_a_held_back_report_sets_when_to_look_again() -> None:
     before = held(P.ADMITTED, materialised=True, last_report=report(P.ADMITTED, NOW - 0.25))
     step = next_report(before, seen(P.RUNNING), NOW, CADENCE)
