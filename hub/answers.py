@@ -71,13 +71,14 @@ class AgentAnswers:
         if report.phase is not WorkloadPhase.PENDING:
             self._mark_answered(cluster, report)
 
-    def _mark_answered(self, cluster: str, report: WorkloadStatusReport | HeldWorkload) -> None:
-        """Only an answer to the current round's offer: a late report of an earlier
-        generation does not show the room this round's offer books."""
-        entry = self.state.workloads.get(report.workload)
+    def _mark_answered(self, cluster: str, answer: WorkloadStatusReport | HeldWorkload) -> None:
+        """Only an answer to the current round's offer (a report, or a capacity report's
+        listing of it as admitted): a late answer of an earlier generation does not show the
+        room this round's offer books."""
+        entry = self.state.workloads.get(answer.workload)
         st = entry.workload.status if entry is not None else None
-        if st is not None and st.dispatch_generation == report.generation:
-            self.book.mark_answered(report.workload, cluster)
+        if st is not None and st.dispatch_generation == answer.generation:
+            self.book.mark_answered(answer.workload, cluster)
 
     async def _on_status(
         self, cluster: str, report: WorkloadStatusReport, traced: ReportSpan

@@ -10,7 +10,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from api.quantity import Quantity
-from api.v1alpha1.messages import DispatchOffer, WorkloadPhase
+from api.v1alpha1.messages import DispatchOffer, HeldWorkload, WorkloadPhase
 from api.v1alpha1.workload import Admission, PodSetAssignment
 from tests.hub.service.conftest import HubUnderTest, ScriptedAgent
 from tests.hub.service.test_dispatch_flow import capacity, report, submit, two_clusters
@@ -106,6 +106,24 @@ async def test_a_capacity_report_sent_right_after_an_answer_frees_that_offers_bo
     assert (await west.expect(DispatchOffer)).workload.key() == first
     await west.send(report(first, 1, WorkloadPhase.ADMITTED, admission=admission()))
     await west.send(capacity("west", "2", used_cpu="2"))
+    second = await submit(hub, "second")
+    offer = await west.expect(DispatchOffer)
+    assert offer.workload.key() == second
+    await east.close()
+    await west.close()
+
+
+async def test_a_capacity_report_listing_a_workload_admitted_unreported_frees_its_booking(
+    hub: HubUnderTest,
+) -> None:
+    # The agent's Admitted report waits for the pods; its capacity report already counts the
+    # workload and lists it as admitted. Counted again as booked, the room would stay hidden.
+    east, west = await two_clusters(hub, east_cpu="0", west_cpu="4")
+    first = await submit(hub, "first")  # 2 CPUs
+    assert (await west.expect(DispatchOffer)).workload.key() == first
+    listed = HeldWorkload(workload=first, generation=1, phase=WorkloadPhase.ADMITTED)
+    shown = capacity("west", "2", used_cpu="2").model_copy(update={"admitted": [listed]})
+    await west.send(shown)
     second = await submit(hub, "second")
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == second
