@@ -18,8 +18,8 @@ code. Watches use aetcd's multiplexed watch stream with `prev_kv` (a DELETED eve
 last value); a pump task moves events into a bounded buffer; when a slow consumer lets it
 fill, the etcd watch is cancelled (aetcd's own queue is unbounded) and reopened from the last
 queued revision once the consumer catches up. Reads that fail as `Unavailable` are retried
-for up to a request timeout (`_read_retry`); writes are not, since a lost reply may hide a
-commit.
+for up to a request timeout and a leader election (`_read_retry`); writes are not, since a
+lost reply may hide a commit.
 
 Endpoints. A store is given every member of the etcd cluster (`etcd://h1:2379,h2:2379,…`);
 aetcd's Client talks to one, so `_Endpoints` holds the client of the member in use and, when a
@@ -112,6 +112,10 @@ _LIST_PAGE = 500
 _KEEPALIVE_RETRY_SECONDS = 0.1
 # Lists and watch batches may carry many values; gRPC's 4 MiB default is too small.
 _MAX_MESSAGE = 64 * 1024 * 1024
+# How long etcd may take to elect a new leader after losing one, on top of a request timeout
+# that a read sent meanwhile may use up (etcd's election timeout is 1 s; a busy machine can
+# need a second round).
+_ELECTION_SECONDS = 3.0
 # How soon a connection to a member that went away is tried again (gRPC's default grows to
 # two minutes; a restarted member should be usable again within a second).
 _RECONNECT_BACKOFF_MS = 1000
@@ -169,7 +173,9 @@ def _range_end(prefix: bytes) -> bytes:
 def _read_retry(endpoints: int, patience: float) -> AsyncRetrying:
     """Reads are idempotent: retry them when etcd is momentarily unavailable, at least once on
     every endpoint (each failure moves the store to the next one) and for at least `patience`
-    seconds (etcd electing a new leader after losing one takes a second or two)."""
+    seconds. Callers give a request timeout and an election's worth (`_ELECTION_SECONDS`): a
+    member without a leader lets a read time out, and the round of members may come back to
+    the dead one before the others have elected."""
     return AsyncRetrying(
         retry=retry_if_exception_type(Unavailable),
         stop=stop_after_attempt(max(3, endpoints + 1)) & stop_after_delay(patience),
@@ -400,7 +406,9 @@ class EtcdStore:
             self._endpoints.fail_over(client, error)
 
     async def _read(self, fn: Callable[[], Awaitable[_T]]) -> _T:
-        async for attempt in _read_retry(len(self._endpoints.endpoints), self._timeout):
+        async for attempt in _read_retry(
+            len(self._endpoints.endpoints), self._timeout + _ELECTION_SECONDS
+        ):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     log.info("etcd read, attempt %d", attempt.retry_state.attempt_number)

@@ -11,16 +11,16 @@ It runs Debian's `etcd` binary (package `etcd-server`, 3.4) on free loopback por
 data in a directory the caller owns, waits until every member's `/health` answers, and stops
 members with SIGTERM (SIGKILL after a grace period). A killed member can be restarted on its
 own data and ports, and rejoins its cluster. Children are also asked to die with their parent
-(`PR_SET_PDEATHSIG`), so a killed test run leaves no etcd behind; Linux sends that signal when
-the *thread* that started the child ends, so start and restart members from a thread that
-lives as long as they should (not from `asyncio.to_thread` in a test whose loop then closes).
+(`PR_SET_PDEATHSIG`, set by util-linux's `setpriv` just before it execs etcd), so a killed test
+run leaves no etcd behind; Linux sends that signal when the *thread* that started the child
+ends, so start and restart members from a thread that lives as long as they should (not from
+`asyncio.to_thread` in a test whose loop then closes).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -38,16 +38,20 @@ from pathlib import Path
 
 __all__ = ["EtcdNotInstalledError", "LocalEtcd", "LocalEtcdCluster", "main"]
 
-_PR_SET_PDEATHSIG = 1
-
 
 class EtcdNotInstalledError(RuntimeError):
     pass
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def _dying_with_parent(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGKILL when the thread that started it ends.
+
+    Not a `preexec_fn`: Python runs its at-fork handlers around one, and gRPC's (the etcd
+    client's, when it is busy in another thread) then broke the child before it could exec —
+    a restarted member sometimes never came up. `setpriv` sets the signal in the child it
+    execs instead. Without it (not on Debian), the member simply outlives a killed parent."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
 
 
 def _free_port() -> int:
@@ -233,11 +237,7 @@ class LocalEtcdCluster:
 def _run(argv: list[str], data_dir: Path) -> subprocess.Popen[bytes]:
     with (data_dir / "etcd.log").open("ab") as log:
         return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509  (only prctl before exec)
+            _dying_with_parent(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=log
         )
 
 

@@ -1,0 +1,58 @@
+"""The throwaway etcd (`hub.store.localetcd`): a member dies with the thread that started it,
+and a member restarted while an etcd client is busy in the same process comes back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hub.store.localetcd import LocalEtcd
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    shm = Path("/dev/shm")
+    path = Path(tempfile.mkdtemp(prefix="multiq-test-etcd-", dir=shm if shm.is_dir() else None))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_member_dies_when_the_thread_that_started_it_ends(data_dir: Path) -> None:
+    started: list[LocalEtcd] = []
+    thread = threading.Thread(target=lambda: started.append(LocalEtcd.start(data_dir)))
+    thread.start()
+    thread.join()
+    (member,) = started
+    try:
+        deadline = time.monotonic() + 10
+        while member.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not member.running
+    finally:
+        member.stop()
+
+
+def test_starting_a_member_runs_none_of_the_processs_fork_handlers(data_dir: Path) -> None:
+    # gRPC (the etcd client) registers handlers around fork; run in a child forked while the
+    # client was busy, they broke it before it could exec etcd, and a restarted member
+    # sometimes never came up.
+    forks: list[int] = []
+    watching = True
+    os.register_at_fork(before=lambda: forks.append(1) if watching else None)
+    try:
+        member = LocalEtcd.start(data_dir)
+        member.kill()
+        member.restart()
+        member.stop()
+    finally:
+        watching = False
+    assert forks == []
