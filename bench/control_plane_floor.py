@@ -1,0 +1,415 @@
+"""Benchmark: what a control plane doing only the unavoidable I/O costs, beside kubesim.
+
+Issue #15 asks that the hub and agent together spend at most twice kubesim's CPU per workload
+in `bench.federation_dispatch`. This bench says how low that figure can go with the libraries
+we build on, by running the same traffic through a *floor* control plane: the least a hub and
+its agents must do per workload, written straight on the libraries, with none of MultiQ's
+rules, validation, tracing, metrics, fencing or auth.
+
+- kubesim: `kubesim up --clusters 3 --nodes 50 --runtime simulated`, as `qctl dev` starts it.
+- floor hub (one process, aiohttp): takes `POST /submit` (a Job as JSON), writes it to SQLite
+  (WAL, synchronous=FULL, one commit per loop turn for all writes waiting), binds it to the next
+  cluster round robin (a second write) and sends it to that cluster's agent over a WebSocket;
+  a Running report is a third write. Replies 201 once the submission is committed.
+- floor agents (one process per cluster, kubernetes_asyncio and aiohttp): keep the watches the
+  real agent keeps (nodes, pods, jobs, namespaces; events decoded with `json.loads`), save each
+  offer to SQLite (WAL, synchronous=NORMAL), create its Job through the generated client (wire
+  dicts passed as they are, responses not turned into models, as the real agent does), and
+  report Running once its pod runs.
+
+The driver submits N Jobs (the federation bench's `small_job`) with 32 concurrent clients and
+waits until all are reported Running; it reads each process's CPU from /proc.
+
+    .venv/bin/python -m bench.control_plane_floor [--workloads 2000]
+
+Prints one JSON object: CPU ms per workload for floor hub, floor agents and kubesim, and
+`(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
+`bench.federation_dispatch` run just before or after (these machines are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+from bench.federation_dispatch import small_job
+
+NAMESPACE = "default"
+WATCHED = ("nodes", "pods", "jobs", "namespaces")
+
+
+# --- the floor hub -----------------------------------------------------------------------------
+
+
+class GroupCommit:
+    """Writes run at once; the commit waits for the end of the loop turn, and covers every
+    write made in it (the real hub's writer groups its commits the same way)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.waiting: list[asyncio.Future[None]] = []
+
+    def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+        self.conn.execute(sql, params)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.waiting:
+            asyncio.get_running_loop().call_soon(self._commit)
+        self.waiting.append(done)
+        return done
+
+    def _commit(self) -> None:
+        self.conn.commit()
+        waiting, self.waiting = self.waiting, []
+        for done in waiting:
+            done.set_result(None)
+
+
+def _open_db(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level="DEFERRED")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("CREATE TABLE IF NOT EXISTS objects (key TEXT PRIMARY KEY, value TEXT)")
+    conn.commit()
+    return conn
+
+
+def floor_hub(db: Path, clusters: list[str]) -> web.Application:
+    store = GroupCommit(_open_db(db, "FULL"))
+    agents: dict[str, web.WebSocketResponse] = {}
+    order = itertools.cycle(clusters)
+    workloads: dict[str, dict[str, Any]] = {}
+    watchers: set[asyncio.Queue[bytes]] = set()
+
+    async def write(sql: str, text: str, key: str) -> None:
+        # Each write is also an event on every watch, encoded once (the driver follows one,
+        # as bench.federation_dispatch follows the hub's workload watch).
+        await store.write(sql, (text, key))
+        event = b'{"type":"MODIFIED","object":' + text.encode() + b"}\n"
+        for queue in watchers:
+            queue.put_nowait(event)
+
+    async def submit(request: web.Request) -> web.Response:
+        body = json.loads(await request.read())
+        name = body.get("metadata", {}).get("name") if isinstance(body, dict) else None
+        if not isinstance(name, str) or not name:
+            return web.json_response({"message": "metadata.name: required"}, status=422)
+        key = f"{NAMESPACE}/{name}"
+        if key in workloads:
+            return web.json_response({"message": f"{key} exists"}, status=409)
+        workload = {"key": key, "job": body, "cluster": None, "phase": "Pending"}
+        workloads[key] = workload
+        text = json.dumps(workload, separators=(",", ":"))
+        await write("INSERT INTO objects (value, key) VALUES (?, ?)", text, key)
+        asyncio.get_running_loop().create_task(bind_and_offer(workload))
+        return web.json_response(workload, status=201)
+
+    async def bind_and_offer(workload: dict[str, Any]) -> None:
+        cluster = next(order)
+        workload["cluster"] = cluster
+        text = json.dumps(workload, separators=(",", ":"))
+        await write("UPDATE objects SET value = ? WHERE key = ?", text, workload["key"])
+        await agents[cluster].send_str(json.dumps({"offer": workload}, separators=(",", ":")))
+
+    async def session(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        agents[request.match_info["cluster"]] = ws
+        async for message in ws:
+            report = json.loads(message.data)
+            workload = workloads.get(report["key"])
+            if workload is None or workload["cluster"] != request.match_info["cluster"]:
+                continue
+            workload["phase"] = report["phase"]
+            text = json.dumps(workload, separators=(",", ":"))
+            await write("UPDATE objects SET value = ? WHERE key = ?", text, report["key"])
+        return ws
+
+    async def progress(request: web.Request) -> web.Response:
+        return web.json_response({"agents": len(agents)})
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        watchers.add(queue)
+        try:
+            while True:
+                await response.write(await queue.get())
+        finally:
+            watchers.discard(queue)
+
+    app = web.Application()
+    app.router.add_post("/submit", submit)
+    app.router.add_get("/session/{cluster}", session)
+    app.router.add_get("/progress", progress)
+    app.router.add_get("/watch", watch)
+    return app
+
+
+# --- a floor agent ---------------------------------------------------------------------------
+
+
+async def floor_agent(hub: str, cluster: str, kubeconfig: Path, db: Path) -> None:
+    state = _open_db(db, "NORMAL")
+    api: Any = await k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    # As the real agent does (agent/k8s/client.py): wire dicts go out as they are, and the
+    # proxy is not looked up in the environment on every request (no proxy here).
+    convert = api.sanitize_for_serialization
+    api.sanitize_for_serialization = lambda obj: obj if type(obj) is dict else convert(obj)
+    pool = api.rest_client.pool_manager
+    connector = pool.connector
+    pool.detach()  # the connections stay; only the session around them changes
+    api.rest_client.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False)
+    batch: Any = k8s.BatchV1Api(api)
+    core: Any = k8s.CoreV1Api(api)
+    jobs: dict[str, str] = {}  # Job name: workload key, until reported
+    async with aiohttp.ClientSession() as http, http.ws_connect(f"{hub}/session/{cluster}") as ws:
+
+        async def on_pod(event: dict[str, Any]) -> None:
+            pod = event.get("object") or {}
+            job = (pod.get("metadata", {}).get("labels") or {}).get("job-name")
+            if job in jobs and (pod.get("status") or {}).get("phase") == "Running":
+                key = jobs.pop(job)
+                state.execute("UPDATE objects SET value = ? WHERE key = ?", ("Running", key))
+                state.commit()
+                await ws.send_str(json.dumps({"key": key, "phase": "Running"}))
+
+        async def ignore(event: dict[str, Any]) -> None:
+            pass
+
+        watches = [
+            asyncio.create_task(_watch(list_fn, on_pod if kind == "pods" else ignore))
+            for kind, list_fn in (
+                ("nodes", core.list_node),
+                ("pods", core.list_pod_for_all_namespaces),
+                ("jobs", batch.list_job_for_all_namespaces),
+                ("namespaces", core.list_namespace),
+            )
+        ]
+        creates: set[asyncio.Task[None]] = set()
+
+        async def create(workload: dict[str, Any]) -> None:
+            job = dict(workload["job"])
+            job["metadata"] = {**job["metadata"], "namespace": NAMESPACE}
+            jobs[job["metadata"]["name"]] = workload["key"]
+            response = await batch.create_namespaced_job(NAMESPACE, job, _preload_content=False)
+            json.loads(await response.read())
+            response.release()
+
+        try:
+            async for message in ws:
+                workload = json.loads(message.data)["offer"]
+                state.execute(
+                    "INSERT OR REPLACE INTO objects VALUES (?, ?)",
+                    (workload["key"], message.data),
+                )
+                state.commit()
+                task = asyncio.create_task(create(workload))
+                creates.add(task)
+                task.add_done_callback(creates.discard)
+        finally:
+            for task in watches:
+                task.cancel()
+            await api.close()
+
+
+async def _watch(
+    list_fn: Callable[..., Awaitable[Any]],
+    on_event: Callable[[dict[str, Any]], Awaitable[None]],
+) -> None:
+    listed = json.loads(await (await list_fn(_preload_content=False)).read())
+    version = listed["metadata"]["resourceVersion"]
+    response = await list_fn(
+        watch=True, resource_version=version, allow_watch_bookmarks=True, _preload_content=False
+    )
+    while line := await response.content.readline():
+        if line.strip():
+            await on_event(json.loads(line))
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _until(check: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
+    try:
+        async with asyncio.timeout(seconds):
+            while True:  # polled: the state is in another process
+                if await check():
+                    return
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise TimeoutError(f"waited {seconds} s for {what}") from None
+
+
+async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    bin_dir = Path(sys.executable).parent
+    names = [f"sim-{i}" for i in range(args.clusters)]
+    kube_dir = work / "kubeconfigs"
+    port = _free_port()
+    hub_url = f"http://127.0.0.1:{port}"
+    me = [sys.executable, "-m", "bench.control_plane_floor"]
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    log = (work / "processes.log").open("ab")
+
+    def spawn(name: str, argv: list[str]) -> None:
+        processes[name] = subprocess.Popen(argv, stdout=log, stderr=log)
+
+    spawn(
+        "kubesim",
+        [str(bin_dir / "kubesim"), "up", "--clusters", str(args.clusters), "--nodes",
+         str(args.nodes), "--runtime", "simulated", "--dir", str(kube_dir), "--name-prefix",
+         "sim"],
+    )  # fmt: skip
+    spawn("hub", [*me, "--role", "hub", "--port", str(port), "--db", str(work / "hub.db"),
+                  "--cluster-names", ",".join(names)])  # fmt: skip
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def kubeconfigs() -> bool:
+                return all((kube_dir / f"{n}.kubeconfig").exists() for n in names)
+
+            await _until(kubeconfigs, 60, "kubesim")
+            for i, name in enumerate(names):
+                spawn(f"agent-{i}", [*me, "--role", "agent", "--hub", hub_url.replace("http", "ws"),
+                                     "--cluster", name, "--kubeconfig",
+                                     str(kube_dir / f"{name}.kubeconfig"),
+                                     "--db", str(work / f"agent-{i}.db")])  # fmt: skip
+
+            async def progress() -> dict[str, int]:
+                try:
+                    async with http.get(f"{hub_url}/progress") as r:
+                        answer: dict[str, int] = await r.json()
+                        return answer
+                except aiohttp.ClientConnectionError:
+                    return {"agents": 0}
+
+            async def agents_connected() -> bool:
+                return (await progress())["agents"] == len(names)
+
+            await _until(agents_connected, 60, "the floor agents")
+            await asyncio.sleep(2)  # the agents' lists and watches settle
+
+            def cpu() -> dict[str, float]:
+                out: dict[str, float] = {}
+                for name, proc in processes.items():
+                    role = "agent" if name.startswith("agent") else name
+                    out[role] = out.get(role, 0.0) + _cpu_seconds(proc.pid)
+                return out
+
+            workloads: int = args.workloads
+            jobs = [small_job(f"floor-{i}") for i in range(workloads)]
+            all_running = asyncio.Event()
+
+            async def follow() -> None:
+                running: set[str] = set()
+                async with http.get(f"{hub_url}/watch") as r:
+                    while line := await r.content.readline():
+                        workload = json.loads(line)["object"]
+                        if workload["phase"] == "Running":
+                            running.add(workload["key"])
+                            if len(running) == workloads:
+                                all_running.set()
+
+            follower = asyncio.create_task(follow())
+            await asyncio.sleep(0.2)  # the watch is open
+            before, started = cpu(), time.monotonic()
+            queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            for job in jobs:
+                queue.put_nowait(job)
+
+            async def client() -> None:
+                while not queue.empty():
+                    async with http.post(f"{hub_url}/submit", json=queue.get_nowait()) as r:
+                        if r.status != 201:
+                            raise RuntimeError(f"submit: {r.status} {await r.text()}")
+
+            await asyncio.gather(*(client() for _ in range(32)))
+
+            async with asyncio.timeout(300):
+                await all_running.wait()
+            seconds = time.monotonic() - started
+            after = cpu()
+            follower.cancel()
+    finally:
+        for proc in processes.values():
+            proc.terminate()
+        for proc in processes.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+    per = {r: round(1000 * (after[r] - before[r]) / args.workloads, 3) for r in sorted(after)}
+    return {
+        "benchmark": "control_plane_floor",
+        "workloads": args.workloads,
+        "clusters": args.clusters,
+        "seconds": round(seconds, 2),
+        "rate_per_s": round(args.workloads / seconds, 1),
+        "cpu_ms_per_workload": per,
+        "floor_ratio_hub_plus_agent_to_kubesim": round(
+            (per["hub"] + per["agent"]) / per["kubesim"], 2
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=2000)
+    parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--role", choices=["driver", "hub", "agent"], default="driver")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--cluster-names")
+    parser.add_argument("--hub")
+    parser.add_argument("--cluster")
+    parser.add_argument("--kubeconfig", type=Path)
+    args = parser.parse_args(argv)
+    if args.role == "hub":
+        app = floor_hub(args.db, args.cluster_names.split(","))
+        web.run_app(
+            app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1
+        )
+        return 0
+    if args.role == "agent":
+        asyncio.run(floor_agent(args.hub, args.cluster, args.kubeconfig, args.db))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="multiq-floor-") as work:
+        print(json.dumps(asyncio.run(drive(args, Path(work))), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

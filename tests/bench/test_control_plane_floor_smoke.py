@@ -1,0 +1,26 @@
+"""The control plane floor bench runs a small federation of floor hub, floor agents and kubesim
+to the end: every workload submitted is reported Running, and each process's CPU is counted."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import pytest
+
+from bench.control_plane_floor import main
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+def test_the_floor_bench_runs_every_workload_and_prints_each_processs_cpu() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        main(["--workloads", "40", "--clusters", "2", "--nodes", "4"])
+    figures = json.loads(out.getvalue())
+    cpu = figures["cpu_ms_per_workload"]
+    assert set(cpu) == {"hub", "agent", "kubesim"} and all(ms > 0 for ms in cpu.values())
+    assert figures["floor_ratio_hub_plus_agent_to_kubesim"] == pytest.approx(
+        (cpu["hub"] + cpu["agent"]) / cpu["kubesim"], abs=0.01
+    )
