@@ -17,13 +17,14 @@ rules, validation, tracing, metrics, fencing or auth.
   dicts passed as they are, responses not turned into models, as the real agent does), and
   report Running once its pod runs.
 
-The driver submits N Jobs (the federation bench's `small_job`) with 32 concurrent clients and
-waits until all are reported Running; it reads each process's CPU from /proc.
+The driver runs the federation bench's two phases with its `small_job`: N Jobs submitted by 32
+concurrent clients, then M more at a steady rate (200/s); each phase ends when the hub's
+watch shows every one of its workloads Running. It reads each process's CPU from /proc.
 
-    .venv/bin/python -m bench.control_plane_floor [--workloads 2000]
+    .venv/bin/python -m bench.control_plane_floor [--workloads 2000] [--paced 1000] [--rate 200]
 
-Prints one JSON object: CPU ms per workload for floor hub, floor agents and kubesim, and
-`(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
+Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
+kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
 `bench.federation_dispatch` run just before or after (these machines are noisy).
 """
 
@@ -326,39 +327,66 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     out[role] = out.get(role, 0.0) + _cpu_seconds(proc.pid)
                 return out
 
-            workloads: int = args.workloads
-            jobs = [small_job(f"floor-{i}") for i in range(workloads)]
-            all_running = asyncio.Event()
+            running: set[str] = set()
+            changed = asyncio.Event()
 
             async def follow() -> None:
-                running: set[str] = set()
                 async with http.get(f"{hub_url}/watch") as r:
                     while line := await r.content.readline():
                         workload = json.loads(line)["object"]
                         if workload["phase"] == "Running":
                             running.add(workload["key"])
-                            if len(running) == workloads:
-                                all_running.set()
+                            changed.set()
+
+            async def submit(job: dict[str, Any]) -> None:
+                async with http.post(f"{hub_url}/submit", json=job) as r:
+                    if r.status != 201:
+                        raise RuntimeError(f"submit: {r.status} {await r.text()}")
+
+            async def phase(name: str, count: int, rate: float | None) -> dict[str, Any]:
+                """Submit `count` Jobs, 32 at a time (`rate` None) or `rate` a second, and
+                wait until each is reported Running."""
+                jobs = [small_job(f"floor-{name}-{i}") for i in range(count)]
+                keys = {f"{NAMESPACE}/{job['metadata']['name']}" for job in jobs}
+                before, started = cpu(), time.monotonic()
+                if rate is None:
+                    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+                    for job in jobs:
+                        queue.put_nowait(job)
+
+                    async def client() -> None:
+                        while not queue.empty():
+                            await submit(queue.get_nowait())
+
+                    await asyncio.gather(*(client() for _ in range(32)))
+                else:
+                    sent: list[asyncio.Task[None]] = []
+                    for i, job in enumerate(jobs):
+                        await asyncio.sleep(max(0.0, started + i / rate - time.monotonic()))
+                        sent.append(asyncio.create_task(submit(job)))
+                    await asyncio.gather(*sent)
+                async with asyncio.timeout(300):
+                    while not keys <= running:
+                        changed.clear()
+                        await changed.wait()
+                seconds = time.monotonic() - started
+                after = cpu()
+                per = {r: round(1000 * (after[r] - before[r]) / count, 3) for r in sorted(after)}
+                return {
+                    "workloads": count,
+                    "seconds": round(seconds, 2),
+                    "rate_per_s": round(count / seconds, 1),
+                    "cpu_ms_per_workload": per,
+                    "floor_ratio_hub_plus_agent_to_kubesim": round(
+                        (per["hub"] + per["agent"]) / per["kubesim"], 2
+                    ),
+                }
 
             follower = asyncio.create_task(follow())
             await asyncio.sleep(0.2)  # the watch is open
-            before, started = cpu(), time.monotonic()
-            queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-            for job in jobs:
-                queue.put_nowait(job)
-
-            async def client() -> None:
-                while not queue.empty():
-                    async with http.post(f"{hub_url}/submit", json=queue.get_nowait()) as r:
-                        if r.status != 201:
-                            raise RuntimeError(f"submit: {r.status} {await r.text()}")
-
-            await asyncio.gather(*(client() for _ in range(32)))
-
-            async with asyncio.timeout(300):
-                await all_running.wait()
-            seconds = time.monotonic() - started
-            after = cpu()
+            phases = {"throughput": await phase("t", args.workloads, None)}
+            if args.paced:
+                phases["paced"] = await phase("p", args.paced, args.rate)
             follower.cancel()
     finally:
         for proc in processes.values():
@@ -370,23 +398,19 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 proc.kill()
                 proc.wait()
         log.close()
-    per = {r: round(1000 * (after[r] - before[r]) / args.workloads, 3) for r in sorted(after)}
     return {
         "benchmark": "control_plane_floor",
-        "workloads": args.workloads,
         "clusters": args.clusters,
-        "seconds": round(seconds, 2),
-        "rate_per_s": round(args.workloads / seconds, 1),
-        "cpu_ms_per_workload": per,
-        "floor_ratio_hub_plus_agent_to_kubesim": round(
-            (per["hub"] + per["agent"]) / per["kubesim"], 2
-        ),
+        "nodes_per_cluster": args.nodes,
+        **phases,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=2000)
+    parser.add_argument("--paced", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--clusters", type=int, default=3)
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--role", choices=["driver", "hub", "agent"], default="driver")

@@ -14,13 +14,28 @@ from bench.control_plane_floor import main
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def test_the_floor_bench_runs_every_workload_and_prints_each_processs_cpu() -> None:
+def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
-        main(["--workloads", "40", "--clusters", "2", "--nodes", "4"])
+        main(
+            [
+                "--workloads",
+                "40",
+                "--paced",
+                "20",
+                "--rate",
+                "100",
+                "--clusters",
+                "2",
+                "--nodes",
+                "4",
+            ]
+        )
     figures = json.loads(out.getvalue())
-    cpu = figures["cpu_ms_per_workload"]
-    assert set(cpu) == {"hub", "agent", "kubesim"} and all(ms > 0 for ms in cpu.values())
-    assert figures["floor_ratio_hub_plus_agent_to_kubesim"] == pytest.approx(
-        (cpu["hub"] + cpu["agent"]) / cpu["kubesim"], abs=0.01
-    )
+    for phase, count in (("throughput", 40), ("paced", 20)):
+        assert figures[phase]["workloads"] == count
+        cpu = figures[phase]["cpu_ms_per_workload"]
+        assert set(cpu) == {"hub", "agent", "kubesim"} and all(ms > 0 for ms in cpu.values())
+        assert figures[phase]["floor_ratio_hub_plus_agent_to_kubesim"] == pytest.approx(
+            (cpu["hub"] + cpu["agent"]) / cpu["kubesim"], abs=0.01
+        )
