@@ -26,6 +26,8 @@ watch shows every one of its workloads Running. It reads each process's CPU from
 Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
 kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
 `bench.federation_dispatch` run just before or after (these machines are noisy).
+
+Run by hand; tests/bench/test_control_plane_floor_smoke.py runs it small.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import asyncio
 import itertools
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -52,7 +55,6 @@ from kubernetes_asyncio import config as k8s_config
 from bench.federation_dispatch import small_job
 
 NAMESPACE = "default"
-WATCHED = ("nodes", "pods", "jobs", "namespaces")
 
 
 # --- the floor hub -----------------------------------------------------------------------------
@@ -253,8 +255,6 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
