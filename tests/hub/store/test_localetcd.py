@@ -1,5 +1,6 @@
 """The throwaway etcd (`hub.store.localetcd`): a member dies with the thread that started it,
-and a member restarted while an etcd client is busy in the same process comes back."""
+and starting one runs none of the process's fork handlers (gRPC's broke a member restarted
+while the etcd client was busy)."""
 
 from __future__ import annotations
 
