@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import socket
 import sqlite3
 import subprocess
@@ -44,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from bench.federation_dispatch import small_job
+from bench.federation_dispatch import CpuMeter, small_job
 
 NAMESPACE = "default"
 
@@ -249,9 +249,11 @@ async def _watch(
 # --- the driver ------------------------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+@dataclass
+class _Fleet:
+    """The processes the driver started, by name (kubesim, hub, agent-N), for `CpuMeter`."""
+
+    processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
 
 
 def _free_port() -> int:
@@ -279,11 +281,11 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     port = _free_port()
     hub_url = f"http://127.0.0.1:{port}"
     me = [sys.executable, "-m", "bench.control_plane_floor"]
-    processes: dict[str, subprocess.Popen[bytes]] = {}
+    fleet = _Fleet()
     log = (work / "processes.log").open("ab")
 
     def spawn(name: str, argv: list[str]) -> None:
-        processes[name] = subprocess.Popen(argv, stdout=log, stderr=log)
+        fleet.processes.append((name, subprocess.Popen(argv, stdout=log, stderr=log)))
 
     spawn(
         "kubesim",
@@ -320,12 +322,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             await _until(agents_connected, 60, "the floor agents")
             await asyncio.sleep(2)  # the agents' lists and watches settle
 
-            def cpu() -> dict[str, float]:
-                out: dict[str, float] = {}
-                for name, proc in processes.items():
-                    role = "agent" if name.startswith("agent") else name
-                    out[role] = out.get(role, 0.0) + _cpu_seconds(proc.pid)
-                return out
+            meter = CpuMeter(fleet)
 
             running: set[str] = set()
             changed = asyncio.Event()
@@ -348,7 +345,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 wait until each is reported Running."""
                 jobs = [small_job(f"floor-{name}-{i}") for i in range(count)]
                 keys = {f"{NAMESPACE}/{job['metadata']['name']}" for job in jobs}
-                before, started = cpu(), time.monotonic()
+                before, started = meter.sample(), time.monotonic()
                 if rate is None:
                     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
                     for job in jobs:
@@ -370,8 +367,8 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                         changed.clear()
                         await changed.wait()
                 seconds = time.monotonic() - started
-                after = cpu()
-                per = {r: round(1000 * (after[r] - before[r]) / count, 3) for r in sorted(after)}
+                per = meter.per_workload_ms(before, count)
+                del per["bench"]  # the driver: not part of the control plane
                 return {
                     "workloads": count,
                     "seconds": round(seconds, 2),
@@ -389,9 +386,9 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 phases["paced"] = await phase("p", args.paced, args.rate)
             follower.cancel()
     finally:
-        for proc in processes.values():
+        for _, proc in fleet.processes:
             proc.terminate()
-        for proc in processes.values():
+        for _, proc in fleet.processes:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:

@@ -27,11 +27,12 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -128,11 +129,17 @@ class StepMeter:
         return {k: v for k, v in steps.items() if v}
 
 
+class Processes(Protocol):
+    """Named processes whose CPU a `CpuMeter` reads (a `DevFederation` is one)."""
+
+    processes: list[tuple[str, subprocess.Popen[bytes]]]
+
+
 class CpuMeter:
     """CPU seconds (user + system) of the federation's processes, read from /proc, and of
     this client."""
 
-    def __init__(self, fed: DevFederation) -> None:
+    def __init__(self, fed: Processes) -> None:
         self.fed = fed
         self.ticks = os.sysconf("SC_CLK_TCK")
 

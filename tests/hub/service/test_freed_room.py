@@ -7,6 +7,7 @@ observed before the finish does not undo it."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from api.quantity import Quantity
@@ -101,16 +102,11 @@ async def test_a_capacity_report_sent_right_after_an_answer_frees_that_offers_bo
     # applies each workload's reports in a task of its own, so the capacity report can be
     # handled before the answer's task runs: the answer must count from its arrival, or the
     # booking stays on top of the report that shows it, hiding the room until the next one.
-    east, west = await two_clusters(hub, east_cpu="0", west_cpu="4")
-    first = await submit(hub, "first")  # 2 CPUs
-    assert (await west.expect(DispatchOffer)).workload.key() == first
-    await west.send(report(first, 1, WorkloadPhase.ADMITTED, admission=admission()))
-    await west.send(capacity("west", "2", used_cpu="2"))
-    second = await submit(hub, "second")
-    offer = await west.expect(DispatchOffer)
-    assert offer.workload.key() == second
-    await east.close()
-    await west.close()
+    async def answer(west: ScriptedAgent, first: str) -> None:
+        await west.send(report(first, 1, WorkloadPhase.ADMITTED, admission=admission()))
+        await west.send(capacity("west", "2", used_cpu="2"))
+
+    await _next_is_offered_once_the_first_is_answered(hub, answer)
 
 
 async def test_a_capacity_report_listing_a_workload_admitted_unreported_frees_its_booking(
@@ -118,12 +114,24 @@ async def test_a_capacity_report_listing_a_workload_admitted_unreported_frees_it
 ) -> None:
     # The agent's Admitted report waits for the pods; its capacity report already counts the
     # workload and lists it as admitted. Counted again as booked, the room would stay hidden.
+    async def answer(west: ScriptedAgent, first: str) -> None:
+        listed = HeldWorkload(workload=first, generation=1, phase=WorkloadPhase.ADMITTED)
+        await west.send(
+            capacity("west", "2", used_cpu="2").model_copy(update={"admitted": [listed]})
+        )
+
+    await _next_is_offered_once_the_first_is_answered(hub, answer)
+
+
+async def _next_is_offered_once_the_first_is_answered(
+    hub: HubUnderTest, answer: Callable[[ScriptedAgent, str], Awaitable[None]]
+) -> None:
+    """West (4 CPUs; east has none) is offered a first 2-CPU workload and `answer`s it so that
+    it shows 2 CPUs used: a second one is offered there at once, the booking gone."""
     east, west = await two_clusters(hub, east_cpu="0", west_cpu="4")
     first = await submit(hub, "first")  # 2 CPUs
     assert (await west.expect(DispatchOffer)).workload.key() == first
-    listed = HeldWorkload(workload=first, generation=1, phase=WorkloadPhase.ADMITTED)
-    shown = capacity("west", "2", used_cpu="2").model_copy(update={"admitted": [listed]})
-    await west.send(shown)
+    await answer(west, first)
     second = await submit(hub, "second")
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == second
