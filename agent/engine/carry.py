@@ -11,7 +11,9 @@ hidden global). It holds, as of the last cycle's snapshot:
   `Workload.order_key`, with the distinct shapes and the largest order key of each, the local
   queues and namespaces present, and the workloads with a backoff), or the reason it could
   not be routed (inactive, missing local or cluster queue);
-- the previous cycle's pending reasons, so a result can say which of them changed.
+- the previous cycle's pending reasons, so a result can say which of them changed;
+- when each admitted workload may next fall due for eviction (`podsready.evict_at`), in a
+  heap, so a cycle asks `podsready.evictions` about the due ones only.
 
 `refresh` brings it up to date from the ids the caller says changed since the last cycle
 (added, removed or replaced workload objects); without them, or when the configuration
@@ -21,11 +23,13 @@ rebuilt from the whole snapshot. Called by `cycle` only; callers hold it and pas
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left
 from collections.abc import Iterable
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from agent.engine.podsready import evict_at
 from agent.engine.result import PendingCode, PendingReason, Unblock
 from agent.engine.snapshot import (
     ClusterQueueName,
@@ -143,6 +147,8 @@ class Carry:
     __slots__ = (
         "admitted",
         "config",
+        "evict_heap",
+        "evict_when",
         "evicting",
         "missing",
         "placer",
@@ -164,6 +170,10 @@ class Carry:
         """The sum of their admissions' usage, by cluster queue (with `admitted`)."""
         self.evicting: dict[ClusterQueueName, int] = {}
         """How many of them are being evicted, by cluster queue (none: absent)."""
+        self.evict_when: dict[WorkloadId, float] = {}
+        """The running ones that may fall due for eviction, and from when (`evict_at`)."""
+        self.evict_heap: list[tuple[float, WorkloadId]] = []
+        """`evict_when` as a heap; an entry that no longer matches it is stale and skipped."""
         self.waiting: dict[WorkloadId, Workload] = {}
         """Every waiting workload, routed or not (what `remove` must find again)."""
         self.queues: dict[ClusterQueueName, QueueIndex] = {}
@@ -196,6 +206,8 @@ class Carry:
             self.admitted.clear()
             self.usage.clear()
             self.evicting.clear()
+            self.evict_when.clear()
+            self.evict_heap.clear()
             self.waiting.clear()
             self.queues.clear()
             self.unrouted.clear()
@@ -217,6 +229,30 @@ class Carry:
             if new is not None:
                 self._place(snapshot, new)
         return True
+
+    def eviction_due(self, now: float) -> tuple[list[Workload], float | None]:
+        """The running workloads whose `evict_at` has come by `now` (what `evictions` must
+        look at this cycle; they stay due until they change), and the earliest `evict_at`
+        after `now` (None: none)."""
+        heap, when = self.evict_heap, self.evict_when
+        if len(heap) > 2 * len(when) + 64:
+            # Stale entries pile up as running workloads change: start the heap afresh.
+            heap[:] = [(t, wid) for wid, t in when.items()]
+            heapq.heapify(heap)
+        due: dict[WorkloadId, Workload] = {}
+        kept: list[tuple[float, WorkloadId]] = []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            t, wid = entry
+            if when.get(wid) == t and wid not in due:
+                due[wid] = self.running[wid]
+                kept.append(entry)
+        while heap and when.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        after = heap[0][0] if heap else None
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return list(due.values()), after
 
     def _route(self, snapshot: Snapshot, wl: Workload) -> ClusterQueueName | PendingReason:
         if not wl.active:
@@ -246,6 +282,10 @@ class Carry:
                 usage[fr] = usage.get(fr, 0) + amount
             if wl.evicting:
                 self.evicting[name] = self.evicting.get(name, 0) + 1
+            when = evict_at(snapshot, wl)
+            if when is not None:
+                self.evict_when[wl.id] = when
+                heapq.heappush(self.evict_heap, (when, wl.id))
             return
         self.waiting[wl.id] = wl
         where = self._route(snapshot, wl)
@@ -264,6 +304,7 @@ class Carry:
         name = adm.cluster_queue
         members = self.admitted[name]
         del members[wl.id]
+        self.evict_when.pop(wl.id, None)
         if wl.evicting:
             left = self.evicting[name] - 1
             if left:

@@ -207,6 +207,8 @@ class _Cycle:
         self.memo_version: dict[ClusterQueueName, int] = {}
         self.tail_tried: dict[ClusterQueueName, int] = {}
         self.running: list[Workload] = []
+        self.running_from_carry = False
+        """Whether `running` is the carry's (its eviction index then names the due ones)."""
         self.waiting: list[Workload] = []
         self.placer: Placer | None = None
         """Node capacity for flavors with a topology (None when no flavor has one)."""
@@ -220,6 +222,7 @@ class _Cycle:
         ready = snapshot.config.wait_for_pods_ready
         if carry is not None and not (ready.enabled and ready.block_admission):
             self.running = list(carry.running.values())
+            self.running_from_carry = True
             return
         # One pass over the workloads; every later step walks only the part it needs. (With
         # blockAdmission the first unready admitted workload in the snapshot's order blocks,
@@ -291,7 +294,14 @@ class _Cycle:
     # step 2 -----------------------------------------------------------------------------------
 
     def _evict(self) -> None:
-        found, wakeup = evictions(self.snap, self.running, self.now)
+        looked_at: list[Workload] = self.running
+        if self.running_from_carry:
+            # Only those whose eviction time has come: the same evictions and wake-up as
+            # looking at every running workload, at the cost of what is due.
+            assert self.carry is not None
+            looked_at, next_due = self.carry.eviction_due(self.now)
+            self._later(next_due)
+        found, wakeup = evictions(self.snap, looked_at, self.now)
         self.evicted = found
         self._later(wakeup)
         # Evicted workloads keep their quota until their pods are gone (the next snapshot);

@@ -13,11 +13,15 @@ arithmetic for requeueing them (kueue.md §2.6):
   deactivated; an admitted workload made inactive is evicted.
 
 `cycle.schedule` calls `evictions` first; it also reports the earliest future deadline so
-the shell knows when to run the next cycle even if no event arrives.
+the shell knows when to run the next cycle even if no event arrives. `evict_at` says when
+that is for one workload, from the workload and the configuration alone, so the incremental
+cycle's carry can keep the admitted workloads by it and ask `evictions` only about those
+due, not about every running workload every cycle.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from agent.engine.result import Eviction, EvictionReason
@@ -29,7 +33,7 @@ from agent.engine.snapshot import (
     Workload,
 )
 
-__all__ = ["backoff_seconds", "blocking_workload", "evictions"]
+__all__ = ["backoff_seconds", "blocking_workload", "evict_at", "evictions"]
 
 
 def backoff_seconds(config: WaitForPodsReady, requeue_count: int) -> float:
@@ -137,6 +141,46 @@ def evictions(
         else:
             later(deadline)
     return out, wakeup
+
+
+def evict_at(snapshot: Snapshot, wl: Workload) -> float | None:
+    """From when `evictions` may evict admitted `wl`, as long as neither it nor the
+    configuration changes: -inf for every cycle (a reason that holds at once, or deadlines
+    that count from the cycle's own time because the admission time is unknown); None for
+    never (not admitted, already being evicted, no deadline). Before that time `evictions`
+    evicts nothing of it and asks for no wake-up earlier than it."""
+    adm = wl.admission
+    if adm is None or wl.evicting:
+        return None
+    if not wl.active:
+        return -math.inf
+    cq = snapshot.cluster_queues.get(adm.cluster_queue)
+    if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return -math.inf
+    lq = snapshot.local_queues.get(wl.local_queue)
+    if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return -math.inf
+    cfg = snapshot.config.wait_for_pods_ready
+    ready_deadline = cfg.enabled and not wl.pods_ready
+    if wl.admitted_at is None:
+        timed = wl.max_execution_seconds is not None or ready_deadline
+        return -math.inf if timed else None
+    deadlines: list[float] = []
+    if wl.max_execution_seconds is not None:
+        deadlines.append(
+            wl.admitted_at + wl.max_execution_seconds - wl.accumulated_execution_seconds
+        )
+    if ready_deadline:
+        if wl.pods_ready_lost_at is not None:
+            recovery = (
+                cfg.timeout_seconds
+                if cfg.recovery_timeout_seconds is None
+                else cfg.recovery_timeout_seconds
+            )
+            deadlines.append(wl.pods_ready_lost_at + recovery)
+        else:
+            deadlines.append(wl.admitted_at + cfg.timeout_seconds)
+    return min(deadlines) if deadlines else None
 
 
 def blocking_workload(

@@ -90,6 +90,8 @@ def _config(
             q.admission_fair_sharing()
         if fair:
             q.weight(rng.choice([0.0, 1.0, 1.0, 2.0, 4.0]))
+        if rng.random() < 0.03:
+            q.stop("HoldAndDrain")  # (after a quota change: its admitted ones are evicted)
         cqs.append(q)
     ready = WaitForPodsReady(
         enabled=rng.random() < 0.2, timeout_seconds=3.0, block_admission=rng.random() < 0.5
@@ -100,7 +102,9 @@ def _config(
         admission_fair_sharing=AFS if afs else None,
         fair_sharing=rng.choice(fair) if fair else None,
     )
-    lqs = [lq("stopped", rng.choice(["q0", "q2"]), stop="Hold"), lq("q0", "q0", namespace="b")]
+    # Mostly stopped; open now and then, so that a later drain has admitted work to evict.
+    stop = rng.choice(["Hold", "Hold", "HoldAndDrain", "None"])
+    lqs = [lq("stopped", rng.choice(["q0", "q2"]), stop=stop), lq("q0", "q0", namespace="b")]
     lqs += [lq("q0-light", "q0", weight=rng.choice([1.0, 2.0])), lq("q1-light", "q1")]
     base = snapshot(
         cqs=cqs,
@@ -136,13 +140,16 @@ def _arrival(rng: random.Random, n: int, now: float, odd: float) -> Workload:
         b.set(requeue_after=now + rng.choice([0.5, 2.0]))
     if rng.random() < odd:
         b.set(arrived_at=now + 0.25)
+    if rng.random() < odd:
+        b.set(max_execution_seconds=rng.choice([1, 2, 5]))
     return b.build()
 
 
 def _events(
     rng: random.Random, snap: Snapshot, now: float, n: int, odd: float
 ) -> tuple[Snapshot, int]:
-    """Random arrivals, finishes, priority changes, deactivations and pods becoming ready."""
+    """Random arrivals, finishes, priority changes, deactivations, pods becoming ready and
+    losing readiness, and admission times unknown."""
     wls = dict(snap.workloads)
     for _ in range(rng.choice([0, 1, 1, 2, 8, 20])):
         new = _arrival(rng, n, now, odd)
@@ -157,6 +164,12 @@ def _events(
                 wls[wid] = dataclasses.replace(w, pods_ready=True)
             elif roll < 0.38:
                 wls[wid] = dataclasses.replace(w, evicting=True)  # its pods are going
+            elif roll < 0.40:
+                wls[wid] = dataclasses.replace(w, active=False)  # deactivated while admitted
+            elif roll < 0.42 and w.pods_ready:
+                wls[wid] = dataclasses.replace(w, pods_ready=False, pods_ready_lost_at=now)
+            elif roll < 0.43:
+                wls[wid] = dataclasses.replace(w, admitted_at=None)
         elif roll < 0.03:
             wls[wid] = dataclasses.replace(w, priority=w.priority + 3)  # a new order key
         elif roll < 0.04:
@@ -210,9 +223,14 @@ def _carry_sums_hold(carry: Carry) -> None:
 
 
 def _run_stream(
-    seed: int, steps: int = 40, afs: bool = False, fair: list[FairSharing] | None = None
+    seed: int,
+    steps: int = 40,
+    afs: bool = False,
+    fair: list[FairSharing] | None = None,
+    evicted_for: set[str] | None = None,
 ) -> int:
-    """One stream; returns how many cycles skipped a tail. With `afs`, each cycle's snapshot
+    """One stream; returns how many cycles skipped a tail, and adds to `evicted_for` the
+    reasons of its evictions. With `afs`, each cycle's snapshot
     carries the local queues' usage as the agent keeps it: sampled, then penalised by the
     cycle's admissions."""
     rng = random.Random(seed)
@@ -238,6 +256,8 @@ def _run_stream(
             snap, now, carry, None if rng.random() < 0.05 else changed
         )
         _same(full, inc)
+        if evicted_for is not None:
+            evicted_for.update(e.reason.value for e in inc.evicted)
         _carry_sums_hold(carry)
         assert isinstance(inc.pending, _Pending)
         skipped += bool(inc.pending.tails)
@@ -264,6 +284,16 @@ def _run_stream(
 def test_the_incremental_cycle_decides_as_the_full_cycle_over_random_streams(block: int) -> None:
     skipped = sum(_run_stream(seed) for seed in range(block * 25, block * 25 + 25))
     assert skipped > 0, "no stream exercised a skipped tail"
+
+
+def test_the_streams_evict_for_every_reason_the_carry_indexes() -> None:
+    """The equivalence above covers evictions only if the streams make some: deactivated,
+    drained, past their maximum execution time, pods not ready (again) in time."""
+    seen: set[str] = set()
+    for seed in range(12):
+        _run_stream(seed, evicted_for=seen)
+    assert seen >= {"Deactivated", "MaximumExecutionTimeExceeded", "PodsReadyTimeout"}, seen
+    assert seen & {"ClusterQueueStopped", "LocalQueueStopped"}, seen
 
 
 @pytest.mark.parametrize("block", range(2))
