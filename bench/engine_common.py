@@ -23,6 +23,7 @@ from types import MappingProxyType
 
 from agent.engine.cycle import schedule
 from agent.engine.snapshot import (
+    Admission,
     ClusterQueue,
     ClusterQueueName,
     Cohort,
@@ -33,6 +34,7 @@ from agent.engine.snapshot import (
     LocalQueueKey,
     Namespace,
     PodSet,
+    PodSetAssignment,
     PreemptionConfig,
     PreemptionPolicy,
     ResourceFlavor,
@@ -46,6 +48,34 @@ from agent.engine.snapshot import (
 
 CPU = ResourceName("cpu")
 DEFAULT = FlavorName("default")
+
+
+def cpu_workload(
+    wid: str,
+    queue: ClusterQueueName,
+    milli_cpu: int,
+    created_at: float,
+    *,
+    priority: int = 0,
+    admitted_at: float | None = None,
+) -> Workload:
+    """A one-pod workload of `milli_cpu` in the default namespace's local queue `queue`;
+    with `admitted_at`, admitted then to the cluster queue of the same name (default
+    flavor)."""
+    admission = None
+    if admitted_at is not None:
+        assignment = PodSetAssignment("main", 1, {CPU: DEFAULT}, {CPU: milli_cpu})
+        admission = Admission(queue, (assignment,))
+    return Workload(
+        id=WorkloadId(wid),
+        namespace=Namespace("default"),
+        queue_name=queue,
+        pod_sets=(PodSet("main", 1, {CPU: milli_cpu}),),
+        created_at=created_at,
+        priority=priority,
+        admission=admission,
+        admitted_at=admitted_at,
+    )
 
 
 @dataclass(frozen=True)

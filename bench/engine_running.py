@@ -27,15 +27,12 @@ from agent.engine.apply import apply_result
 from agent.engine.carry import Carry
 from agent.engine.cycle import schedule, schedule_incremental
 from agent.engine.snapshot import (
-    Admission,
     ClusterQueue,
     ClusterQueueName,
     EngineConfig,
     FlavorQuotas,
     LocalQueue,
     Namespace,
-    PodSet,
-    PodSetAssignment,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -45,7 +42,7 @@ from agent.engine.snapshot import (
     WorkloadId,
 )
 from agent.main import GC_THRESHOLDS
-from bench.engine_common import CPU, DEFAULT
+from bench.engine_common import CPU, DEFAULT, cpu_workload
 
 QUEUE = ClusterQueueName("cq")
 
@@ -56,25 +53,11 @@ def build(running: int, pods_ready: bool) -> Snapshot:
     local = LocalQueue(Namespace("default"), QUEUE, QUEUE)
     workloads: dict[WorkloadId, Workload] = {}
     for i in range(running):
-        wid = WorkloadId(f"run-{i}")
-        workloads[wid] = Workload(
-            id=wid,
-            namespace=Namespace("default"),
-            queue_name=QUEUE,
-            pod_sets=(PodSet("main", 1, {CPU: 1000}),),
-            created_at=0.0,
-            admission=Admission(QUEUE, (PodSetAssignment("main", 1, {CPU: DEFAULT}, {CPU: 1000}),)),
-            admitted_at=1.0,
-        )
+        run = cpu_workload(f"run-{i}", QUEUE, 1000, 0.0, admitted_at=1.0)
+        workloads[run.id] = run
     for i in range(running):
-        wid = WorkloadId(f"wait-{i}")
-        workloads[wid] = Workload(
-            id=wid,
-            namespace=Namespace("default"),
-            queue_name=QUEUE,
-            pod_sets=(PodSet("main", 1, {CPU: 1000}),),
-            created_at=2.0 + i,
-        )
+        waiting = cpu_workload(f"wait-{i}", QUEUE, 1000, 2.0 + i)
+        workloads[waiting.id] = waiting
     ready = WaitForPodsReady(enabled=pods_ready, timeout_seconds=3600.0)
     return Snapshot(
         flavors={DEFAULT: ResourceFlavor(DEFAULT)},

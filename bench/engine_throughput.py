@@ -25,16 +25,12 @@ import time
 
 from agent.engine.cycle import schedule
 from agent.engine.snapshot import (
-    Admission,
-    Namespace,
-    PodSet,
-    PodSetAssignment,
     Snapshot,
     Workload,
     WorkloadId,
 )
 from agent.main import GC_THRESHOLDS
-from bench.engine_common import CPU, DEFAULT, LARGE_SCALE, Shape, build_config
+from bench.engine_common import LARGE_SCALE, Shape, build_config, cpu_workload
 
 
 def build(distinct: bool, pending_per_cq: int = 50, running_per_cq: int = 15) -> Snapshot:
@@ -44,31 +40,14 @@ def build(distinct: bool, pending_per_cq: int = 50, running_per_cq: int = 15) ->
     n = 0
     for name in cqs:
         for i in range(running_per_cq):
-            wid = WorkloadId(f"{name}-run-{i}")
-            workloads[wid] = Workload(
-                id=wid,
-                namespace=Namespace("default"),
-                queue_name=name,
-                pod_sets=(PodSet("main", 1, {CPU: 1000}),),
-                created_at=0.0,
-                priority=50,
-                admission=Admission(
-                    name, (PodSetAssignment("main", 1, {CPU: DEFAULT}, {CPU: 1000}),)
-                ),
-                admitted_at=0.0,
-            )
+            run = cpu_workload(f"{name}-run-{i}", name, 1000, 0.0, priority=50, admitted_at=0.0)
+            workloads[run.id] = run
         for i in range(pending_per_cq):
             n += 1
             cpu = 1000 + n if distinct else (1000, 5000, 20000)[i % 3]
-            wid = WorkloadId(f"{name}-pend-{i}")
-            workloads[wid] = Workload(
-                id=wid,
-                namespace=Namespace("default"),
-                queue_name=name,
-                pod_sets=(PodSet("main", 1, {CPU: cpu}),),
-                created_at=1.0 + i,
-                priority=(50, 100, 200)[i % 3] if not distinct else 50,
-            )
+            priority = (50, 100, 200)[i % 3] if not distinct else 50
+            waiting = cpu_workload(f"{name}-pend-{i}", name, cpu, 1.0 + i, priority=priority)
+            workloads[waiting.id] = waiting
     return Snapshot(
         flavors=flavors, cluster_queues=cqs, local_queues=lqs, workloads=workloads, cohorts=cohorts
     )
