@@ -67,16 +67,58 @@ def _timeout_eviction(cfg: WaitForPodsReady, wl: Workload, now: float, why: str)
     )
 
 
+def _at_once(snapshot: Snapshot, wl: Workload) -> Eviction | None:
+    """The eviction of admitted `wl` that holds whatever the time: it was deactivated, or
+    its cluster queue or local queue drains (HoldAndDrain)."""
+    if not wl.active:
+        return Eviction(wl.id, EvictionReason.DEACTIVATED, "workload deactivated")
+    assert wl.admission is not None
+    cq = snapshot.cluster_queues.get(wl.admission.cluster_queue)
+    if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return Eviction(
+            wl.id,
+            EvictionReason.CLUSTER_QUEUE_STOPPED,
+            f"cluster queue {cq.name} is stopped (HoldAndDrain)",
+        )
+    lq = snapshot.local_queues.get(wl.local_queue)
+    if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+        return Eviction(
+            wl.id,
+            EvictionReason.LOCAL_QUEUE_STOPPED,
+            f"local queue {lq.key} is stopped (HoldAndDrain)",
+        )
+    return None
+
+
+def _recovery_seconds(cfg: WaitForPodsReady) -> float:
+    if cfg.recovery_timeout_seconds is None:
+        return cfg.timeout_seconds
+    return cfg.recovery_timeout_seconds
+
+
+def _deadlines(
+    cfg: WaitForPodsReady, wl: Workload, admitted_at: float
+) -> tuple[float | None, float | None]:
+    """When admitted `wl` (admitted at `admitted_at`) exceeds its maximum execution time,
+    and when its pods have not become ready (again) in time; None where no such deadline
+    applies."""
+    limit = None
+    if wl.max_execution_seconds is not None:
+        limit = admitted_at + wl.max_execution_seconds - wl.accumulated_execution_seconds
+    ready = None
+    if cfg.enabled and not wl.pods_ready:
+        if wl.pods_ready_lost_at is not None:
+            ready = wl.pods_ready_lost_at + _recovery_seconds(cfg)
+        else:
+            ready = admitted_at + cfg.timeout_seconds
+    return limit, ready
+
+
 def evictions(
     snapshot: Snapshot, admitted: Iterable[Workload], now: float
 ) -> tuple[list[Eviction], float | None]:
     """Evictions due at `now`, and the earliest future time another one falls due."""
     cfg = snapshot.config.wait_for_pods_ready
-    recovery = (
-        cfg.timeout_seconds
-        if cfg.recovery_timeout_seconds is None
-        else (cfg.recovery_timeout_seconds)
-    )
     out: list[Eviction] = []
     wakeup: float | None = None
 
@@ -85,39 +127,16 @@ def evictions(
         if t > now and (wakeup is None or t < wakeup):
             wakeup = t
 
-    cqs = snapshot.cluster_queues
-    lqs = snapshot.local_queues
     for wl in admitted:
-        adm = wl.admission
-        if adm is None or wl.evicting:
+        if wl.admission is None or wl.evicting:
             continue
-        if not wl.active:
-            out.append(Eviction(wl.id, EvictionReason.DEACTIVATED, "workload deactivated"))
-            continue
-        cq = cqs.get(adm.cluster_queue)
-        if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            out.append(
-                Eviction(
-                    wl.id,
-                    EvictionReason.CLUSTER_QUEUE_STOPPED,
-                    f"cluster queue {cq.name} is stopped (HoldAndDrain)",
-                )
-            )
-            continue
-        lq = lqs.get(wl.local_queue)
-        if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-            out.append(
-                Eviction(
-                    wl.id,
-                    EvictionReason.LOCAL_QUEUE_STOPPED,
-                    f"local queue {lq.key} is stopped (HoldAndDrain)",
-                )
-            )
+        if (at_once := _at_once(snapshot, wl)) is not None:
+            out.append(at_once)
             continue
         admitted_at = wl.admitted_at if wl.admitted_at is not None else now
-        if wl.max_execution_seconds is not None:
-            deadline = admitted_at + wl.max_execution_seconds - wl.accumulated_execution_seconds
-            if now >= deadline:
+        limit, ready = _deadlines(cfg, wl, admitted_at)
+        if limit is not None:
+            if now >= limit:
                 out.append(
                     Eviction(
                         wl.id,
@@ -127,19 +146,18 @@ def evictions(
                     )
                 )
                 continue
-            later(deadline)
-        if not cfg.enabled or wl.pods_ready:
+            later(limit)
+        if ready is None:
             continue
-        if wl.pods_ready_lost_at is not None:
-            deadline = wl.pods_ready_lost_at + recovery
+        if now < ready:
+            later(ready)
+        elif wl.pods_ready_lost_at is not None:
+            recovery = _recovery_seconds(cfg)
             why = f"pods not ready again within the recovery timeout of {recovery:g}s"
-        else:
-            deadline = admitted_at + cfg.timeout_seconds
-            why = f"pods not ready within the timeout of {cfg.timeout_seconds:g}s"
-        if now >= deadline:
             out.append(_timeout_eviction(cfg, wl, now, why))
         else:
-            later(deadline)
+            why = f"pods not ready within the timeout of {cfg.timeout_seconds:g}s"
+            out.append(_timeout_eviction(cfg, wl, now, why))
     return out, wakeup
 
 
@@ -148,39 +166,18 @@ def evict_at(snapshot: Snapshot, wl: Workload) -> float | None:
     configuration changes: -inf for every cycle (a reason that holds at once, or deadlines
     that count from the cycle's own time because the admission time is unknown); None for
     never (not admitted, already being evicted, no deadline). Before that time `evictions`
-    evicts nothing of it and asks for no wake-up earlier than it."""
-    adm = wl.admission
-    if adm is None or wl.evicting:
+    evicts nothing of it and asks for no wake-up earlier than it. The same rules as
+    `evictions` (`_at_once`, `_deadlines`), read without a time."""
+    if wl.admission is None or wl.evicting:
         return None
-    if not wl.active:
-        return -math.inf
-    cq = snapshot.cluster_queues.get(adm.cluster_queue)
-    if cq is not None and cq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-        return -math.inf
-    lq = snapshot.local_queues.get(wl.local_queue)
-    if lq is not None and lq.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+    if _at_once(snapshot, wl) is not None:
         return -math.inf
     cfg = snapshot.config.wait_for_pods_ready
-    ready_deadline = cfg.enabled and not wl.pods_ready
-    if wl.admitted_at is None:
-        timed = wl.max_execution_seconds is not None or ready_deadline
-        return -math.inf if timed else None
-    deadlines: list[float] = []
-    if wl.max_execution_seconds is not None:
-        deadlines.append(
-            wl.admitted_at + wl.max_execution_seconds - wl.accumulated_execution_seconds
-        )
-    if ready_deadline:
-        if wl.pods_ready_lost_at is not None:
-            recovery = (
-                cfg.timeout_seconds
-                if cfg.recovery_timeout_seconds is None
-                else cfg.recovery_timeout_seconds
-            )
-            deadlines.append(wl.pods_ready_lost_at + recovery)
-        else:
-            deadlines.append(wl.admitted_at + cfg.timeout_seconds)
-    return min(deadlines) if deadlines else None
+    limit, ready = _deadlines(cfg, wl, wl.admitted_at if wl.admitted_at is not None else 0.0)
+    times = [t for t in (limit, ready) if t is not None]
+    if not times:
+        return None
+    return -math.inf if wl.admitted_at is None else min(times)
 
 
 def blocking_workload(
