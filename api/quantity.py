@@ -23,7 +23,14 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
-__all__ = ["MAX_MILLI", "Quantity", "QuantityError", "parse_quantity", "resource_amount"]
+__all__ = [
+    "MAX_MILLI",
+    "Quantity",
+    "QuantityError",
+    "parse_field",
+    "parse_quantity",
+    "resource_amount",
+]
 
 MAX_MILLI = 2**63 - 1
 # A longer text cannot be a quantity within MAX_MILLI (19 digits, a point, 9 decimals, a
@@ -237,21 +244,8 @@ class Quantity:
     def __get_pydantic_core_schema__(
         cls, source: type[Any], handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
-        def validate(raw: Any) -> Quantity:
-            if isinstance(raw, str) and len(raw) > _MAX_TEXT_CHARS:
-                raise ValueError(f"quantities have at most {_MAX_TEXT_CHARS} characters")
-            try:
-                quantity = cls.parse(raw)
-            except QuantityError as exc:
-                raise ValueError(str(exc)) from exc
-            if abs(quantity.milli()) > MAX_MILLI:
-                raise ValueError(
-                    f"must be at most {MAX_MILLI}m in magnitude (a 64-bit count of milli-units)"
-                )
-            return quantity
-
         return core_schema.no_info_plain_validator_function(
-            validate,
+            parse_field,
             json_schema_input_schema=core_schema.union_schema(
                 [core_schema.str_schema(), core_schema.int_schema(), core_schema.float_schema()]
             ),
@@ -273,6 +267,22 @@ def _parse_text(text: str) -> Quantity:
     """Parsed once per distinct spelling: every pod and report repeats the same few ("100m",
     "64Mi"), and a Quantity is immutable, so sharing one is safe. Errors are not cached."""
     return Quantity._from_text(text)
+
+
+def parse_field(raw: Any) -> Quantity:
+    """A quantity field's value read as the models read it (ValueError if it is not one):
+    `Quantity.parse`, within the text length and the 64-bit milli-unit range."""
+    if isinstance(raw, str) and len(raw) > _MAX_TEXT_CHARS:
+        raise ValueError(f"quantities have at most {_MAX_TEXT_CHARS} characters")
+    try:
+        quantity = Quantity.parse(raw)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from exc
+    if abs(quantity.milli()) > MAX_MILLI:
+        raise ValueError(
+            f"must be at most {MAX_MILLI}m in magnitude (a 64-bit count of milli-units)"
+        )
+    return quantity
 
 
 def parse_quantity(text: str | int | float) -> Quantity:

@@ -30,7 +30,7 @@ from api.meta import (
     label_key_errors,
     label_map_errors,
 )
-from api.quantity import Quantity
+from api.quantity import Quantity, parse_field
 
 __all__ = [
     "Affinity",
@@ -626,14 +626,50 @@ def effective_pod_requests(spec: PodSpec) -> ResourceList:
 def room_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """What one pod of this PodSpec (as the API server returns it) holds on its node, in
     milli-units, with one `pods`: `effective_pod_requests`, as the scheduler counts it. A
-    spec this model cannot read (a field of a newer Kubernetes) counts as its one pod."""
-    try:
-        requests = effective_pod_requests(PodSpec.model_validate(spec))
-    except ValueError:
-        requests = {}
+    spec this model cannot read (a field of a newer Kubernetes) counts as its one pod, unless
+    it is a plain one (`_plain_pod_requests`), whose containers are all there is to read."""
+    requests = _plain_pod_requests(spec)
+    if requests is None:
+        try:
+            requests = effective_pod_requests(PodSpec.model_validate(spec))
+        except ValueError:
+            requests = {}
     amounts = {name: q.milli() for name, q in requests.items()}
     amounts["pods"] = 1000
     return amounts
+
+
+def _plain_pod_requests(spec: Mapping[str, Any]) -> ResourceList | None:
+    """`effective_pod_requests` of a plain spec read from its wire form: one with no init
+    containers, no pod-level resources and no overhead, whose pod needs the sum of its
+    containers' requests (each defaulted to its limit). None for any other spec, or one whose
+    containers cannot be read so: the full model decides those. The agent reads every pod it
+    sees placed, and validating a whole PodSpec costs ten times this."""
+    if spec.get("initContainers") or spec.get("resources") or spec.get("overhead"):
+        return None
+    containers = spec.get("containers")
+    if type(containers) is not list or not containers:
+        return None
+    total: ResourceList = {}
+    try:
+        for container in containers:
+            resources = container.get("resources") or {}
+            requests = resources.get("requests") or {}
+            limits = resources.get("limits") or {}
+            for name, raw in requests.items():
+                _add_one(total, name, parse_field(raw))
+            for name, raw in limits.items():
+                if name not in requests:
+                    _add_one(total, name, parse_field(raw))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return total
+
+
+def _add_one(into: ResourceList, name: object, q: Quantity) -> None:
+    if type(name) is not str:
+        raise TypeError(name)
+    into[name] = into[name] + q if name in into else q
 
 
 # --- validation (k8s.io/kubernetes pkg/apis/core/validation, the parts MultiQ relies on) ----

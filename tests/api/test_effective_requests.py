@@ -10,7 +10,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.k8s.pod import Container, PodSpec, container_requests, effective_pod_requests
+from api.k8s.pod import (
+    Container,
+    PodSpec,
+    container_requests,
+    effective_pod_requests,
+    room_requests,
+)
 from api.quantity import Quantity
 
 
@@ -146,3 +152,46 @@ def test_effective_requests_never_fall_below_an_init_container_or_the_running_co
         for name, amount in container_requests(member).items():
             running[name] = running.get(name, Quantity(0)) + amount
     assert _at_least(effective, running)
+
+
+# --- the room a placed pod holds, read from its wire form ---------------------------------
+
+spellings = st.one_of(
+    amounts,
+    st.integers(min_value=0, max_value=64).map(str),
+    st.integers(min_value=0, max_value=64).map(lambda g: f"{g}Gi"),
+    st.sampled_from(["0.5", "1.25", "1e3", "100Mi", "2k"]),
+)
+wire_maps = st.dictionaries(st.sampled_from(RESOURCES), spellings, max_size=3)
+
+
+@st.composite
+def wire_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """Pod specs as the API server sends them: containers with requests and limits, now and
+    then init containers, pod-level resources or overhead (which the full model reads)."""
+    containers = [
+        c(f"c{i}", r, limits=draw(wire_maps) or None)
+        for i, r in enumerate(draw(st.lists(wire_maps, min_size=1, max_size=3)))
+    ]
+    spec: dict[str, Any] = {"containers": containers, "restartPolicy": "Never"}
+    if draw(st.integers(0, 5)) == 0:
+        spec["initContainers"] = [c("init", draw(wire_maps))]
+    if draw(st.integers(0, 5)) == 0:
+        spec["overhead"] = draw(wire_maps)
+    if draw(st.integers(0, 5)) == 0:
+        spec["resources"] = {"requests": {"cpu": "1"}}
+    return spec
+
+
+@given(wire_specs())
+def test_the_room_a_pod_holds_is_its_effective_requests_in_milli_units_and_one_pod(
+    spec: dict[str, Any],
+) -> None:
+    expected = {n: amount.milli() for n, amount in requests(**spec).items()}
+    assert room_requests(spec) == {**expected, "pods": 1000}
+
+
+def test_a_pod_whose_requests_cannot_be_read_counts_as_its_one_pod() -> None:
+    for bad in ("lots", "1" * 70, "99999999999999999999"):
+        spec = {"containers": [c("a", cpu=bad)], "restartPolicy": "Never"}
+        assert room_requests(spec) == {"pods": 1000}
