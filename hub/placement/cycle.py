@@ -440,7 +440,10 @@ class _Cycle:
         self.taken: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
         self.taken_domains: dict[str, list[tuple[str, tuple[TopologyNeed, ...]]]] = {}
         """Per cluster: the pod sets this cycle's offers placed in a topology domain."""
-        self._views: Sequence[ClusterView] | None = snapshot.views
+        self._views: list[ClusterView] = list(snapshot.views)
+        self._stale: set[str] = set()
+        """Clusters this cycle's offers took room on since their view was last made: only
+        theirs are made again (a cycle offers one workload at a time, to one cluster or few)."""
         self.failed: dict[Shape, tuple[str, PlacementRequest]] = {}
         self.over_quota: dict[Shape, str] = {}
         """Over-quota shapes found this cycle, with their reason: a queue's fleet usage only
@@ -462,11 +465,16 @@ class _Cycle:
     # --- room -------------------------------------------------------------------------
 
     def views(self) -> Sequence[ClusterView]:
-        if self._views is None:
+        """The snapshot's cluster views less the room this cycle's offers took."""
+        if self._stale:
+            stale = self._stale
             self._views = [
                 _minus_domains(_minus(v, self.taken.get(v.name)), self.taken_domains.get(v.name))
-                for v in self.snap.views
+                if v.name in stale
+                else made
+                for v, made in zip(self.snap.views, self._views, strict=True)
             ]
+            self._stale = set()
         return self._views
 
     def _lower_priority_room(
@@ -495,7 +503,7 @@ class _Cycle:
             cell[resource] = cell.get(resource, 0) + amount
         if item.topology:
             self.taken_domains.setdefault(cluster, []).append((item.cluster_queue, item.topology))
-        self._views = None
+        self._stale.add(cluster)
 
     # --- step 3: parked groups ---------------------------------------------------------
 
