@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -300,7 +300,7 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
+def _dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
     if len(value) > 63:
         yield FieldError.invalid(path, value, "must be no more than 63 characters")
     if not _DNS1123_LABEL.fullmatch(value):
@@ -313,7 +313,7 @@ def dns1123_label_errors(path: Path, value: str) -> Iterator[FieldError]:
         )
 
 
-def dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
+def _dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
     if len(value) > 253:
         yield FieldError.invalid(path, value, "must be no more than 253 characters")
     if not _DNS1123_SUBDOMAIN.fullmatch(value):
@@ -327,7 +327,7 @@ def dns1123_subdomain_errors(path: Path, value: str) -> Iterator[FieldError]:
         )
 
 
-def label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
+def _label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
         yield FieldError.invalid(path, key, "prefix part must be a lowercase RFC 1123 subdomain")
@@ -340,7 +340,7 @@ def label_key_errors(path: Path, key: str) -> Iterator[FieldError]:
         )
 
 
-def label_value_errors(path: Path, value: str) -> Iterator[FieldError]:
+def _label_value_errors(path: Path, value: str) -> Iterator[FieldError]:
     if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         yield FieldError.invalid(
             path,
@@ -349,6 +349,40 @@ def label_value_errors(path: Path, value: str) -> Iterator[FieldError]:
             "'_' or '.', and must start and end with an alphanumeric character, with at most 63 "
             "characters",
         )
+
+
+_KNOWN_GOOD_KEPT = 4096
+
+
+class _KnownGood:
+    """A name or label rule that remembers the values it found nothing wrong with. These
+    rules read the value alone, and the same names, label keys and values come back in every
+    object (the same annotation keys on every workload), so a value checked once is not
+    matched again. At most `_KNOWN_GOOD_KEPT` values per rule (`good`); the memory starts
+    over when full."""
+
+    __slots__ = ("good", "rule")
+
+    def __init__(self, rule: Callable[[Path, str], Iterator[FieldError]]) -> None:
+        self.rule = rule
+        self.good: set[str] = set()
+
+    def __call__(self, path: Path, value: str) -> Sequence[FieldError]:
+        known = type(value) is str
+        if known and value in self.good:
+            return ()
+        errors = list(self.rule(path, value))
+        if known and not errors:
+            if len(self.good) >= _KNOWN_GOOD_KEPT:
+                self.good.clear()
+            self.good.add(value)
+        return errors
+
+
+dns1123_label_errors = _KnownGood(_dns1123_label_errors)
+dns1123_subdomain_errors = _KnownGood(_dns1123_subdomain_errors)
+label_key_errors = _KnownGood(_label_key_errors)
+label_value_errors = _KnownGood(_label_value_errors)
 
 
 def label_map_errors(path: Path, labels: Mapping[str, str]) -> Iterator[FieldError]:
