@@ -36,6 +36,7 @@ from typing import Any
 
 from agent import outcomes, records
 from agent.book import Book
+from agent.engine.quota import Usage
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Snapshot
 from agent.fair_usage import UsageBook
@@ -233,6 +234,10 @@ class AdmissionShell:
             now=now,
             admitted_only=admitted_only,
         )
+
+    def admitted_usage(self) -> Usage:
+        """What the admitted workloads of the last `snapshot` hold, per cluster queue."""
+        return self._snapshots.admitted_usage()
 
     # input -----------------------------------------------------------------------------------
 

@@ -237,14 +237,16 @@ class Agent:
 
     async def send_capacity(self) -> None:
         cfg = self.admission.config
+        snapshot = self.admission.snapshot(admitted_only=True)
         report = capacity_report(
             cluster=self.settings.cluster,
-            snapshot=self.admission.snapshot(admitted_only=True),
+            snapshot=snapshot,
             nodes=self.inventory.node_summary(),
             observed_at=datetime.fromtimestamp(self.clock(), UTC),
             config_revision=cfg.revision if cfg else None,
             local_queues=self.admission.usage.report(),
             admitted=self.admission.book.admitted_unreported(),
+            usage=self.admission.admitted_usage(),  # (that snapshot's)
         )
         # When disconnected, the next connect sends a fresh one after Hello.
         with contextlib.suppress(HubUnreachableError):

@@ -16,11 +16,18 @@ Called by: agent.app (the capacity loop).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import datetime
 
 from agent.engine.fair_sharing import weighted_share_milli
 from agent.engine.quota import QuotaTree
-from agent.engine.snapshot import FlavorName, ResourceName, Snapshot
+from agent.engine.snapshot import (
+    ClusterQueueName,
+    FlavorName,
+    FlavorResource,
+    ResourceName,
+    Snapshot,
+)
 from agent.topology_summary import topology_rooms
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
@@ -44,8 +51,14 @@ def capacity_report(
     config_revision: int | None,
     local_queues: list[LocalQueueUsage] | None = None,
     admitted: list[HeldWorkload] | None = None,
+    usage: Mapping[ClusterQueueName, Mapping[FlavorResource, int]] | None = None,
 ) -> CapacityReport:
-    tree = QuotaTree.from_snapshot(snapshot)
+    """`usage`: what `snapshot`'s admitted workloads hold per cluster queue, when the caller
+    keeps it (agent.snapshots); None: summed here from the snapshot."""
+    if usage is None:
+        tree = QuotaTree.from_snapshot(snapshot)
+    else:
+        tree = QuotaTree.from_usage(snapshot, usage)
     cells: list[QueueCapacity] = []
     for name in sorted(snapshot.cluster_queues):
         cq = snapshot.cluster_queues[name]

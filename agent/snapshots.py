@@ -41,6 +41,7 @@ from agent.engine.carry import Carry
 from agent.engine.cycle import schedule_incremental
 from agent.engine.fair_usage import stamp
 from agent.engine.from_api import build_snapshot, workload_from_api
+from agent.engine.quota import Usage, count_usage
 from agent.engine.result import CycleResult
 from agent.engine.snapshot import Admission as EngineAdmission
 from agent.engine.snapshot import AdmissionFairSharing as EngineAdmissionFairSharing
@@ -325,6 +326,9 @@ class SnapshotCache:
         """What the last snapshot held: the converted unfinished workloads, by engine id."""
         self._admitted: dict[WorkloadId, EngineWorkload] = {}
         """The admitted ones among them (a capacity report reads only these)."""
+        self._usage: Usage = {}
+        """What the admitted ones hold, per cluster queue, kept as they change: a capacity
+        report, a few a second, would otherwise sum every admitted workload each time."""
         self._carry: Carry | None = None
         self._replaced: set[WorkloadId] | None = None
         """Engine ids added, replaced or dropped since the last `cycle` (None: unknown)."""
@@ -387,6 +391,7 @@ class SnapshotCache:
         if changed is None:
             self._engine = {}
             self._admitted = {}
+            self._usage = {}
             self._replaced = None
             keys: Iterable[str] = held
         else:
@@ -427,6 +432,10 @@ class SnapshotCache:
                 self._engine[old.id] = new
             if replaced is not None:
                 replaced.add(new.id)
+
+    def admitted_usage(self) -> Usage:
+        """What the admitted workloads of the last `build` hold, per cluster queue (a copy)."""
+        return {cq: dict(total) for cq, total in self._usage.items()}
 
     def admitted(self, snapshot: Snapshot, result: CycleResult) -> None:
         """The cycle over `snapshot` decided `result`: its admissions' entry penalties."""
@@ -518,10 +527,12 @@ class SnapshotCache:
             return
         if before is not None:
             del self._engine[before.id]
-            self._admitted.pop(before.id, None)
+            if self._admitted.pop(before.id, None) is not None:
+                count_usage(self._usage, before, -1)
         if after is not None:
             self._engine[after.id] = after
             if after.admission is not None:
                 self._admitted[after.id] = after
+                count_usage(self._usage, after, 1)
         if self._replaced is not None:
             self._replaced.update(w.id for w in (before, after) if w is not None)

@@ -33,9 +33,10 @@ from agent.engine.snapshot import (
     FlavorResource,
     ResourceGroup,
     Snapshot,
+    Workload,
 )
 
-__all__ = ["QuotaNode", "QuotaTree"]
+__all__ = ["QuotaNode", "QuotaTree", "Usage", "admitted_usage", "count_usage"]
 
 
 class QuotaNode:
@@ -139,24 +140,21 @@ class QuotaTree:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> QuotaTree:
+        return cls.from_usage(snapshot, admitted_usage(snapshot.workloads.values()))
+
+    @classmethod
+    def from_usage(
+        cls, snapshot: Snapshot, usage: Mapping[ClusterQueueName, Mapping[FlavorResource, int]]
+    ) -> QuotaTree:
+        """The tree of `snapshot`'s queues holding `usage` (`admitted_usage` of its admitted
+        workloads, or the same kept as they change): put on once per queue, as what a node
+        passes up to its parent depends only on its total. Queues not in the snapshot are
+        left out."""
         tree = cls(snapshot.cluster_queues, snapshot.cohorts)
-        # Summed per cluster queue first and put on the tree once per queue: what a node
-        # passes up to its parent depends only on its total (a capacity report walks every
-        # admitted workload, a few times a second under load).
-        totals: dict[ClusterQueueName, dict[FlavorResource, int]] = {}
-        for wl in snapshot.workloads.values():
-            adm = wl.admission
-            if adm is None:
-                continue
-            total = totals.get(adm.cluster_queue)
-            if total is None:
-                if adm.cluster_queue not in tree.cqs:
-                    continue
-                total = totals[adm.cluster_queue] = {}
-            for fr, amount in adm.total.items():
-                total[fr] = total.get(fr, 0) + amount
-        for name, total in totals.items():
-            tree.add_usage(tree.cqs[name], total)
+        for name, total in usage.items():
+            node = tree.cqs.get(name)
+            if node is not None and total:
+                tree.add_usage(node, total)
         return tree
 
     # construction ---------------------------------------------------------------------------
@@ -296,3 +294,36 @@ class QuotaTree:
 
     def usage_of(self, cq: ClusterQueueName) -> dict[FlavorResource, int]:
         return {fr: v for fr, v in self.cqs[cq].usage.items() if v}
+
+
+# --- admitted usage per cluster queue --------------------------------------------------------
+
+Usage = dict[ClusterQueueName, dict[FlavorResource, int]]
+"""What the admitted workloads hold, per cluster queue: the sums of their admissions' totals,
+without zero entries."""
+
+
+def admitted_usage(workloads: Iterable[Workload]) -> Usage:
+    """The usage of the admitted ones among `workloads`."""
+    usage: Usage = {}
+    for wl in workloads:
+        count_usage(usage, wl, 1)
+    return usage
+
+
+def count_usage(usage: Usage, wl: Workload, sign: int) -> None:
+    """Add (`sign` 1) or take away (-1) what `wl` holds, if it is admitted, in `usage`."""
+    adm = wl.admission
+    if adm is None:
+        return
+    total = usage.get(adm.cluster_queue)
+    if total is None:
+        total = usage[adm.cluster_queue] = {}
+    for fr, amount in adm.total.items():
+        left = total.get(fr, 0) + sign * amount
+        if left:
+            total[fr] = left
+        else:
+            del total[fr]
+    if not total:
+        del usage[adm.cluster_queue]

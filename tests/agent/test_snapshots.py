@@ -3,12 +3,16 @@ status, without finished workloads."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from agent.capacity import capacity_report
 from agent.engine.cycle import schedule
+from agent.engine.quota import admitted_usage
 from agent.engine.snapshot import Admission, ClusterQueueName, ResourceName, WorkloadId
 from agent.records import Record, on_offer
 from agent.snapshots import SnapshotCache, api_admission
@@ -192,10 +196,21 @@ def test_a_capacity_report_over_the_admitted_workloads_alone_equals_one_over_all
         assert set(admitted.workloads) == {
             w for w, wl in counted.workloads.items() if wl.admission is not None
         }
-        return tuple(  # type: ignore[return-value]
+        assert cache.admitted_usage() == admitted_usage(counted.workloads.values())
+        kept = capacity_report(
+            cluster="c",
+            snapshot=admitted,
+            nodes=nodes,
+            observed_at=at,
+            config_revision=1,
+            usage=cache.admitted_usage(),
+        )
+        reports = tuple(
             capacity_report(cluster="c", snapshot=s, nodes=nodes, observed_at=at, config_revision=1)
             for s in (counted, admitted)
         )
+        assert kept == reports[1]
+        return reports  # type: ignore[return-value]
 
     first, alone = both(None)
     assert first == alone and first.queues[0].usage == Quantity(0)
@@ -230,3 +245,40 @@ def test_a_cycle_over_a_few_changes_on_the_last_carry_is_small_and_a_rebuild_or_
     held.update(burst)
     cache.build(cfg, held, set(burst))
     assert not cache.next_cycle_is_small()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_usage_kept_as_workloads_come_and_go_equals_a_sum_over_the_admitted(seed: int) -> None:
+    rng = random.Random(seed)
+    cache = SnapshotCache()
+    cfgs = [config(cpu="3"), config(revision=2, cpu="5")]
+    cfg = cfgs[0]
+    held: dict[str, Record] = {}
+    names = [f"w{i}" for i in range(12)]
+    for _ in range(60):
+        changed: set[str] | None = set()
+        roll = rng.random()
+        if roll < 0.4:
+            name = rng.choice(names)
+            held[f"team-a/job-{name}"] = held_record(name)
+            changed = {f"team-a/job-{name}"}
+        elif roll < 0.65:
+            for admit in schedule(cache.build(cfg, held, set()), 100.0).admitted:
+                key = str(admit.workload)
+                held[key] = admitted(held[key], admit.admission)
+                changed.add(key)
+        elif roll < 0.85 and held:
+            key = rng.choice(sorted(held))
+            if rng.random() < 0.5:
+                held[key] = replace(held[key], phase=WorkloadPhase.SUCCEEDED)
+            else:
+                del held[key]
+            changed = {key}
+        elif roll < 0.92:
+            cfg = rng.choice(cfgs)  # a new config object: a rebuild
+        else:
+            changed = None  # the shell cannot name what changed
+        snapshot = cache.build(cfg, held, changed)
+        assert cache.admitted_usage() == admitted_usage(snapshot.workloads.values())
+        scratch = SnapshotCache().build(cfg, held)
+        assert cache.admitted_usage() == admitted_usage(scratch.workloads.values())
