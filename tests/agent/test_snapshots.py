@@ -263,10 +263,11 @@ def test_the_usage_kept_as_workloads_come_and_go_equals_a_sum_over_the_admitted(
             held[f"team-a/job-{name}"] = held_record(name)
             changed = {f"team-a/job-{name}"}
         elif roll < 0.65:
-            for admit in schedule(cache.build(cfg, held, set()), 100.0).admitted:
+            admits = schedule(cache.build(cfg, held, set()), 100.0).admitted
+            for admit in admits:
                 key = str(admit.workload)
                 held[key] = admitted(held[key], admit.admission)
-                changed.add(key)
+            changed = {str(admit.workload) for admit in admits}
         elif roll < 0.85 and held:
             key = rng.choice(sorted(held))
             if rng.random() < 0.5:
