@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,23 @@ class HubUnderTest:
                 return response.status, json.loads(raw)
             except json.JSONDecodeError:
                 return response.status, raw
+
+    async def edit(
+        self, path: str, change: Callable[[dict[str, Any]], None], *, token: str | None = ADMIN
+    ) -> tuple[int, Any]:
+        """GET, change, PUT as `token`, as a client edits an object: again while the hub's
+        own status writes in between make the PUT a 409 (its resourceVersion is stale), at
+        most 20 times; the last answer. Read as the admin, so that a user who may not read
+        the object still sends its PUT."""
+        status, body = 409, None
+        for _ in range(20):
+            _, current = await self.call("GET", path)
+            changed = copy.deepcopy(current)
+            change(changed)
+            status, body = await self.call("PUT", path, token=token, body=changed)
+            if status != 409:
+                break
+        return status, body
 
     async def apply(self, *docs: dict[str, Any]) -> None:
         for doc in docs:

@@ -533,16 +533,17 @@ class TestStatus:
         status, wl = await submit_as(hub, ADMIN, forged)
         assert status == 201 and "clusterName" not in (wl.get("status") or {})
         path = f"{API}/namespaces/{NS}/workloads/wl"
-        status = 409
-        while status == 409:  # the dispatcher may write its status in between
-            _, current = await hub.call("GET", path)
-            replaced = copy.deepcopy(current)
-            replaced["status"] = {"clusterName": "east"}
-            replaced["metadata"]["labels"] = {"team": "a"}
-            status, after = await hub.call("PUT", path, body=replaced)
+        sent: dict[str, Any] = {}
+
+        def forge(wl: dict[str, Any]) -> None:
+            sent["status"] = wl.get("status")
+            wl["status"] = {"clusterName": "east"}
+            wl["metadata"]["labels"] = {"team": "a"}
+
+        status, after = await hub.edit(path, forge)
         assert status == 200, after
         assert after["metadata"]["labels"] == {"team": "a"}
-        assert after.get("status") == current.get("status")
+        assert after.get("status") == sent["status"]
 
     async def test_only_an_admin_changes_the_status_and_only_it(self, hub: HubUnderTest) -> None:
         await hub.apply(*fleet_objects())
@@ -573,15 +574,9 @@ class TestStatus:
 
 async def put_as(
     hub: HubUnderTest, token: str, path: str, change: Callable[[dict[str, Any]], None]
-) -> tuple[int, dict[str, Any]]:
-    """GET, change, PUT as `token`; again while the dispatcher's status writes make it a 409."""
-    status, body = 409, dict[str, Any]()
-    while status == 409:
-        _, current = await hub.call("GET", path)
-        changed = copy.deepcopy(current)
-        change(changed)
-        status, body = await hub.call("PUT", path, token=token, body=changed)
-    return status, body
+) -> tuple[int, Any]:
+    """GET, change, PUT as `token` (`HubUnderTest.edit`)."""
+    return await hub.edit(path, change, token=token)
 
 
 class TestStopAndResume:

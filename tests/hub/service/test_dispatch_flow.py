@@ -494,9 +494,10 @@ async def test_a_fleet_quota_holds_back_what_would_exceed_it_until_work_finishes
         "the workload needs 2"
     )
     # The quota grows: the usage is counted under the new configuration.
-    _, gq = await hub.call("GET", f"{API}/globalqueues/vision")
-    gq["spec"]["fleetQuota"] = {"cpu": "6"}
-    status, reply = await hub.call("PUT", f"{API}/globalqueues/vision", body=gq)
+    grow = {"cpu": "6"}
+    status, reply = await hub.edit(
+        f"{API}/globalqueues/vision", lambda gq: gq["spec"].update(fleetQuota=grow)
+    )
     assert status == 200, reply
     offer = await west.expect(DispatchOffer)
     assert offer.workload.key() == fourth

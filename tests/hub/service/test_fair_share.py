@@ -26,12 +26,9 @@ from tests.hub.service.test_dispatch_flow import (
 
 async def weigh_tenants_70_30(hub: HubUnderTest) -> None:
     """fleet_objects' tenant vision (alice) gets 70 shares; a tenant audio (bob) 30."""
-    for _ in range(10):  # the hub writes the tenant's status meanwhile: a 409, then again
-        _, vision = await hub.call("GET", f"{API}/tenants/vision")
-        vision["spec"]["fairSharingWeight"] = "70"
-        status, reply = await hub.call("PUT", f"{API}/tenants/vision", body=vision)
-        if status != 409:
-            break
+    status, reply = await hub.edit(
+        f"{API}/tenants/vision", lambda t: t["spec"].update(fairSharingWeight="70")
+    )
     assert status == 200, reply
     await hub.apply(
         {

@@ -49,9 +49,10 @@ async def test_urgent_work_is_offered_where_lower_priorities_of_its_queue_hold_r
     hub: HubUnderTest,
 ) -> None:
     east, west = await two_clusters(hub, east_cpu="1", west_cpu="1")
-    _, cq = await hub.call("GET", f"{API}/clusterqueues/team-vision")
-    cq["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    status, body = await hub.call("PUT", f"{API}/clusterqueues/team-vision", body=cq)
+    lower = {"withinClusterQueue": "LowerPriority"}
+    status, body = await hub.edit(
+        f"{API}/clusterqueues/team-vision", lambda cq: cq["spec"].update(preemption=lower)
+    )
     assert status == 200, body
     for name in ("low-0", "low-1"):
         key = await submit(hub, name, 0)

@@ -23,10 +23,11 @@ def lent(cluster: str, used_cpu: str) -> CapacityReport:
 
 
 async def reclaiming(hub: HubUnderTest, policy: str) -> None:
-    _, cq = await hub.call("GET", f"{API}/clusterqueues/team-vision")
-    cq["spec"]["cohortName"] = "research"
-    cq["spec"]["preemption"] = {"reclaimWithinCohort": policy}
-    status, body = await hub.call("PUT", f"{API}/clusterqueues/team-vision", body=cq)
+    def join_research(cq: dict[str, Any]) -> None:
+        cq["spec"]["cohortName"] = "research"
+        cq["spec"]["preemption"] = {"reclaimWithinCohort": policy}
+
+    status, body = await hub.edit(f"{API}/clusterqueues/team-vision", join_research)
     assert status == 200, body
 
 
