@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
+from agent.engine.quota import add_signed
 from agent.k8s.client import JsonObject, Kube, Resource
 from agent.k8s.watching import Mirror
 from agent.labels import Labels
@@ -152,12 +153,7 @@ class PodRoom:
 
     def _take(self, node: str, amounts: dict[str, int], sign: int) -> None:
         total = self.by_node.setdefault(node, {})
-        for k, v in amounts.items():
-            left = total.get(k, 0) + sign * v
-            if left:
-                total[k] = left
-            else:
-                del total[k]
+        add_signed(total, amounts, sign)
         if not total:
             del self.by_node[node]
 

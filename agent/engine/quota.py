@@ -24,6 +24,7 @@ every cluster queue below them; `disabled` says why.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from agent.engine.snapshot import (
     ClusterQueue,
@@ -36,7 +37,7 @@ from agent.engine.snapshot import (
     Workload,
 )
 
-__all__ = ["QuotaNode", "QuotaTree", "Usage", "admitted_usage", "count_usage"]
+__all__ = ["QuotaNode", "QuotaTree", "Usage", "add_signed", "admitted_usage", "count_usage"]
 
 
 class QuotaNode:
@@ -298,6 +299,8 @@ class QuotaTree:
 
 # --- admitted usage per cluster queue --------------------------------------------------------
 
+K = TypeVar("K")
+
 Usage = dict[ClusterQueueName, dict[FlavorResource, int]]
 """What the admitted workloads hold, per cluster queue: the sums of their admissions' totals,
 without zero entries."""
@@ -319,11 +322,16 @@ def count_usage(usage: Usage, wl: Workload, sign: int) -> None:
     total = usage.get(adm.cluster_queue)
     if total is None:
         total = usage[adm.cluster_queue] = {}
-    for fr, amount in adm.total.items():
-        left = total.get(fr, 0) + sign * amount
-        if left:
-            total[fr] = left
-        else:
-            del total[fr]
+    add_signed(total, adm.total, sign)
     if not total:
         del usage[adm.cluster_queue]
+
+
+def add_signed(into: dict[K, int], amounts: Mapping[K, int], sign: int) -> None:
+    """`into` += `sign` × `amounts`, per key, leaving out the keys that come to zero."""
+    for key, amount in amounts.items():
+        left = into.get(key, 0) + sign * amount
+        if left:
+            into[key] = left
+        else:
+            del into[key]

@@ -10,31 +10,14 @@ import pytest
 from kubernetes_asyncio.client import rest
 
 from agent.k8s.client import KubeClient, Resource, _WireJson
+from tests.agent.conftest import job_source
 
 
 def _job(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": {"team": "ü-ñ"}, "annotations": {"n": "1.5"}},
-        "spec": {
-            "parallelism": 2,
-            "suspend": False,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "command": ["sh", "-c", 'echo "é" && exit 0'],
-                            "resources": {"requests": {"cpu": "100m"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    """A Job with non-ASCII text in a label and in its command."""
+    job = job_source(name, script='echo "é" && exit 0', pods=2, namespace="default")
+    job["metadata"]["labels"]["team"] = "ü-ñ"
+    return job
 
 
 def test_a_body_is_encoded_as_the_same_json_values_the_standard_library_writes() -> None:
@@ -58,7 +41,7 @@ async def test_a_job_created_through_the_client_is_stored_as_sent(kube: KubeClie
     created = await kube.create(Resource.JOBS, "default", body)
     got = await kube.get(Resource.JOBS, "default", "stored")
     for seen in (created, got):
-        assert seen["metadata"]["labels"] == {"team": "ü-ñ"}
+        assert seen["metadata"]["labels"]["team"] == "ü-ñ"
         assert seen["spec"]["parallelism"] == 2
         container = seen["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["sh", "-c", 'echo "é" && exit 0']
