@@ -654,22 +654,12 @@ def _plain_pod_requests(spec: Mapping[str, Any]) -> ResourceList | None:
     try:
         for container in containers:
             resources = container.get("resources") or {}
-            requests = resources.get("requests") or {}
-            limits = resources.get("limits") or {}
-            for name, raw in requests.items():
-                _add_one(total, name, parse_field(raw))
-            for name, raw in limits.items():
-                if name not in requests:
-                    _add_one(total, name, parse_field(raw))
+            # As `ResourceRequirements.defaulted_requests`: a limit alone is the request.
+            defaulted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+            add_resources(total, {name: parse_field(raw) for name, raw in defaulted.items()})
     except (AttributeError, TypeError, ValueError):
         return None
     return total
-
-
-def _add_one(into: ResourceList, name: object, q: Quantity) -> None:
-    if type(name) is not str:
-        raise TypeError(name)
-    into[name] = into[name] + q if name in into else q
 
 
 # --- validation (k8s.io/kubernetes pkg/apis/core/validation, the parts MultiQ relies on) ----
