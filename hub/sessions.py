@@ -51,6 +51,8 @@ HELLO_TIMEOUT_SECONDS = 10.0
 # write), those of one workload in the order they came; at most this many at once.
 REPORTS_IN_FLIGHT = 256
 CAPACITY_STATUS_EVERY_SECONDS = 5.0
+"""MemberCluster.status.capacity is rewritten at most this often; a session's first capacity
+report is shown at once (a cluster that just connected is ready when its capacity shows)."""
 # aiohttp closes a connection whose pong is later than half of this: an agent busy admitting a
 # deep queue on a loaded machine can stall for seconds, and cutting it off then (a reconnect,
 # a Hello listing thousands of workloads) only adds load. Dead peers are still found in
@@ -115,7 +117,7 @@ class SessionRoutes:
             log.info("cluster %s: a new session replaces the old one", state.name)
             await state.control.close()
         await self._on_hello(state, lane, first.payload)
-        last_status_write = self.clock()
+        last_status_write: datetime | None = None  # none with this session's capacity yet
         reports = _PerWorkload(REPORTS_IN_FLIGHT)
         try:
             async for envelope in messages:
@@ -131,7 +133,11 @@ class SessionRoutes:
                 elif isinstance(payload, CapacityReport):
                     state.report_received(payload)
                     self.answers.on_capacity(state.name, payload)
-                    if (now - last_status_write).total_seconds() >= CAPACITY_STATUS_EVERY_SECONDS:
+                    if (
+                        last_status_write is None
+                        or (now - last_status_write).total_seconds()
+                        >= CAPACITY_STATUS_EVERY_SECONDS
+                    ):
                         last_status_write = now
                         await self.fleet.write_status(state)
                 elif isinstance(payload, OfferRejected):

@@ -270,6 +270,15 @@ class ScriptedAgent:
                 if isinstance(envelope.payload, kind):
                     return envelope.payload
 
+    def waiting(self, kind: type) -> list[Any]:
+        """The payloads of this type received and not read yet; the others stay unread (a
+        ConfigSync may come at any time: the hub pushes one whenever a queue's status
+        changes)."""
+        unread = [self.inbox.get_nowait() for _ in range(self.inbox.qsize())]
+        for envelope in unread:
+            self.inbox.put_nowait(envelope)
+        return [e.payload for e in unread if isinstance(e.payload, kind)]
+
     async def renew_leases(self, every: float = 1.0) -> None:
         """As a real agent does (docs/exactly-once.md): the hub treats a session whose agent
         stops renewing as lost."""

@@ -242,6 +242,38 @@ async def test_a_clusters_status_shows_its_capacity_with_bytes_in_binary_units(
     await west.close()
 
 
+async def test_a_sessions_first_capacity_report_shows_at_once_and_later_ones_at_most_every_few_seconds(
+    hub: HubUnderTest,
+) -> None:
+    east, west = await two_clusters(hub, east_cpu="2")  # each sends its session's first report
+
+    async def east_headroom() -> str | None:
+        _, member = await hub.call("GET", f"{API}/memberclusters/east")
+        for flavor in member.get("status", {}).get("capacity", {}).get("flavors", []):
+            return str(flavor["resources"][0]["headroom"])
+        return None
+
+    # Well inside the throttle: a cluster that just connected shows its room (qctl dev up
+    # waits for it), not CAPACITY_STATUS_EVERY_SECONDS later.
+    assert await eventually(east_headroom, within=1.0) == "2"
+    await east.send(capacity("east", "5"))
+    await asyncio.sleep(0.5)
+    assert await east_headroom() == "2"  # the next one waits its turn
+
+    # A new session shows its first report at once again.
+    await east.close()
+    east = await connect_agent(hub, "east")
+    await east.expect(ConfigSync)
+    await east.send(capacity("east", "7"))
+    assert await eventually(lambda: _equals(east_headroom, "7"), within=1.0)
+    await east.close()
+    await west.close()
+
+
+async def _equals(read: Any, expected: str) -> bool:
+    return bool(await read() == expected)
+
+
 async def test_a_rejected_offer_goes_to_the_next_cluster(hub: HubUnderTest) -> None:
     east, west = await two_clusters(hub)
     key = await submit(hub)
