@@ -39,6 +39,7 @@ from hub.http.metrics import MetricsRoutes
 from hub.http.middleware import error_middleware, make_auth_middleware
 from hub.http.resources import ResourceRoutes
 from hub.http.slurm import SlurmRoutes
+from hub.http.streams import STREAMS, OpenStreams
 from hub.http.submit import SubmitRoutes
 from hub.http.templates import TemplateRoutes
 from hub.leader import LeaderWork
@@ -253,6 +254,7 @@ async def build_app(
         client_max_size=settings.max_body_bytes,
     )
     app[HUB] = hub
+    app[STREAMS] = OpenStreams()
 
     campaigning: list[asyncio.Task[None]] = []
 
@@ -285,7 +287,12 @@ async def build_app(
         await cancel_all(campaigning)
         campaigning.clear()
 
+    async def end_streams(app: web.Application) -> None:
+        # Watches and log follows would hold the shutdown up as long as aiohttp waits.
+        app[STREAMS].end_all()
+
     app.on_shutdown.append(end_term)
+    app.on_shutdown.append(end_streams)
     app.cleanup_ctx.append(lifecycle)
     _add_routes(app, hub)
     return app

@@ -42,6 +42,7 @@ from aiohttp.typedefs import Middleware
 from yarl import URL
 
 from hub.errors import SettingsError, UnavailableError, status_body
+from hub.http.streams import STREAMS
 from hub.role import Role
 
 __all__ = ["FORWARDED_BY_HEADER", "LEADER_HEADER", "LeaderRouting"]
@@ -213,8 +214,9 @@ class LeaderRouting:
                 if upstream.content_length is not None:
                     response.content_length = upstream.content_length
                 await response.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
+                async with request.app[STREAMS].until_shutdown():
+                    async for chunk in upstream.content.iter_any():
+                        await response.write(chunk)
                 await response.write_eof()
                 return response
         except _NOT_SENT:

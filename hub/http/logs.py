@@ -33,6 +33,7 @@ from hub import transitions
 from hub.auth import require_namespace
 from hub.errors import BadRequestError, NotFoundError
 from hub.http.middleware import PRINCIPAL
+from hub.http.streams import STREAMS
 from hub.loghub import LogHub, LogRequest, encode_records
 from hub.objects import check_path_names
 from hub.state import HubState
@@ -105,36 +106,37 @@ class LogRoutes:
             await _write(response, await self.logs.stored(log_request))
             await response.write_eof()
             return response
-        streamed_from: str | None = None
-        while True:
-            entry = self.state.workloads.get(key)
-            if entry is None:
-                break
-            status = entry.workload.status
-            cluster = status.cluster_name if status else None
-            finished = transitions.is_finished(entry.workload)
-            if cluster and cluster != streamed_from:
-                got_any = False
-                done = self._finished(key)
-                async for chunk in self.logs.stream(cluster, log_request, finished=done):
-                    got_any = True
-                    await response.write(chunk)
-                if not got_any and follow and not done():
-                    # Nothing yet, and more will come: the agent may not hold the workload
-                    # yet (the offer and this request crossed), or its pods not have started.
-                    await asyncio.sleep(WAIT_POLL_SECONDS)
-                    continue
-                streamed_from = cluster
-                if not got_any:
-                    await _write(response, await self.logs.stored(log_request))
-                if not follow:
+        async with request.app[STREAMS].until_shutdown():
+            streamed_from: str | None = None
+            while True:
+                entry = self.state.workloads.get(key)
+                if entry is None:
                     break
-                continue
-            if finished or not follow:
-                if streamed_from is None:
-                    await _write(response, await self.logs.stored(log_request))
-                break
-            await asyncio.sleep(WAIT_POLL_SECONDS)
+                status = entry.workload.status
+                cluster = status.cluster_name if status else None
+                finished = transitions.is_finished(entry.workload)
+                if cluster and cluster != streamed_from:
+                    got_any = False
+                    done = self._finished(key)
+                    async for chunk in self.logs.stream(cluster, log_request, finished=done):
+                        got_any = True
+                        await response.write(chunk)
+                    if not got_any and follow and not done():
+                        # Nothing yet, and more will come: the agent may not hold the workload
+                        # yet (the offer and this request crossed), or its pods not have started.
+                        await asyncio.sleep(WAIT_POLL_SECONDS)
+                        continue
+                    streamed_from = cluster
+                    if not got_any:
+                        await _write(response, await self.logs.stored(log_request))
+                    if not follow:
+                        break
+                    continue
+                if finished or not follow:
+                    if streamed_from is None:
+                        await _write(response, await self.logs.stored(log_request))
+                    break
+                await asyncio.sleep(WAIT_POLL_SECONDS)
         await response.write_eof()
         return response
 

@@ -55,6 +55,7 @@ from hub.errors import (
     NotFoundError,
 )
 from hub.http.middleware import PRINCIPAL, json_reply, read_body
+from hub.http.streams import STREAMS
 from hub.objects import (
     ObjectRepository,
     check_path_names,
@@ -213,12 +214,13 @@ class ResourceRoutes:
         await response.prepare(request)
         out = WatchWriter(response)
         try:
-            for item in items:
-                if visible(item):
-                    await out.send("ADDED", item)
-            async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
-                if visible(obj):
-                    await out.send(event_type, obj)
+            async with request.app[STREAMS].until_shutdown():
+                for item in items:
+                    if visible(item):
+                        await out.send("ADDED", item)
+                async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
+                    if visible(obj):
+                        await out.send(event_type, obj)
         except ConnectionResetError:
             # The watcher hung up (a client that stops reading, a browser leaving the page):
             # the watch simply ends; there is no one left to answer.
