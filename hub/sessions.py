@@ -51,8 +51,10 @@ HELLO_TIMEOUT_SECONDS = 10.0
 # write), those of one workload in the order they came; at most this many at once.
 REPORTS_IN_FLIGHT = 256
 CAPACITY_STATUS_EVERY_SECONDS = 5.0
-"""MemberCluster.status.capacity is rewritten at most this often; a session's first capacity
-report is shown at once (a cluster that just connected is ready when its capacity shows)."""
+"""MemberCluster.status.capacity is rewritten at most this often, but for news, shown at once:
+a session's first capacity report, and one whose queues differ from those shown (the agent
+applied a configuration with other queues). A cluster that just connected is ready for work
+when its queues show."""
 # aiohttp closes a connection whose pong is later than half of this: an agent busy admitting a
 # deep queue on a loaded machine can stall for seconds, and cutting it off then (a reconnect,
 # a Hello listing thousands of workloads) only adds load. Dead peers are still found in
@@ -118,6 +120,7 @@ class SessionRoutes:
             await state.control.close()
         await self._on_hello(state, lane, first.payload)
         last_status_write: datetime | None = None  # none with this session's capacity yet
+        queues_shown: set[tuple[str, str]] = set()
         reports = _PerWorkload(REPORTS_IN_FLIGHT)
         try:
             async for envelope in messages:
@@ -133,12 +136,14 @@ class SessionRoutes:
                 elif isinstance(payload, CapacityReport):
                     state.report_received(payload)
                     self.answers.on_capacity(state.name, payload)
+                    queues = {(q.cluster_queue, q.flavor) for q in payload.queues}
                     if (
                         last_status_write is None
+                        or queues != queues_shown
                         or (now - last_status_write).total_seconds()
                         >= CAPACITY_STATUS_EVERY_SECONDS
                     ):
-                        last_status_write = now
+                        last_status_write, queues_shown = now, queues
                         await self.fleet.write_status(state)
                 elif isinstance(payload, OfferRejected):
                     await reports.run(

@@ -58,6 +58,8 @@ from qctl.kinds import WORKLOAD, resolve_kind
 __all__ = ["DevFederation", "run_demo", "run_down", "run_up"]
 
 ADMIN_GROUP = "multiq:admins"
+DEV_QUEUE = "default"
+"""The ClusterQueue (and LocalQueue) the dev fleet gives every cluster."""
 DEFAULT_PORT = DEV_PORT
 NODE_CPU, NODE_MEMORY_GI = 8, 32  # kubesim's default node
 STARTUP_SECONDS = 60.0
@@ -381,7 +383,7 @@ class DevFederation:
             {
                 "apiVersion": api,
                 "kind": "ClusterQueue",
-                "metadata": {"name": "default"},
+                "metadata": {"name": DEV_QUEUE},
                 "spec": {
                     # The tenant's namespaces, by the label the hub gives them on every
                     # member cluster (ConfigSync.namespaces): every dev federation, demo and
@@ -406,8 +408,8 @@ class DevFederation:
             {
                 "apiVersion": api,
                 "kind": "LocalQueue",
-                "metadata": {"name": "default", "namespace": "default"},
-                "spec": {"clusterQueue": "default"},
+                "metadata": {"name": DEV_QUEUE, "namespace": "default"},
+                "spec": {"clusterQueue": DEV_QUEUE},
             },
             {
                 "apiVersion": api,
@@ -430,12 +432,7 @@ class DevFederation:
             while True:
                 self._check_alive()
                 members = await client.list(resolve_kind("clusters"), None)
-                ready = [
-                    m
-                    for m in members
-                    if (m.get("status") or {}).get("connected")
-                    and (m.get("status") or {}).get("capacity")
-                ]
+                ready = [m for m in members if _ready_for_work(m.get("status") or {})]
                 if len(ready) == self.clusters:
                     return
                 if time.monotonic() > deadline:
@@ -456,6 +453,16 @@ class DevFederation:
         if self.ha:
             state["hubs"] = dict(zip(self.hub_names, self.hub_urls, strict=True))
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
+
+
+def _ready_for_work(status: dict[str, Any]) -> bool:
+    """Connected, with the room of the dev fleet's queue reported: the agent applied the
+    configuration (its first report, sent as it connects, may come before that, with no
+    queue in it; work submitted then would find no room in that cluster)."""
+    flavors = (status.get("capacity") or {}).get("flavors") or []
+    return bool(status.get("connected")) and any(
+        f.get("clusterQueue") == DEV_QUEUE for f in flavors
+    )
 
 
 def stop_processes(pids: list[int], *, grace: float = 10.0) -> None:
