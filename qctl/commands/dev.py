@@ -427,12 +427,14 @@ class DevFederation:
         return objects
 
     async def _wait_connected(self) -> None:
+        fleet = self.fleet_objects()
+        queues = {o["metadata"]["name"] for o in fleet if o["kind"] == "ClusterQueue"}
         async with HubClient(self.context, timeout=5) as client:
             deadline = time.monotonic() + STARTUP_SECONDS
             while True:
                 self._check_alive()
                 members = await client.list(resolve_kind("clusters"), None)
-                ready = [m for m in members if _ready_for_work(m.get("status") or {})]
+                ready = [m for m in members if _ready_for_work(m.get("status") or {}, queues)]
                 if len(ready) == self.clusters:
                     return
                 if time.monotonic() > deadline:
@@ -455,14 +457,14 @@ class DevFederation:
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
 
-def _ready_for_work(status: dict[str, Any]) -> bool:
-    """Connected, with the room of the dev fleet's queue reported: the agent applied the
-    configuration (its first report, sent as it connects, may come before that, with no
-    queue in it; work submitted then would find no room in that cluster)."""
-    flavors = (status.get("capacity") or {}).get("flavors") or []
-    return bool(status.get("connected")) and any(
-        f.get("clusterQueue") == DEV_QUEUE for f in flavors
-    )
+def _ready_for_work(status: dict[str, Any], queues: set[str]) -> bool:
+    """Connected, with the room of the fleet's cluster queues reported (any capacity, when it
+    has none): the agent applied the configuration. Its first report, sent as it connects,
+    may come before that, with no queue in it; work submitted then finds no room there."""
+    capacity = status.get("capacity")
+    if not status.get("connected") or not capacity:
+        return False
+    return not queues or any(f.get("clusterQueue") in queues for f in capacity.get("flavors") or [])
 
 
 def stop_processes(pids: list[int], *, grace: float = 10.0) -> None:
