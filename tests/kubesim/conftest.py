@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,9 +110,8 @@ def batch(api_client: client.ApiClient) -> client.BatchV1Api:
 
 
 @pytest.fixture
-def kubectl(simulator: RunningSimulator) -> Kubectl:
-    cache = Path(tempfile.mkdtemp(prefix="kubectl-cache-"))
-    return Kubectl(simulator.kubeconfig, cache)
+def kubectl(simulator: RunningSimulator, tmp_path: Path) -> Kubectl:
+    return Kubectl(simulator.kubeconfig, tmp_path / "kubectl-cache")
 
 
 @pytest.fixture
@@ -129,8 +127,8 @@ def process_cluster(process_sim: RunningSimulator) -> Cluster:
 
 
 @pytest.fixture
-def process_kubectl(process_sim: RunningSimulator) -> Kubectl:
-    return Kubectl(process_sim.kubeconfig, Path(tempfile.mkdtemp(prefix="kubectl-cache-")))
+def process_kubectl(process_sim: RunningSimulator, tmp_path: Path) -> Kubectl:
+    return Kubectl(process_sim.kubeconfig, tmp_path / "kubectl-cache")
 
 
 @pytest.fixture

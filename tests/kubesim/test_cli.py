@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -69,8 +68,10 @@ async def kubesim_up(directory: Path, *flags: str) -> AsyncIterator[dict[str, An
     assert code == 0
 
 
-async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm() -> None:
-    directory = Path(tempfile.mkdtemp(prefix="kubesim-up-"))
+async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path
     flags = ("--clusters", "2", "--nodes", "3", "--profile", str(EXAMPLES / "small.profile"))
     async with kubesim_up(directory, *flags) as summary:
         assert [c["name"] for c in summary["clusters"]] == ["kubesim-0", "kubesim-1"]
@@ -93,8 +94,8 @@ async def test_kubesim_up_writes_kubeconfigs_serves_kubectl_and_stops_on_sigterm
         assert "kubesim-admin" in over_tls.stdout
 
 
-async def test_the_process_runtime_reaps_containers_without_a_thread_each() -> None:
-    directory = Path(tempfile.mkdtemp(prefix="kubesim-up-"))
+async def test_the_process_runtime_reaps_containers_without_a_thread_each(tmp_path: Path) -> None:
+    directory = tmp_path
     pods = 12
     async with kubesim_up(directory, "--runtime", "process") as summary:
         kubectl = Kubectl(Path(summary["kubeconfig"]), directory / "cache")

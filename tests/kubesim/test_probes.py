@@ -8,7 +8,6 @@ Service), and a container failing its liveness probe is restarted.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,9 +52,9 @@ def _ready(cluster: Cluster, name: str) -> bool:
 
 
 async def test_an_exec_readiness_probe_holds_a_pod_unready_until_it_passes(
-    process_kubectl: Kubectl, process_cluster: Cluster
+    process_kubectl: Kubectl, process_cluster: Cluster, tmp_path: Path
 ) -> None:
-    flag = Path(tempfile.mkdtemp(prefix="kubesim-probe-")) / "ready"
+    flag = tmp_path / "ready"
     pod = f"""
 apiVersion: v1
 kind: Pod

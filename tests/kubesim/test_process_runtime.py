@@ -8,7 +8,6 @@ and `kubectl get pods,jobs` shows the real columns.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +123,9 @@ async def test_a_failing_command_makes_the_pod_failed_with_its_exit_code(
 
 
 async def test_restart_policy_on_failure_restarts_the_container(
-    process_core: client.CoreV1Api, process_cluster: Cluster
+    process_core: client.CoreV1Api, process_cluster: Cluster, tmp_path: Path
 ) -> None:
-    marker = Path(tempfile.mkdtemp()) / "ran-once"
+    marker = tmp_path / "ran-once"
     script = f"if [ -e {marker} ]; then echo second; exit 0; fi; touch {marker}; exit 1"
     await process_core.create_namespaced_pod(
         "default", _pod("retry", script, restartPolicy="OnFailure")
@@ -192,9 +191,12 @@ async def test_processes_are_killed_when_the_cluster_stops() -> None:
 
 
 async def test_log_query_parameters_tail_timestamps_and_previous(
-    process_sim: RunningSimulator, process_core: client.CoreV1Api, process_cluster: Cluster
+    process_sim: RunningSimulator,
+    process_core: client.CoreV1Api,
+    process_cluster: Cluster,
+    tmp_path: Path,
 ) -> None:
-    marker = Path(tempfile.mkdtemp()) / "first-run-done"
+    marker = tmp_path / "first-run-done"
     script = (
         f"if [ -e {marker} ]; then echo run-2-a; echo run-2-b; echo run-2-c; exit 0; fi; "
         f"touch {marker}; echo run-1; exit 1"
@@ -233,9 +235,9 @@ async def test_a_multi_container_pod_needs_a_container_name_for_logs(
 
 
 async def test_init_containers_run_first_and_in_order(
-    process_core: client.CoreV1Api, process_cluster: Cluster
+    process_core: client.CoreV1Api, process_cluster: Cluster, tmp_path: Path
 ) -> None:
-    directory = Path(tempfile.mkdtemp())
+    directory = tmp_path
     pod = _pod("ordered", f"cat {directory}/trace")
     pod["spec"]["initContainers"] = [
         {
@@ -263,9 +265,9 @@ async def test_a_pod_annotation_picks_the_process_runtime_in_a_simulated_cluster
 
 
 async def test_the_working_directory_is_honoured_when_it_exists(
-    process_core: client.CoreV1Api, process_cluster: Cluster
+    process_core: client.CoreV1Api, process_cluster: Cluster, tmp_path: Path
 ) -> None:
-    directory = tempfile.mkdtemp(prefix="kubesim-wd-")
+    directory = str(tmp_path)
     pod = _pod("pwd", "pwd")
     pod["spec"]["containers"][0]["workingDir"] = directory
     await process_core.create_namespaced_pod("default", pod)
@@ -274,9 +276,9 @@ async def test_the_working_directory_is_honoured_when_it_exists(
 
 
 async def test_a_container_ends_with_its_main_process_and_takes_its_children_along(
-    process_core: client.CoreV1Api, process_cluster: Cluster
+    process_core: client.CoreV1Api, process_cluster: Cluster, tmp_path: Path
 ) -> None:
-    marker = Path(tempfile.mkdtemp()) / "child-alive"
+    marker = tmp_path / "child-alive"
     script = f"(sleep 1; touch {marker}) & echo parent-done"
     await process_core.create_namespaced_pod("default", _pod("parent", script))
     await eventually(lambda: _phase(process_cluster, "parent") == "Succeeded")

@@ -8,7 +8,6 @@ real kubectl), 401 and 403 bodies, impersonation, `kubectl auth can-i` and `auth
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -202,10 +201,10 @@ async def bot(core: client.CoreV1Api, cluster: Cluster) -> str:
 
 
 @pytest.fixture
-async def as_bot(cluster: Cluster, bot: str) -> AsyncIterator[client.CoreV1Api]:
+async def as_bot(cluster: Cluster, bot: str, tmp_path: Path) -> AsyncIterator[client.CoreV1Api]:
     """kubernetes_asyncio holding bot's token, over the cluster's HTTPS port."""
     assert cluster.tls is not None
-    path = Path(tempfile.mkdtemp(prefix="kubesim-sa-")) / "kubeconfig"
+    path = tmp_path / "kubeconfig"
     write_token_kubeconfig(path, "bot", cluster.https_url, cluster.tls.ca_cert, bot, "team")
     api = await config.new_client_from_config(config_file=str(path))
     try:
