@@ -382,3 +382,44 @@ async def test_a_follower_shut_down_while_its_leader_shuts_down_shuts_down(hubs:
         async with asyncio.timeout(10):
             await follower.server.close()
             await leaving
+
+
+async def test_a_follower_shutting_down_ends_a_log_follow_it_forwards_cleanly_and_at_once(
+    hubs: Hubs,
+) -> None:
+    # A follow of a waiting workload's log is forwarded to the leader (only the leader has
+    # the agents' sessions) and has nothing to send: without the follower's shutdown step
+    # ending it, the follower's shutdown waits for it (aiohttp's graceful wait is a minute).
+    leader, follower = await two_hubs(hubs)
+    await leader.apply(*fleet_objects())
+    status, wl = await leader.call(
+        "POST", f"{API}/namespaces/vision/submissions", token=ALICE, body=job("waits")
+    )
+    assert status == 201, wl
+    name = wl["metadata"]["name"]
+    opened = asyncio.Event()
+
+    async def follow() -> int:
+        async with follower.session.get(
+            f"{follower.url}{API}/namespaces/vision/workloads/{name}/log",
+            params={"follow": "true"},
+            headers={"Authorization": f"Bearer {ALICE}"},
+        ) as response:
+            assert response.status == 200, await response.text()
+            assert response.headers[LEADER_HEADER] == leader.url  # forwarded, not served here
+            opened.set()
+            return len(await response.read())  # aiohttp.ClientPayloadError if cut off
+
+    reader = asyncio.create_task(follow())
+    async with asyncio.timeout(5):
+        await opened.wait()
+    await asyncio.sleep(0.3)
+    assert not reader.done()
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.timeout(10):
+        await follower.server.close()
+    assert loop.time() - started < 3
+    async with asyncio.timeout(2):
+        assert await reader == 0  # no lines: it never ran; and the stream ended whole
