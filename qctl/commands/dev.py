@@ -86,12 +86,15 @@ def _free_port(preferred: int) -> int:
 
 def _tool(name: str) -> str:
     """A sibling console script of this qctl (same virtualenv), else one on PATH."""
-    here = Path(sys.argv[0]).resolve().parent / name
-    if here.exists():
-        return str(here)
-    beside = Path(sys.executable).parent / name
-    if beside.exists():
-        return str(beside)
+    # (An executable file, not any path: when this runs inside `python -c` — a pytest-xdist
+    # worker — argv[0] is "-c", and the directory beside it is the working directory,
+    # where `kubesim/` is the package.)
+    for candidate in (
+        Path(sys.argv[0]).resolve().parent / name,
+        Path(sys.executable).parent / name,
+    ):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
     found = shutil.which(name)
     if not found:
         raise QctlError(f"cannot find the {name} command; is MultiQ installed?")
