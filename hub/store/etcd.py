@@ -121,6 +121,16 @@ _ELECTION_SECONDS = 3.0
 _RECONNECT_BACKOFF_MS = 1000
 
 
+def _context_ended(exc: rpc.AioRpcError) -> bool:
+    """etcd's own deadline or cancellation, sent as UNKNOWN: a linearizable read that found no
+    leader in time (a member died, an election runs) comes back so (etcd-io/etcd#8809). It is
+    a call that did not complete, as DEADLINE_EXCEEDED is, not a refusal."""
+    return exc.code() is rpc.StatusCode.UNKNOWN and (exc.details() or "") in (
+        "context deadline exceeded",
+        "context canceled",
+    )
+
+
 def _translate(exc: BaseException) -> StoreError:
     """The one place where etcd / gRPC failures become store errors."""
     if isinstance(exc, StoreError):
@@ -134,7 +144,9 @@ def _translate(exc: BaseException) -> StoreError:
         error = Unavailable(f"etcd unavailable: {exc}")
     elif isinstance(exc, aetcd.WatchTimeoutError | TimeoutError):
         error = Unavailable("etcd did not answer in time")
-    elif isinstance(exc, rpc.AioRpcError) and exc.code() in _UNAVAILABLE_CODES:
+    elif isinstance(exc, rpc.AioRpcError) and (
+        exc.code() in _UNAVAILABLE_CODES or _context_ended(exc)
+    ):
         error = Unavailable(f"etcd unavailable: {exc.code().name} {exc.details()}")
     elif isinstance(exc, rpc.AioRpcError):
         error = StoreError(f"etcd error: {exc.code().name} {exc.details()}")
