@@ -214,7 +214,11 @@ def test_gangs_requiring_one_rack_land_in_one_rack_and_a_preferred_block_gang_sp
     nodes = eventually(_bound(fabric, "job-wide"), within=90)
     assert len(nodes) == 12
     assert len({labels[n][BLOCK] for n in nodes}) == 2
-    [psa] = workload(fabric, "job-wide")["status"]["admission"]["podSetAssignments"]
+    # The pods can be bound before the agent's report of the admission reaches the hub.
+    admission = eventually(
+        lambda: (workload(fabric, "job-wide").get("status") or {}).get("admission"), within=30
+    )
+    [psa] = admission["podSetAssignments"]
     assigned = _assigned_per_host(psa["topologyAssignment"])
     assert sum(assigned.values()) == 12
     assert Counter(nodes) == assigned
