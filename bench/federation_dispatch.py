@@ -12,7 +12,9 @@ runtime, 3 agents), then
 
 Prints one JSON object. Targets (issue 5): ≥ 500/s submitted and dispatched; p99 < 1 s at
 200/s. Each phase also reports the CPU milliseconds every process of the federation spent
-per workload (from /proc), and this client's ("bench"), and the hub's steps per workload
+per workload (from /proc), and this client's ("bench"); `ratio_hub_plus_agent_to_kubesim`,
+the figure issue 15 bounds by 2 (`bench.control_plane_floor` prints its floor); and the hub's
+steps per workload
 (`hub_steps_per_workload`, from its /metrics: store creates and updates — each also one event
 of the hub's store watch and of every workload watch — and the agents' status reports it
 applied, by phase). Other processes do not count in the CPU figures,
@@ -226,6 +228,11 @@ async def latency(
     }
 
 
+def control_plane_ratio(cpu_ms: dict[str, float]) -> float:
+    """(hub + agent) CPU per workload over kubesim's, from one phase's figures."""
+    return round((cpu_ms["hub"] + cpu_ms["agent"]) / cpu_ms["kubesim"], 2)
+
+
 async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
     meter = CpuMeter(fed)
     steps = StepMeter(fed)
@@ -238,11 +245,17 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
             before = meter.sample()
             burst: dict[str, Any] = await throughput(client, watch, args.workloads)
             burst["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.workloads)
+            burst["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(
+                burst["cpu_ms_per_workload"]
+            )
             burst["hub_steps_per_workload"] = await steps.per_workload(counted, args.workloads)
             counted = await steps.sample()
             before = meter.sample()
             paced: dict[str, Any] = await latency(client, watch, args.paced, args.rate)
             paced["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.paced)
+            paced["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(
+                paced["cpu_ms_per_workload"]
+            )
             paced["hub_steps_per_workload"] = await steps.per_workload(counted, args.paced)
             result = {"throughput": burst, "latency": paced}
         finally:
@@ -250,13 +263,13 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
         return result
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=2000)
     parser.add_argument("--paced", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--nodes", type=int, default=50)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-federation-") as scratch:
         fed = DevFederation(
             Path(scratch), clusters=3, nodes=args.nodes, runtime="simulated", port=0
