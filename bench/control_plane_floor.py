@@ -52,7 +52,7 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from bench.federation_dispatch import CpuMeter, small_job
+from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
 
 NAMESPACE = "default"
 
@@ -374,9 +374,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     "seconds": round(seconds, 2),
                     "rate_per_s": round(count / seconds, 1),
                     "cpu_ms_per_workload": per,
-                    "floor_ratio_hub_plus_agent_to_kubesim": round(
-                        (per["hub"] + per["agent"]) / per["kubesim"], 2
-                    ),
+                    "floor_ratio_hub_plus_agent_to_kubesim": control_plane_ratio(per),
                 }
 
             follower = asyncio.create_task(follow())

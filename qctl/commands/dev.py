@@ -461,9 +461,9 @@ class DevFederation:
 
 
 def _ready_for_work(status: dict[str, Any], queues: set[str]) -> bool:
-    """Connected, with the room of the fleet's cluster queues reported (any capacity, when it
-    has none): the agent applied the configuration. Its first report, sent as it connects,
-    may come before that, with no queue in it; work submitted then finds no room there."""
+    """Connected, with the room of one of the fleet's cluster queues reported (any capacity,
+    when the fleet has none): the agent applied the configuration. Its first report, sent as it
+    connects, may come before that, with no queue in it; work submitted then finds no room."""
     capacity = status.get("capacity")
     if not status.get("connected") or not capacity:
         return False
