@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
 from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
+from qctl.commands.dev import free_port
 
 NAMESPACE = "default"
 
@@ -256,13 +256,6 @@ class _Fleet:
     processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def _until(check: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
     try:
         async with asyncio.timeout(seconds):
@@ -278,7 +271,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     bin_dir = Path(sys.executable).parent
     names = [f"sim-{i}" for i in range(args.clusters)]
     kube_dir = work / "kubeconfigs"
-    port = _free_port()
+    port = free_port()
     hub_url = f"http://127.0.0.1:{port}"
     me = [sys.executable, "-m", "bench.control_plane_floor"]
     fleet = _Fleet()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,12 @@ import yaml
 
 from api.tokens import hash_token
 from e2e.conftest import QCTL, ROOT
+from qctl.commands.dev import free_port
 
 BIN = str(Path(sys.executable).parent)
 HUB = "kubesim-0"
 MEMBERS = ("kubesim-1", "kubesim-2")
 ADMIN_TOKEN = "deploy-e2e-admin-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def eventually(check: Callable[[], Any], *, within: float, what: str) -> Any:

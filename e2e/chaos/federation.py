@@ -46,8 +46,8 @@ from qctl.commands.dev import (
     NODE_MEMORY_GI,
     STARTUP_SECONDS,
     DevFederation,
-    _free_port,
     _tool,
+    free_port,
 )
 from qctl.config import ResolvedContext
 
@@ -202,7 +202,7 @@ class ChaosFederation(DevFederation):
         """Start kubesim, the hub (or etcd and `ha` hubs), the links and one agent per
         cluster; return once every agent is connected and has reported capacity."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port(0)
+        self.port = free_port()
         if self.ha:
             self.election_ttl = self.timings.election_ttl_seconds
         self._write_secrets()

@@ -30,6 +30,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -55,7 +56,7 @@ from qctl.config import ResolvedContext
 from qctl.errors import QctlError, UsageError
 from qctl.kinds import WORKLOAD, resolve_kind
 
-__all__ = ["DevFederation", "run_demo", "run_down", "run_up"]
+__all__ = ["DevFederation", "free_port", "run_demo", "run_down", "run_up"]
 
 ADMIN_GROUP = "multiq:admins"
 DEV_QUEUE = "default"
@@ -73,15 +74,49 @@ def _die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _free_port(preferred: int) -> int:
-    for port in (preferred, 0):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(sock.getsockname()[1])
-    raise QctlError("no free port on 127.0.0.1")
+EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 10000
+"""Below it are the well-known and registered services a developer may be running."""
+
+
+def _ephemeral_ports() -> range:
+    """The ports the kernel hands out for bind(port 0) and for outgoing connections."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_PORTS_FILE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(preferred: int = 0) -> int:
+    """`preferred` if it is free, else a free port outside the kernel's ephemeral range.
+
+    Why outside: the port is chosen here and bound later by another process (a hub, etcd),
+    and a chaos run restarts that process on the same port. A port from bind(0) is one the
+    kernel hands out again — to kubesim's next listener, to any outgoing connection — in that
+    gap; a port below the ephemeral range is only taken by a process that names it."""
+    if preferred and _bindable(preferred):
+        return preferred
+    ephemeral = _ephemeral_ports()
+    outside = [
+        *range(LOWEST_PICKED_PORT, max(LOWEST_PICKED_PORT, ephemeral.start)),
+        *range(max(LOWEST_PICKED_PORT, ephemeral.stop), 65536),
+    ]
+    # Not the global generator, which tests may seed alike in parallel workers.
+    candidates: list[int] = random.SystemRandom().sample(outside, min(len(outside), 200))
+    for port in candidates:
+        if _bindable(port):
+            return port
+    raise QctlError("no free port on 127.0.0.1 outside the ephemeral range")
 
 
 def _tool(name: str) -> str:
@@ -199,7 +234,7 @@ class DevFederation:
 
     def start(self, *, detach: bool) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port(self.port)
+        self.port = free_port(self.port)
         self._write_secrets()
         kube_dir = self.state_dir / "kubeconfigs"
         shutil.rmtree(kube_dir, ignore_errors=True)
@@ -253,7 +288,7 @@ class DevFederation:
         """The hub alone with the fleet registered, for peers that speak the agent protocol
         themselves (bench.hub_dispatch); the agents' tokens are in `agent_token()`."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port(self.port)
+        self.port = free_port(self.port)
         self._write_secrets()
         self._spawn_hub(detach=False)
         asyncio.run(self._bootstrap())
@@ -286,7 +321,7 @@ class DevFederation:
         """A local etcd (fixed ports, so it can be restarted where it was) and `ha` hubs."""
         endpoints_file = self.state_dir / "etcd.endpoints"
         endpoints_file.unlink(missing_ok=True)
-        client, peer = _free_port(0), _free_port(0)
+        client, peer = free_port(), free_port()
         self._spawn(
             "etcd",
             [
@@ -303,7 +338,7 @@ class DevFederation:
             detach=detach,
         )
         self._wait_for(endpoints_file.exists, "etcd")
-        self.hub_ports = [self.port, *(_free_port(0) for _ in range(self.ha - 1))]
+        self.hub_ports = [self.port, *(free_port() for _ in range(self.ha - 1))]
         for name, port in zip(self.hub_names, self.hub_ports, strict=True):
             self._spawn(
                 name,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +16,11 @@ from pathlib import Path
 import yaml
 
 from api.tokens import hash_token
+from qctl.commands.dev import free_port
 
 TOKEN = "process-test-admin-token"
 API = "/apis/multiq.dev/v1alpha1"
 HASH = hash_token(TOKEN)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_hub(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
