@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from pathlib import Path
 
 import yaml
 
+from qctl.commands.dev import free_port
 from tests.hub.service.conftest import ADMIN, HubUnderTest, fleet_objects
 
 API = "/apis/multiq.dev/v1alpha1"
@@ -30,9 +30,7 @@ async def qctl(*argv: str, server: str) -> tuple[int, str, str]:
 
 
 def unreachable_kubeconfig(tmp_path: Path) -> Path:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # nothing listens there
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -70,9 +68,7 @@ async def test_an_unreachable_cluster_is_said_in_one_line_and_nothing_is_registe
 
 
 async def test_an_unreachable_hub_is_said_in_one_line(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     code, _, err = await qctl(
         "cluster", "join", "north", "--kubeconfig", str(unreachable_kubeconfig(tmp_path)),
         server=f"http://127.0.0.1:{port}",

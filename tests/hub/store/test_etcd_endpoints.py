@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from hub.app import open_store
 from hub.store.base import Revision, Unavailable
 from hub.store.etcd import Endpoint, EtcdElection, EtcdStore, parse_endpoints
 from hub.store.localetcd import LocalEtcdCluster
+from qctl.commands.dev import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +44,6 @@ def cluster(etcd_cluster: LocalEtcdCluster) -> Iterator[LocalEtcdCluster]:
     for member in etcd_cluster.members:
         if not member.running:
             member.restart()
-
-
-def _unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port  # nothing listens here once closed
 
 
 async def _connect(endpoints: str, root: str | None = None) -> EtcdStore:
@@ -94,7 +87,7 @@ def test_an_empty_list_or_a_bad_port_is_refused(text: str) -> None:
 async def test_unreachable_endpoints_in_the_list_are_passed_over(
     cluster: LocalEtcdCluster,
 ) -> None:
-    dead = f"127.0.0.1:{_unused_port()},127.0.0.1:{_unused_port()}"
+    dead = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"  # nothing listens there
     store = await _connect(f"{dead},{cluster.members[1].endpoint}")
     try:
         # Reads retry on the next member by themselves.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from hub.store.base import (
 )
 from hub.store.etcd import Endpoint, EtcdElection, EtcdStore, _Endpoints
 from hub.store.localetcd import LocalEtcd
+from qctl.commands.dev import free_port
 from tests.hub.store.conftest import connect_etcd
 
 TTL = 2  # etcd's minimum lease TTL with default timings
@@ -136,9 +136,7 @@ async def test_observers_see_every_change_of_leader(
 
 
 async def test_an_unreachable_etcd_raises_unavailable() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once closed
+    port = free_port()  # nothing listens there
     store = await EtcdStore.connect("127.0.0.1", port, root="/nowhere", request_timeout=1)
     try:
         with pytest.raises(Unavailable):
