@@ -103,7 +103,7 @@ def free_port(preferred: int = 0) -> int:
     Why outside: the port is chosen here and bound later by another process (a hub, etcd),
     and a chaos run restarts that process on the same port. A port from bind(0) is one the
     kernel hands out again — to kubesim's next listener, to any outgoing connection — in that
-    gap; a port below the ephemeral range is only taken by a process that names it."""
+    gap; a port outside the ephemeral range is only taken by a process that names it."""
     if preferred and _bindable(preferred):
         return preferred
     ephemeral = _ephemeral_ports()
