@@ -1,6 +1,7 @@
 """The throwaway etcd (`hub.store.localetcd`): a member dies with the thread that started it,
-and starting one runs none of the process's fork handlers (gRPC's broke a member restarted
-while the etcd client was busy)."""
+starting one runs none of the process's fork handlers (gRPC's broke a member restarted
+while the etcd client was busy), and a restarted member is back on the ports it had, which lie
+outside the kernel's ephemeral range."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ def test_starting_a_member_runs_none_of_the_processs_fork_handlers(data_dir: Pat
     finally:
         watching = False
     assert forks == []
+
+
+def test_a_restarted_member_listens_again_on_its_ports_outside_the_ephemeral_range(
+    data_dir: Path,
+) -> None:
+    low, high = (int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    member = LocalEtcd.start(data_dir)
+    try:
+        ports = {member.port, *(int(a.rsplit(":", 1)[1]) for a in member.argv if "peer-urls" in a)}
+        assert len(ports) == 2
+        assert not any(low <= port <= high for port in ports)
+        member.kill()
+        member.restart()  # (raises unless it is healthy again)
+        assert member.healthy()
+    finally:
+        member.stop()
