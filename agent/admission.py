@@ -121,9 +121,9 @@ class AdmissionShell:
         """Lands gated pods in their topology domains (agent.topology_landing)."""
         self._nodes_changed = True
         """A node changed since the last check of topology assignments for lost nodes."""
-        self._put_off: set[str] = set()
-        """Pending workloads whose new reason the cadence held back (`outcomes.still_put_off`):
-        the next pending pass looks at them again."""
+        self._put_off: dict[str, float] = {}
+        """Pending workloads whose new reason the cadence held back (`outcomes.still_put_off`),
+        each with when its report is due: the first pending pass from then looks at it again."""
         self.maker = JobMaker(
             held=self.held,
             materializer=materializer,
@@ -362,9 +362,10 @@ class AdmissionShell:
             # quota is held from now, so every moment until the Jobs run is quota unused.
             await asyncio.sleep(0)
         put_off = self._put_off
-        for key, step in outcomes.waiting_steps(self.held, result, now, self.cadence, put_off):
+        looked = outcomes.to_look_at(result, put_off, now)
+        for key, step in outcomes.waiting_steps(self.held, result, now, self.cadence, looked):
             await self._apply(key, step)
-        self._put_off = outcomes.still_put_off(self.held, result, put_off)
+        self._put_off = outcomes.still_put_off(self.held, looked, put_off, now, self.cadence)
         if result.admitted or result.preempted or result.evicted:
             self._changed()
         if result.preempted or result.evicted:

@@ -13,7 +13,7 @@ Called by: agent.admission (`AdmissionShell.cycle`); tests/agent/test_outcomes.p
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Iterator, Mapping
 
 from agent import records
 from agent.engine.result import CycleResult, PendingReason
@@ -52,18 +52,19 @@ def waiting_steps(
     result: CycleResult,
     now: float,
     cadence: records.Cadence,
-    put_off: Set[str] = frozenset(),
+    looked: Mapping[WorkloadId, PendingReason] | None = None,
 ) -> Iterator[tuple[str, Step]]:
     """Mark the new preemptors (they wait for their victims to go), then report why each
     workload still waits when a report is due, or reject it when waiting cannot help. Steps
-    that change nothing are left out. Only the reasons `to_look_at` are looked at."""
+    that change nothing are left out. Only the reasons `looked` (the cycle's `to_look_at`;
+    None: those the engine names changed) are looked at."""
     for key in result.new_preemptors:
         record = held.get(key)
         if record is not None and record.phase is WorkloadPhase.PENDING:
             marked = records.with_preempting(record, True)
             if marked is not record:
                 yield key, Step(marked)
-    for key, reason in to_look_at(result, put_off).items():
+    for key, reason in (to_look_at(result, {}, now) if looked is None else looked).items():
         record = held.get(key)
         if record is None or record.phase is not WorkloadPhase.PENDING:
             continue
@@ -72,27 +73,52 @@ def waiting_steps(
             yield key, step
 
 
-def to_look_at(result: CycleResult, put_off: Set[str]) -> Mapping[WorkloadId, PendingReason]:
+def to_look_at(
+    result: CycleResult, put_off: Mapping[str, float], now: float
+) -> Mapping[WorkloadId, PendingReason]:
     """The pending reasons the pending pass must look at. Over a deep queue most are the
     last cycle's, already reported: when the engine names those that may have changed
-    (`pending_changed`), only they and the `put_off` ones can make a step."""
+    (`pending_changed`, with their reasons), only they and the `put_off` ones due by `now`
+    can make a step. A put-off workload the engine does not name keeps the reason whose
+    report the cadence held back, and that report is due only at its time: over a deep
+    queue whose amounts move, looking at every one of them at every cycle until then was
+    most of the pending pass. Computed once per cycle, for `waiting_steps` and
+    `still_put_off` both."""
     changed = result.pending_changed
     if changed is None:
         return result.pending
+    due = [key for key, at in put_off.items() if at <= now and key not in changed]
+    if not due:
+        return changed
     pending = result.pending
-    keys = changed | {WorkloadId(key) for key in put_off}
-    return {key: pending[key] for key in keys if key in pending}
+    looked = dict(changed)
+    for key in due:
+        reason = pending.get(WorkloadId(key))  # (one lookup: in a tail, a bisection)
+        if reason is not None:
+            looked[WorkloadId(key)] = reason
+    return looked
 
 
-def still_put_off(held: Mapping[str, Record], result: CycleResult, put_off: Set[str]) -> set[str]:
-    """After the pending pass (given `put_off`): the workloads it looked at whose reason is
-    still not the one last reported (a new message for the same code, held back by the
-    cadence). The next pass looks at them again even if the engine does not name them as
-    changed, or their report would never be sent."""
-    return {
-        key
-        for key, reason in to_look_at(result, put_off).items()
-        if (record := held.get(key)) is not None
-        and record.phase is WorkloadPhase.PENDING
-        and not records.reason_reported(record, reason)
-    }
+def still_put_off(
+    held: Mapping[str, Record],
+    looked: Mapping[WorkloadId, PendingReason],
+    put_off: Mapping[str, float],
+    now: float,
+    cadence: records.Cadence,
+) -> dict[str, float]:
+    """After the pending pass over `looked` (the cycle's `to_look_at` of `put_off`): the
+    workloads whose reason is still not the one last reported (a new message for the same
+    code, held back by the cadence), each with when its report is due. A pass from then
+    looks at it again even if the engine does not name it as changed, or its report would
+    never be sent. The put-off ones this pass did not look at (not due yet) stay as they
+    were."""
+    kept = {key: at for key, at in put_off.items() if at > now and key not in looked}
+    for key, reason in looked.items():
+        record = held.get(key)
+        if (
+            record is not None
+            and record.phase is WorkloadPhase.PENDING
+            and not records.reason_reported(record, reason)
+        ):
+            kept[key] = record.pending_reported_at + cadence.pending_refresh
+    return kept

@@ -51,6 +51,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import attrgetter, itemgetter
+from typing import Any
 
 from agent.engine.carry import INACTIVE, Carry, QueueIndex, no_cluster_queue
 from agent.engine.fair_sharing import tournament_key
@@ -127,8 +128,8 @@ def schedule_incremental(
 
     The carry is handed over: the returned one is the one to pass next time (the one passed
     in is updated, not copied). The result's `pending` is a read-only view over the queues;
-    its `pending_changed` names the workloads whose reason may differ from the last cycle's
-    (None after a rebuild: any)."""
+    its `pending_changed` holds the workloads whose reason may differ from the last cycle's,
+    with their reasons (None after a rebuild: any)."""
     ids = None if changed is None else set(changed)
     if carry is None:
         carry = Carry()
@@ -995,7 +996,7 @@ class _Cycle:
         if self.placer is not None:
             self.placer.end()
         pending: Mapping[WorkloadId, PendingReason] = self.pending
-        changed: frozenset[WorkloadId] | None = None
+        changed: Mapping[WorkloadId, PendingReason] | None = None
         if carry is not None:
             view = _Pending(
                 self.pending,
@@ -1074,6 +1075,11 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
     def __contains__(self, key: object) -> bool:
         return key in self.explicit or key in self.unrouted or self._tail_reason(key) is not None
 
+    def get(self, key: WorkloadId, default: Any = None) -> Any:
+        # (Mapping's own `get` goes through __getitem__, and a KeyError for every miss.)
+        found = self.explicit.get(key) or self.unrouted.get(key) or self._tail_reason(key)
+        return default if found is None else found
+
     def __iter__(self) -> Iterator[WorkloadId]:
         yield from self.explicit
         yield from self.unrouted
@@ -1085,12 +1091,16 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
         tails = sum(len(bucket) - start for bucket, start in self.tails.values())
         return len(self.explicit) + len(self.unrouted) + tails
 
-    def changed_since(self, previous: _Pending, changed: set[WorkloadId]) -> frozenset[WorkloadId]:
+    def changed_since(
+        self, previous: _Pending, changed: set[WorkloadId]
+    ) -> dict[WorkloadId, PendingReason]:
         """The pending workloads whose reason may differ from `previous` (the last cycle's,
-        over the same configuration): those either cycle looked at one by one, those that
-        changed, and those in a tail of both whose shape's reason changed. The rest sat in a
-        tail of both, reason unchanged: a workload before the last cycle's tail was looked
-        at then, and one that arrived is among `changed`."""
+        over the same configuration), with their reasons: those either cycle looked at one by
+        one, those that changed, and those in a tail of both whose shape's reason changed.
+        The rest sat in a tail of both, reason unchanged: a workload before the last cycle's
+        tail was looked at then, and one that arrived is among `changed`. (With the reasons,
+        so that the agent's pending pass need not look each up again: over a deep queue
+        whose amounts moved, that is every workload of the tail.)"""
         candidates = set(changed)
         candidates.update(self.explicit)
         candidates.update(previous.explicit)
@@ -1111,12 +1121,12 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
                 candidates.update(
                     wl.id for wl in bucket[start:] if wl.shape_hash in moved and wl.order_key >= cut
                 )
-        return frozenset(
-            key
+        return {
+            key: current
             for key in candidates
             if (current := self.get(key)) is not None
             and (key in changed or previous.get(key) != current)
-        )
+        }
 
 
 def _failure_template(code: PendingCode, cq: ClusterQueue) -> str:

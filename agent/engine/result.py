@@ -363,9 +363,10 @@ class CycleResult:
     """Flavor assignment each waiting preemptor reserved, admitted once its victims leave."""
     next_wakeup: float | None = None
     """Earliest future time at which a cycle could decide differently without any event."""
-    pending_changed: frozenset[WorkloadId] | None = None
+    pending_changed: Mapping[WorkloadId, PendingReason] | None = None
     """Of `pending`, the workloads whose reason may differ from the previous cycle's (or
-    that changed since); None: any of them (`schedule`, or the first incremental cycle)."""
+    that changed since), with their reasons; None: any of them (`schedule`, or the first
+    incremental cycle)."""
 
     @property
     def queue_order(self) -> dict[ClusterQueueName, tuple[WorkloadId, ...]]:

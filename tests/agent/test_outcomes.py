@@ -163,35 +163,79 @@ def test_a_materialisation_applies_only_to_the_record_it_was_started_for() -> No
     assert not awaits_jobs(reoffered, started)
 
 
-def test_over_a_deep_queue_only_the_changed_and_the_put_off_reasons_are_looked_at() -> None:
+def test_over_a_deep_queue_only_the_changed_and_the_put_off_reasons_due_are_looked_at() -> None:
     reasons = {WorkloadId(f"team-a/w{i}"): WAITING for i in range(5)}
     result = CycleResult(
-        now=NOW, pending=reasons, pending_changed=frozenset({WorkloadId("team-a/w1")})
+        now=NOW, pending=reasons, pending_changed={WorkloadId("team-a/w1"): WAITING}
     )
-    assert set(outcomes.to_look_at(result, {"team-a/w3", "team-a/gone"})) == {
+    put_off = {"team-a/w3": NOW, "team-a/w4": NOW + 1, "team-a/gone": NOW - 1}
+    assert set(outcomes.to_look_at(result, put_off, NOW)) == {"team-a/w1", "team-a/w3"}
+    assert set(outcomes.to_look_at(result, put_off, NOW + 1)) == {
         "team-a/w1",
         "team-a/w3",
+        "team-a/w4",
     }
     unknown = CycleResult(now=NOW, pending=reasons, pending_changed=None)
-    assert set(outcomes.to_look_at(unknown, set())) == set(reasons)
+    assert set(outcomes.to_look_at(unknown, {}, NOW)) == set(reasons)
 
 
-def test_a_new_message_held_back_by_the_cadence_is_looked_at_until_it_is_reported() -> None:
-    first = keyed("w", held(P.PENDING))
-    key = WorkloadId("team-a/w")
+def _held_back(key: WorkloadId) -> tuple[dict[str, Record], PendingReason, dict[str, float]]:
+    """A pending workload reported at NOW, then given a new message at NOW + 1 that the
+    cadence holds back: (its records, the new reason, what is put off)."""
     reported = CycleResult(now=NOW, pending={key: WAITING})
-    _, step = next(outcomes.waiting_steps({key: first}, reported, NOW, CADENCE))
+    _, step = next(
+        outcomes.waiting_steps({key: keyed("w", held(P.PENDING))}, reported, NOW, CADENCE)
+    )
     assert step.record is not None
     live: dict[str, Record] = {key: step.record}
     moved = PendingReason(WAITING.code, "waits for cpu (12 ahead)", WAITING.unblock)
     # The engine names it changed once; the cadence holds the new message back.
-    once = CycleResult(now=NOW + 1, pending={key: moved}, pending_changed=frozenset({key}))
-    assert list(outcomes.waiting_steps(live, once, NOW + 1, CADENCE)) == []
-    put_off = outcomes.still_put_off(live, once, set())
-    assert put_off == {key}
-    # Later cycles do not name it, but it is looked at, and reported once the refresh is due.
-    later = CycleResult(now=NOW + 40, pending={key: moved}, pending_changed=frozenset())
-    [(_, due)] = outcomes.waiting_steps(live, later, NOW + 40, CADENCE, put_off)
+    once = CycleResult(now=NOW + 1, pending={key: moved}, pending_changed={key: moved})
+    looked = outcomes.to_look_at(once, {}, NOW + 1)
+    assert list(outcomes.waiting_steps(live, once, NOW + 1, CADENCE, looked)) == []
+    return live, moved, outcomes.still_put_off(live, looked, {}, NOW + 1, CADENCE)
+
+
+def test_a_new_message_held_back_by_the_cadence_is_looked_at_again_when_due_and_reported() -> None:
+    key = WorkloadId("team-a/w")
+    live, moved, put_off = _held_back(key)
+    assert put_off == {key: NOW + CADENCE.pending_refresh}
+    # Later cycles do not name it, but it is looked at once due, and reported.
+    at = NOW + CADENCE.pending_refresh
+    later = CycleResult(now=at, pending={key: moved}, pending_changed={})
+    looked = outcomes.to_look_at(later, put_off, at)
+    [(_, due)] = outcomes.waiting_steps(live, later, at, CADENCE, looked)
     assert due.record is not None
     after: dict[str, Record] = {key: due.record}
-    assert outcomes.still_put_off(after, later, put_off) == set()
+    assert outcomes.still_put_off(after, looked, put_off, at, CADENCE) == {}
+
+
+def test_a_held_back_message_is_not_looked_at_before_it_is_due_and_stays_put_off() -> None:
+    key = WorkloadId("team-a/w")
+    live, moved, put_off = _held_back(key)
+    # Cycles before the report is due, the engine naming nothing: nothing to look at, and
+    # nothing a look would have done (the cadence would hold the report back still).
+    for at in (NOW + 2, NOW + CADENCE.pending_refresh - 1):
+        early = CycleResult(now=at, pending={key: moved}, pending_changed={})
+        assert outcomes.to_look_at(early, put_off, at) == {}
+        assert list(outcomes.waiting_steps(live, early, at, CADENCE, {key: moved})) == []
+        assert outcomes.still_put_off(live, {}, put_off, at, CADENCE) == put_off
+    # Named by the engine meanwhile (a new code), it is looked at and reported at once.
+    blocked = PendingReason(
+        PendingCode.WAITING_FOR_PREEMPTED_WORKLOADS, "victims stop", WAITING.unblock
+    )
+    named = CycleResult(now=NOW + 2, pending={key: blocked}, pending_changed={key: blocked})
+    looked = outcomes.to_look_at(named, put_off, NOW + 2)
+    [(_, step)] = outcomes.waiting_steps(live, named, NOW + 2, CADENCE, looked)
+    assert step.record is not None
+    assert outcomes.still_put_off({key: step.record}, looked, put_off, NOW + 2, CADENCE) == {}
+
+
+def test_a_put_off_workload_no_longer_pending_by_its_due_time_is_dropped() -> None:
+    key = WorkloadId("team-a/w")
+    live, _, put_off = _held_back(key)
+    at = NOW + CADENCE.pending_refresh
+    gone = CycleResult(now=at, pending={}, pending_changed={})
+    looked = outcomes.to_look_at(gone, put_off, at)
+    assert looked == {}
+    assert outcomes.still_put_off(live, looked, put_off, at, CADENCE) == {}

@@ -107,7 +107,7 @@ def test_a_config_pushed_again_unchanged_keeps_every_conversion_and_the_cycle_in
     again = cache.build(config(revision=2, cpu="0"), held, set())
     assert all(again.workloads[w] is first.workloads[w] for w in first.workloads)
     assert again.cluster_queues is first.cluster_queues
-    assert cache.cycle(again)(101.0).pending_changed == frozenset()
+    assert cache.cycle(again)(101.0).pending_changed == {}
 
 
 def test_a_new_priority_class_value_converts_the_workloads_again() -> None:
@@ -180,7 +180,7 @@ def test_a_record_change_the_engine_cannot_see_leaves_its_next_cycle_nothing_to_
     again = cache.build(cfg, held, {"team-a/job-a", "team-a/job-b"})
     assert again.workloads == first.workloads
     assert all(again.workloads[w] is first.workloads[w] for w in first.workloads)
-    assert cache.cycle(again)(101.0).pending_changed == frozenset()
+    assert cache.cycle(again)(101.0).pending_changed == {}
 
 
 def test_a_capacity_report_over_the_admitted_workloads_alone_equals_one_over_all() -> None:

@@ -193,6 +193,9 @@ def _same(full: CycleResult, inc: CycleResult) -> None:
     assert len(inc.pending) == len(full.pending)
     assert dict(inc.pending) == dict(full.pending)
     assert all(inc.pending[k] == reason for k, reason in full.pending.items())
+    assert all(inc.pending.get(k) == reason for k, reason in full.pending.items())
+    admitted_or_gone = [WorkloadId("nobody/none"), *(a.workload for a in full.admitted)]
+    assert all(inc.pending.get(k) is None for k in admitted_or_gone if k not in full.pending)
     assert inc.new_preemptors == full.new_preemptors
     assert inc.nominated == full.nominated
     assert inc.next_wakeup == full.next_wakeup
@@ -268,8 +271,9 @@ def _run_stream(
                 for k, reason in full.pending.items()
                 if k in changed or previous.pending.get(k) != reason
             }
-            assert moved <= inc.pending_changed, (seed, step, moved - inc.pending_changed)
-            assert inc.pending_changed <= set(full.pending)
+            named = inc.pending_changed.keys()
+            assert moved <= named, (seed, step, moved - named)
+            assert all(full.pending.get(k) == r for k, r in inc.pending_changed.items())
         previous, last = full, snap
         for admit in full.admitted if afs else ():
             admitted = snap.workloads[admit.workload]
@@ -338,8 +342,28 @@ def test_a_deep_queue_cycle_looks_at_one_workload_per_shape_and_reports_what_cha
     # The first to fail and the first the memo answered for; the rest is one tail.
     assert len(pending.explicit) == 2
     assert len(pending) == 2_000 - 4
-    assert result.pending_changed == frozenset()  # the same reason as last cycle, for all
+    assert result.pending_changed == {}  # the same reason as last cycle, for all
     assert dict(pending) == dict(schedule(finished, 2.0).pending)
+
+
+def test_when_a_deep_queue_s_amounts_move_every_waiting_one_is_named_with_its_new_reason() -> None:
+    workloads = [wl("run0").queue("q0").request("cpu", "4").admitted("q0", at=0.0)]
+    workloads += [wl(f"w{i}").queue("q0").request("cpu", "2").created(float(i)) for i in range(500)]
+    snap = snapshot(cqs=[cq("q0").quota("cpu", nominal="4")], workloads=workloads)
+    first, carry = schedule_incremental(snap, 1.0)
+    # A smaller workload runs instead: one CPU is free, still too little for any of them.
+    smaller = wl("run1").queue("q0").request("cpu", "3").admitted("q0", at=1.5).build()
+    running = {k: v for k, v in snap.workloads.items() if k != "default/run0"}
+    moved = dataclasses.replace(snap, workloads={**running, smaller.id: smaller})
+    result, _ = schedule_incremental(moved, 2.0, carry, {WorkloadId("default/run0"), smaller.id})
+    full = schedule(moved, 2.0).pending
+    assert result.admitted == ()
+    assert isinstance(result.pending, _Pending) and result.pending.tails  # (not looked at)
+    assert result.pending_changed is not None
+    assert set(result.pending_changed) == set(full)
+    assert all(
+        full[k] == reason != first.pending[k] for k, reason in result.pending_changed.items()
+    )
 
 
 def test_a_new_arrival_ahead_of_a_deep_queue_is_among_the_changed_and_the_rest_is_not() -> None:
@@ -348,7 +372,7 @@ def test_a_new_arrival_ahead_of_a_deep_queue_is_among_the_changed_and_the_rest_i
     urgent = wl("urgent").queue("q0").request("cpu", "1").priority(9).created(5.0).build()
     snap = dataclasses.replace(snap, workloads={**snap.workloads, urgent.id: urgent})
     result, _ = schedule_incremental(snap, 2.0, carry, {urgent.id})
-    assert result.pending_changed == frozenset({urgent.id})
+    assert result.pending_changed == {urgent.id: schedule(snap, 2.0).pending[urgent.id]}
     assert dict(result.pending) == dict(schedule(snap, 2.0).pending)
 
 
