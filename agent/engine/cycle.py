@@ -1110,6 +1110,8 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
                 old = previous.memo.get((queue, shape_hash))
                 if old is None or old[2] != reason:
                     moved_by_queue.setdefault(queue, set()).add(shape_hash)
+        out: dict[WorkloadId, PendingReason] = {}
+        looked_at = (self.explicit, self.unrouted, previous.explicit, previous.unrouted)
         for name, (bucket, start) in self.tails.items():
             before = previous.tails.get(name)
             if before is None:
@@ -1117,16 +1119,25 @@ class _Pending(Mapping[WorkloadId, PendingReason]):
             old_bucket, old_start = before
             cut = old_bucket[old_start].order_key
             moved = moved_by_queue.get(name)
-            if moved:
-                candidates.update(
-                    wl.id for wl in bucket[start:] if wl.shape_hash in moved and wl.order_key >= cut
-                )
-        return {
-            key: current
-            for key in candidates
-            if (current := self.get(key)) is not None
-            and (key in changed or previous.get(key) != current)
-        }
+            if not moved:
+                continue
+            for wl in bucket[start:]:
+                if wl.shape_hash not in moved or wl.order_key < cut:
+                    continue
+                if any(wl.id in reasons for reasons in looked_at):
+                    candidates.add(wl.id)
+                else:
+                    # In this tail and the last one's (or arrived since), and its shape's
+                    # reason moved: it differs, and it is the memo's. Known without looking
+                    # it up in either cycle — over a deep queue whose amounts moved, the
+                    # whole tail.
+                    out[wl.id] = self.memo[(name, wl.shape_hash)][2]
+        for key in candidates:
+            if key not in out:
+                current = self.get(key)
+                if current is not None and (key in changed or previous.get(key) != current):
+                    out[key] = current
+        return out
 
 
 def _failure_template(code: PendingCode, cq: ClusterQueue) -> str:
