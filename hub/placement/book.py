@@ -138,6 +138,9 @@ class DispatchBook:
     records: dict[str, DispatchRecord] = field(default_factory=dict)
     offered: set[str] = field(default_factory=set)
     """Keys with an open offer (they wait for an answer, not for a cycle)."""
+    awaiting: set[str] = field(default_factory=set)
+    """Keys with an open offer not queued where it was made: the only ones an offer timeout
+    can end (over a deep fleet queue, most offers are queued at their agents)."""
     incremental: set[str] = field(default_factory=set)
     """Keys with open offers of an Incremental round: looked at every cycle anyway."""
     room: dict[str, dict[RoomCell, dict[str, int]]] = field(default_factory=dict)
@@ -176,6 +179,10 @@ class DispatchBook:
             self.offered.add(key)
         else:
             self.offered.discard(key)
+        if any(cluster not in record.queued for cluster in record.offers):
+            self.awaiting.add(key)
+        else:
+            self.awaiting.discard(key)
         if record.offers and record.mode == DispatchMode.INCREMENTAL:
             self.incremental.add(key)
         else:

@@ -291,7 +291,7 @@ def _expire_offers(
 ) -> None:
     cutoff = now - timedelta(seconds=snapshot.settings.offer_timeout_seconds)
     records = snapshot.book.records
-    for key in sorted(snapshot.book.offered):
+    for key in sorted(snapshot.book.awaiting):
         record = records[key]
         for cluster, offered_at in sorted(record.offers.items()):
             # (a queued offer was answered: the agent holds the workload in its queue)
