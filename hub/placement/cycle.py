@@ -897,8 +897,13 @@ def _minus(
 ) -> ClusterView:
     if not taken:
         return view
-    queues = {}
-    for name, queue in view.queues.items():
+    # Only the queues the offers took from are made again: a cluster may have dozens, and
+    # this runs after every offer to it.
+    queues = dict(view.queues)
+    for name in {name for name, _ in taken}:
+        queue = view.queues.get(name)
+        if queue is None:
+            continue
         flavors = []
         for cell in queue.flavors:
             used = taken.get((name, cell.flavor))
