@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -97,14 +97,16 @@ def _bindable(port: int) -> bool:
         return True
 
 
-def free_port(preferred: int = 0) -> int:
-    """`preferred` if it is free, else a free port outside the kernel's ephemeral range.
+def free_port(preferred: int = 0, *, avoid: Collection[int] = ()) -> int:
+    """`preferred` if it is free, else a free port outside the kernel's ephemeral range and
+    not in `avoid` (the ports already picked for processes not bound to them yet: a port is
+    free until its process binds it, so two picks in a row could return the same one).
 
     Why outside: the port is chosen here and bound later by another process (a hub, etcd),
     and a chaos run restarts that process on the same port. A port from bind(0) is one the
     kernel hands out again — to kubesim's next listener, to any outgoing connection — in that
     gap; a port outside the ephemeral range is only taken by a process that names it."""
-    if preferred and _bindable(preferred):
+    if preferred and preferred not in avoid and _bindable(preferred):
         return preferred
     ephemeral = _ephemeral_ports()
     outside = [
@@ -114,7 +116,7 @@ def free_port(preferred: int = 0) -> int:
     # Not the global generator, which tests may seed alike in parallel workers.
     candidates: list[int] = random.SystemRandom().sample(outside, min(len(outside), 200))
     for port in candidates:
-        if _bindable(port):
+        if port not in avoid and _bindable(port):
             return port
     raise QctlError("no free port on 127.0.0.1 outside the ephemeral range")
 
@@ -321,7 +323,8 @@ class DevFederation:
         """A local etcd (fixed ports, so it can be restarted where it was) and `ha` hubs."""
         endpoints_file = self.state_dir / "etcd.endpoints"
         endpoints_file.unlink(missing_ok=True)
-        client, peer = free_port(), free_port()
+        client = free_port(avoid={self.port})
+        peer = free_port(avoid={self.port, client})
         self._spawn(
             "etcd",
             [
@@ -338,7 +341,9 @@ class DevFederation:
             detach=detach,
         )
         self._wait_for(endpoints_file.exists, "etcd")
-        self.hub_ports = [self.port, *(free_port() for _ in range(self.ha - 1))]
+        self.hub_ports = [self.port]
+        while len(self.hub_ports) < self.ha:
+            self.hub_ports.append(free_port(avoid={client, peer, *self.hub_ports}))
         for name, port in zip(self.hub_names, self.hub_ports, strict=True):
             self._spawn(
                 name,

@@ -1,13 +1,18 @@
 """`qctl dev` keeps the port asked for when it is free, and otherwise picks one outside the
 kernel's ephemeral range (the rule itself, shared with the throwaway etcd, is held in
-tests/test_picked_ports.py)."""
+tests/test_picked_ports.py), and never picks again a port it picked for a process not started
+yet."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
+import pytest
+
+from qctl.commands import dev
 from qctl.commands.dev import free_port
+from qctl.errors import QctlError
 
 
 def _ephemeral() -> range:
@@ -28,3 +33,27 @@ def test_a_taken_preferred_port_gives_way_to_another_outside_the_ephemeral_range
         other = free_port(port)
     assert other != port
     assert other not in _ephemeral()
+
+
+def test_ports_picked_for_processes_not_started_yet_are_not_picked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two free ports in all outside the range (65534, 65535): without `avoid`, the second
+    # pick of three in a row would often be the first again.
+    settings = tmp_path / "ip_local_port_range"
+    settings.write_text("10000\t65533\n")
+    monkeypatch.setattr(dev, "EPHEMERAL_PORTS_FILE", settings)
+    for _ in range(20):
+        first = free_port()
+        assert free_port(avoid={first}) != first
+        assert free_port(first, avoid={first}) != first
+
+
+def test_with_every_free_port_already_picked_there_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = tmp_path / "ip_local_port_range"
+    settings.write_text("10000\t65533\n")
+    monkeypatch.setattr(dev, "EPHEMERAL_PORTS_FILE", settings)
+    with pytest.raises(QctlError, match="no free port"):
+        free_port(avoid={65534, 65535})
