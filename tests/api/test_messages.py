@@ -201,6 +201,32 @@ def test_the_payload_takes_its_type_from_the_envelope() -> None:
     assert isinstance(envelope.payload, LogClose)
 
 
+@pytest.mark.parametrize("payload", EXAMPLES, ids=lambda p: f"{p.type}")
+def test_every_payload_without_its_type_takes_the_envelope_s_from_text_and_from_data(
+    payload: Payload,
+) -> None:
+    envelope = Envelope.wrap(payload, seq=42, ack=41)
+    data = json.loads(envelope.to_json())
+    del data["payload"]["type"]
+    assert Envelope.decode(json.dumps(data)) == envelope
+    assert Envelope.decode_from_peer(json.dumps(data)) == (envelope, ())
+    assert Envelope.model_validate(data) == envelope
+    assert "type" not in data["payload"]  # (the caller's data is left as it was)
+
+
+def test_a_payload_without_its_type_is_still_checked_field_by_field() -> None:
+    text = '{"type": "Cancel", "seq": 1, "payload": {"workload": "a/b", "generation": 0}}'
+    with pytest.raises(MessageInvalidError) as info:
+        Envelope.decode(text)
+    assert sorted(e.path for e in info.value.errors) == ["payload.generation", "payload.reason"]
+
+
+def test_a_message_that_names_no_type_at_all_is_refused_at_its_type() -> None:
+    with pytest.raises(MessageInvalidError) as info:
+        Envelope.decode('{"seq": 1, "payload": {"streamId": "s"}}')
+    assert "type" in [e.path for e in info.value.errors]
+
+
 def test_envelope_and_payload_types_must_agree() -> None:
     text = '{"type": "LogOpen", "seq": 3, "payload": {"type": "LogClose", "streamId": "s"}}'
     with pytest.raises(ValidationError, match="does not match"):
