@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
 from pydantic.config import ExtraValues
+from pydantic_core import from_json
 
 from api.codec import pydantic_errors_to_field_errors
 from api.errors import ApiError, FieldError, Path
@@ -638,9 +639,10 @@ class Envelope(StrictModel):
                 for e in exc.errors()
             ):
                 raise
-        # The payload names no type (valid JSON, or the error would say so): the envelope's.
+        # The payload names no type: the envelope's. The text parsed (else the error would
+        # say so), and parses alike again with the same parser.
         return cls.model_validate(
-            json.loads(json_data),
+            from_json(json_data),
             strict=strict,
             extra=extra,
             context=context,

@@ -434,3 +434,35 @@ def test_a_message_without_unknown_fields_decodes_from_the_wire_with_nothing_dro
     text = '{"type": "LogClose", "seq": 1, "payload": {"streamId": "s"}}'
     envelope, dropped = Envelope.decode_from_peer(text)
     assert isinstance(envelope.payload, LogClose) and dropped == ()
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(
+    kind=st.sampled_from([t.value for t in MessageType]),
+    fields=st.dictionaries(
+        st.sampled_from(["workload", "generation", "reason", "streamId", "lines", "phase", "x"]),
+        json_values,
+        max_size=4,
+    ),
+)
+def test_a_message_whose_payload_names_no_type_decodes_or_is_refused_as_invalid(
+    kind: str, fields: dict[str, Any]
+) -> None:
+    text = json.dumps({"type": kind, "seq": 1, "ack": 0, "payload": fields})
+    try:
+        envelope = Envelope.decode(text)
+    except MessageInvalidError:
+        return
+    assert envelope.type.value == kind
