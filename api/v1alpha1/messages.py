@@ -624,15 +624,15 @@ class Envelope(StrictModel):
         by_alias: bool | None = None,
         by_name: bool | None = None,
     ) -> Self:
+        options: dict[str, Any] = {
+            "strict": strict,
+            "extra": extra,
+            "context": context,
+            "by_alias": by_alias,
+            "by_name": by_name,
+        }
         try:
-            return super().model_validate_json(
-                json_data,
-                strict=strict,
-                extra=extra,
-                context=context,
-                by_alias=by_alias,
-                by_name=by_name,
-            )
+            return super().model_validate_json(json_data, **options)
         except ValidationError as exc:
             if not any(
                 e["type"] == "union_tag_not_found" and e["loc"] == ("payload",)
@@ -641,14 +641,7 @@ class Envelope(StrictModel):
                 raise
         # The payload names no type: the envelope's. The text parsed (else the error would
         # say so), and parses alike again with the same parser.
-        return cls.model_validate(
-            from_json(json_data),
-            strict=strict,
-            extra=extra,
-            context=context,
-            by_alias=by_alias,
-            by_name=by_name,
-        )
+        return cls.model_validate(from_json(json_data), **options)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

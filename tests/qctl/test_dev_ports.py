@@ -35,25 +35,24 @@ def test_a_taken_preferred_port_gives_way_to_another_outside_the_ephemeral_range
     assert other not in _ephemeral()
 
 
-def test_ports_picked_for_processes_not_started_yet_are_not_picked_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two free ports in all outside the range (65534, 65535): without `avoid`, the second
-    # pick of three in a row would often be the first again.
+@pytest.fixture
+def two_ports_outside_the_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The range taken to end at 65533: 65534 and 65535 are all there is to pick from."""
     settings = tmp_path / "ip_local_port_range"
     settings.write_text("10000\t65533\n")
     monkeypatch.setattr(dev, "EPHEMERAL_PORTS_FILE", settings)
+
+
+@pytest.mark.usefixtures("two_ports_outside_the_range")
+def test_ports_picked_for_processes_not_started_yet_are_not_picked_again() -> None:
+    # Without `avoid`, the second of two picks in a row would often be the first again.
     for _ in range(20):
         first = free_port()
         assert free_port(avoid={first}) != first
         assert free_port(first, avoid={first}) != first
 
 
-def test_with_every_free_port_already_picked_there_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    settings = tmp_path / "ip_local_port_range"
-    settings.write_text("10000\t65533\n")
-    monkeypatch.setattr(dev, "EPHEMERAL_PORTS_FILE", settings)
+@pytest.mark.usefixtures("two_ports_outside_the_range")
+def test_with_every_free_port_already_picked_there_is_a_clear_error() -> None:
     with pytest.raises(QctlError, match="no free port"):
         free_port(avoid={65534, 65535})
