@@ -23,10 +23,8 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +34,8 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from localports import free_ports
 
 __all__ = ["EtcdNotInstalledError", "LocalEtcd", "LocalEtcdCluster", "main"]
 
@@ -53,38 +53,6 @@ def _dying_with_parent(argv: list[str]) -> list[str]:
     execs instead. Without it (not on Debian), the member simply outlives a killed parent."""
     setpriv = shutil.which("setpriv")
     return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
-
-
-EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-LOWEST_PICKED_PORT = 10000
-"""Below it are the well-known and registered services a developer may be running."""
-
-
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct free loopback ports, none in the kernel's ephemeral range.
-
-    Why outside: etcd binds them a moment later, and a member killed by a test is started
-    again on the same ports. A port from bind(0) is one the kernel hands out again — to
-    another test's listener, to any outgoing connection — in either gap; a port outside the
-    range is only taken by a process that names it. (`qctl dev`'s `free_port` picks its
-    hubs' ports the same way; the hub may not import qctl.)"""
-    try:
-        low, high = (int(part) for part in EPHEMERAL_PORTS_FILE.read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999  # Linux's default
-    outside = [*range(LOWEST_PICKED_PORT, low), *range(max(LOWEST_PICKED_PORT, high + 1), 65536)]
-    picked: list[int] = []
-    # Not the global generator, which tests may seed alike in parallel workers.
-    for port in random.SystemRandom().sample(outside, min(len(outside), 200 + count)):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        picked.append(port)
-        if len(picked) == count:
-            return picked
-    raise RuntimeError("no free port on 127.0.0.1 outside the ephemeral range")
 
 
 def _etcd_binary(binary: str) -> str:
@@ -116,7 +84,7 @@ class LocalEtcd:
         exe = _etcd_binary(binary)
         data_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(3):  # a port picked free can still be named by another process
-            client, peer = _free_ports(2)
+            client, peer = free_ports(2)
             cluster = f"local=http://127.0.0.1:{peer}"
             server = cls._spawn(exe, "local", data_dir, client, peer, cluster)
             if server._wait_healthy(startup_timeout):
@@ -233,7 +201,7 @@ class LocalEtcdCluster:
             if ports:
                 chosen = list(ports)
             else:
-                free = iter(_free_ports(2 * size))
+                free = iter(free_ports(2 * size))
                 chosen = [(next(free), next(free)) for _ in range(size)]
             initial = ",".join(
                 f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(chosen)

@@ -30,11 +30,9 @@ import contextlib
 import ctypes
 import json
 import os
-import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +44,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from localports import NoFreePortError, free_ports
 from qctl import config as qconfig
 from qctl.cli import DEV_PORT
 from qctl.client import HubClient
@@ -74,51 +73,13 @@ def _die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-LOWEST_PICKED_PORT = 10000
-"""Below it are the well-known and registered services a developer may be running."""
-
-
-def _ephemeral_ports() -> range:
-    """The ports the kernel hands out for bind(port 0) and for outgoing connections."""
-    try:
-        low, high = (int(part) for part in EPHEMERAL_PORTS_FILE.read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999  # Linux's default
-    return range(low, high + 1)
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def free_port(preferred: int = 0, *, avoid: Collection[int] = ()) -> int:
     """`preferred` if it is free, else a free port outside the kernel's ephemeral range and
-    not in `avoid` (the ports already picked for processes not bound to them yet: a port is
-    free until its process binds it, so two picks in a row could return the same one).
-
-    Why outside: the port is chosen here and bound later by another process (a hub, etcd),
-    and a chaos run restarts that process on the same port. A port from bind(0) is one the
-    kernel hands out again — to kubesim's next listener, to any outgoing connection — in that
-    gap; a port outside the ephemeral range is only taken by a process that names it."""
-    if preferred and preferred not in avoid and _bindable(preferred):
-        return preferred
-    ephemeral = _ephemeral_ports()
-    outside = [
-        *range(LOWEST_PICKED_PORT, max(LOWEST_PICKED_PORT, ephemeral.start)),
-        *range(max(LOWEST_PICKED_PORT, ephemeral.stop), 65536),
-    ]
-    # Not the global generator, which tests may seed alike in parallel workers.
-    candidates: list[int] = random.SystemRandom().sample(outside, min(len(outside), 200))
-    for port in candidates:
-        if port not in avoid and _bindable(port):
-            return port
-    raise QctlError("no free port on 127.0.0.1 outside the ephemeral range")
+    not in `avoid` (`localports`: why outside, and why `avoid`)."""
+    try:
+        return free_ports(1, preferred=preferred, avoid=avoid)[0]
+    except NoFreePortError as exc:
+        raise QctlError(str(exc)) from None
 
 
 def _tool(name: str) -> str:
@@ -323,8 +284,7 @@ class DevFederation:
         """A local etcd (fixed ports, so it can be restarted where it was) and `ha` hubs."""
         endpoints_file = self.state_dir / "etcd.endpoints"
         endpoints_file.unlink(missing_ok=True)
-        client = free_port(avoid={self.port})
-        peer = free_port(avoid={self.port, client})
+        client, peer = free_ports(2, avoid={self.port})
         self._spawn(
             "etcd",
             [
@@ -341,9 +301,7 @@ class DevFederation:
             detach=detach,
         )
         self._wait_for(endpoints_file.exists, "etcd")
-        self.hub_ports = [self.port]
-        while len(self.hub_ports) < self.ha:
-            self.hub_ports.append(free_port(avoid={client, peer, *self.hub_ports}))
+        self.hub_ports = [self.port, *free_ports(self.ha - 1, avoid={self.port, client, peer})]
         for name, port in zip(self.hub_names, self.hub_ports, strict=True):
             self._spawn(
                 name,

@@ -1,7 +1,6 @@
 """`qctl dev` keeps the port asked for when it is free, and otherwise picks one outside the
-kernel's ephemeral range (the rule itself, shared with the throwaway etcd, is held in
-tests/test_picked_ports.py), and never picks again a port it picked for a process not started
-yet."""
+kernel's ephemeral range, never one it picked for a process not started yet (the rule itself,
+shared with the hub's throwaway etcd, is held in tests/test_localports.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from qctl.commands import dev
 from qctl.commands.dev import free_port
 from qctl.errors import QctlError
 
@@ -35,14 +33,6 @@ def test_a_taken_preferred_port_gives_way_to_another_outside_the_ephemeral_range
     assert other not in _ephemeral()
 
 
-@pytest.fixture
-def two_ports_outside_the_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The range taken to end at 65533: 65534 and 65535 are all there is to pick from."""
-    settings = tmp_path / "ip_local_port_range"
-    settings.write_text("10000\t65533\n")
-    monkeypatch.setattr(dev, "EPHEMERAL_PORTS_FILE", settings)
-
-
 @pytest.mark.usefixtures("two_ports_outside_the_range")
 def test_ports_picked_for_processes_not_started_yet_are_not_picked_again() -> None:
     # Without `avoid`, the second of two picks in a row would often be the first again.
@@ -54,5 +44,5 @@ def test_ports_picked_for_processes_not_started_yet_are_not_picked_again() -> No
 
 @pytest.mark.usefixtures("two_ports_outside_the_range")
 def test_with_every_free_port_already_picked_there_is_a_clear_error() -> None:
-    with pytest.raises(QctlError, match="no free port"):
+    with pytest.raises(QctlError, match="no 1 free ports"):
         free_port(avoid={65534, 65535})
