@@ -398,10 +398,10 @@ class AdmissionShell:
     # persistence and the rest ----------------------------------------------------------------
 
     async def _flush(self) -> None:
-        """Encode here, write in a worker thread: the loop never waits for the disk."""
+        """Encode here; the store writes without the loop waiting for the disk."""
         saves, deletes = self.book.take_writes()
         if saves or deletes:
-            await asyncio.to_thread(self.store.save_many, saves, deletes)
+            await self.store.write(saves, deletes)
 
     async def close(self) -> None:
         await self.lander.close()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from agent.lease import LeaseTerms
 from agent.records import Record, on_offer
-from agent.state import StateStore
+from agent.state import SMALL_WRITE_BYTES, SMALL_WRITE_ROWS, StateStore, writes_in_loop
 from api.v1alpha1.messages import DispatchOffer, WorkloadPhase
 from api.v1alpha1.workload import Workload
 
@@ -128,3 +129,86 @@ def test_a_batch_that_fails_midway_leaves_nothing_of_it(tmp_path: Path) -> None:
         store.save_many(items())
 
     assert StateStore(tmp_path).load_all(Record.from_json) == []
+
+
+# --- how writes reach the disk --------------------------------------------------------------
+
+
+def _row(i: int, size: int) -> tuple[str, str, str]:
+    return f"team/w{i}", "o" * size, "s" * 100
+
+
+def test_a_few_small_rows_are_written_in_the_loop_many_or_big_ones_in_a_thread() -> None:
+    assert writes_in_loop(1, 6_000)
+    assert writes_in_loop(SMALL_WRITE_ROWS, SMALL_WRITE_BYTES)
+    assert not writes_in_loop(SMALL_WRITE_ROWS + 1, 100)
+    assert not writes_in_loop(1, SMALL_WRITE_BYTES + 1)
+
+
+def test_sqlite_never_checkpoints_the_log_inside_a_commit(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    for i in range(700):  # about 5.6 MB, past SQLite's own 1,000-page threshold
+        store.save_many([_row(i, 8_000)])
+
+    # Left to itself SQLite would have written the log back and started it over at about
+    # 4 MB; here it only grows, and the database file holds nothing of the rows yet.
+    assert (tmp_path / "held.db-wal").stat().st_size > 5_000_000
+    assert (tmp_path / "held.db").stat().st_size < 100_000
+    assert store.checkpoint_due()
+
+
+def test_a_checkpoint_writes_the_log_back_and_is_due_again_only_after_as_many_pages(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path, checkpoint_pages=30)
+    for i in range(9):  # 3 pages each: its text's full pages, and 2 for the row and its index
+        store.save_many([_row(i, 8_000)])
+    assert not store.checkpoint_due()
+    store.save_many([_row(9, 8_000)])
+    assert store.checkpoint_due()
+
+    store.checkpoint()
+
+    assert not store.checkpoint_due()
+    assert (tmp_path / "held.db").stat().st_size > 80_000  # the rows are in the file now
+    store.close()
+    assert len(StateStore(tmp_path).load_all(lambda offer, state: offer)) == 10
+
+
+def _threads_seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions `asyncio.to_thread` is given (run in place here)."""
+    seen: list[str] = []
+
+    async def to_thread(fn: Callable[..., object], /, *args: object) -> object:
+        seen.append(fn.__name__)
+        return fn(*args)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    return seen
+
+
+async def test_a_small_write_stays_in_the_loop_and_a_big_one_goes_to_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = StateStore(tmp_path)
+    seen = _threads_seen(monkeypatch)
+
+    await store.write([_row(i, 1_200) for i in range(7)], ["team/gone"])  # a pass's few
+    assert seen == []
+    await store.write([_row(i, 1_200) for i in range(7, 7 + SMALL_WRITE_ROWS + 1)], [])
+    assert seen == ["save_many"]
+
+    assert len(store.load_all(lambda offer, state: offer)) == 7 + SMALL_WRITE_ROWS + 1
+
+
+async def test_a_write_that_makes_a_checkpoint_due_runs_it_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = StateStore(tmp_path, checkpoint_pages=6)  # two rows of 3 pages
+    seen = _threads_seen(monkeypatch)
+
+    await store.write([_row(1, 5_000)], [])
+    assert seen == []
+    await store.write([_row(2, 5_000)], [])
+
+    assert seen == ["checkpoint"] and not store.checkpoint_due()
