@@ -15,8 +15,13 @@ its own result (a failed precondition fails only that operation and consumes no 
 Threads. The stdlib `sqlite3` module on two dedicated single-thread executors — one writer
 connection, one read-only reader connection — so the event loop never blocks on SQLite, reads
 are not queued behind a commit's fsync (WAL readers see the last committed snapshot), and a
-connection is only ever used by the thread that made it. aiosqlite would add a dependency for
-the same thread-per-connection design without the batching we need.
+connection is only ever used by the thread that made it. The writer thread serves a queue for
+as long as the store is open (`_serve`): a write is handed over with one queue put, and its
+batch's outcomes come back to the loop with one `call_soon_threadsafe` (`_settle`). A write
+through `run_in_executor` and a writer task cost the hub about twice the CPU for the
+hand-over, and a steady trickle of work commits each write alone (`bench.store_throughput`,
+`cpu_us_per_paced_write`). aiosqlite would add a dependency for the same thread-per-connection
+design without the batching we need.
 
 Schema. `objects` holds current values; `changes` one row per committed write (the event,
 including a deleted object's last value) and doubles as the watch history; `meta` holds the
@@ -43,6 +48,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import queue
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -414,6 +420,10 @@ class _Pending:
     future: asyncio.Future[_Outcome]
 
 
+_STOP = None
+"""Queued by `close` after the last write: the writer thread stops serving."""
+
+
 class SqliteStore:
     """The embedded `Store`. Create with `await SqliteStore.open(path)`; one per process."""
 
@@ -437,17 +447,17 @@ class SqliteStore:
         self._reader_pool = reader_pool
         self._watch_buffer = watch_buffer
         self._max_batch = max_batch
-        self._queue: list[_Pending] = []
-        self._has_work = asyncio.Event()
-        self._closing = False  # no new writes (set by close, or by a crashed writer task)
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._in_flight: set[_Pending] = set()  # queued, not settled yet
+        self._closing = False  # no new writes (set by close, or by a crashed writer)
         self._closed = False
         self._published = writer.revision  # last revision handed to the fan-out
         self._floor = writer.floor
         self._watchers: set[_SqliteWatch] = set()
         self._batches = 0
-        self._task = asyncio.get_running_loop().create_task(
-            self._write_loop(), name=f"sqlite-store-writer:{path}"
-        )
+        self._loop = asyncio.get_running_loop()
+        self._serving = asyncio.wrap_future(writer_pool.submit(self._serve))
+        self._serving.add_done_callback(self._served)
 
     @classmethod
     async def open(
@@ -577,57 +587,81 @@ class SqliteStore:
     async def _submit(self, op: _Op) -> _Outcome:
         if self._closing:
             raise Unavailable("store is closed")
-        future: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(op, future))
-        self._has_work.set()
+        pending = _Pending(op, self._loop.create_future())
+        self._in_flight.add(pending)
+        self._queue.put(pending)
         # A cancelled caller does not withdraw its write: it may already be committing.
-        return await future
+        return await pending.future
 
-    async def _write_loop(self) -> None:
+    def _serve(self) -> None:
+        """The writer thread, while the store is open: commit whatever is queued as one
+        transaction (up to `max_batch` writes), hand the outcomes to the loop, again."""
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            while len(batch) < self._max_batch:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is _STOP:
+                    stopping = True
+                    break
+                batch.append(more)
+            try:
+                outcomes, revision, floor = self._writer.apply([p.op for p in batch])
+            except Exception as exc:
+                log.exception("store writer failed")
+                outcomes = [_Outcome(_unavailable(exc)) for _ in batch]
+                revision, floor = self._writer.revision, self._writer.floor
+            self._loop.call_soon_threadsafe(self._settle, batch, outcomes, revision, floor)
+
+    def _settle(
+        self,
+        batch: Sequence[_Pending],
+        outcomes: Sequence[_Outcome],
+        revision: Revision,
+        floor: Revision,
+    ) -> None:
+        """In the loop: publish a committed batch and answer its callers, in one step, so that
+        by the time any caller resumes every watcher has its event and current_revision()
+        includes the write."""
         try:
-            await self._write_batches()
+            self._batches += 1
+            self._floor = floor
+            for outcome in outcomes:
+                for event in outcome.events:
+                    self._publish(event)
+            self._published = revision
+            for pending, outcome in zip(batch, outcomes, strict=True):
+                self._in_flight.discard(pending)
+                if not pending.future.done():
+                    pending.future.set_result(outcome)
         except Exception:
             # A bug, not a disk error (those fail their batch): refuse further writes rather
             # than leave callers waiting forever.
-            log.exception("store writer task crashed; the store is closed")
-            self._closing = True
-            for pending in self._queue:
-                if not pending.future.done():
-                    pending.future.set_exception(Unavailable("store writer crashed"))
-            self._queue.clear()
-            for watcher in tuple(self._watchers):
-                watcher.fail(Unavailable("store writer crashed"))
+            log.exception("store writer crashed; the store is closed")
+            self._fail_everything(Unavailable("store writer crashed"))
 
-    async def _write_batches(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self._has_work.wait()
-            self._has_work.clear()
-            while self._queue:
-                batch = self._queue[: self._max_batch]
-                del self._queue[: self._max_batch]
-                ops = [p.op for p in batch]
-                try:
-                    outcomes, revision, floor = await loop.run_in_executor(
-                        self._writer_pool, self._writer.apply, ops
-                    )
-                except Exception as exc:
-                    log.exception("store writer failed")
-                    outcomes = [_Outcome(_unavailable(exc)) for _ in batch]
-                    revision, floor = self._published, self._floor
-                self._batches += 1
-                # Publish and answer in one step of the loop: by the time any caller resumes,
-                # every watcher has its event and current_revision() includes the write.
-                self._floor = floor
-                for outcome in outcomes:
-                    for event in outcome.events:
-                        self._publish(event)
-                self._published = revision
-                for pending, outcome in zip(batch, outcomes, strict=True):
-                    if not pending.future.done():
-                        pending.future.set_result(outcome)
-            if self._closing:
-                return
+    def _served(self, serving: asyncio.Future[None]) -> None:
+        """The writer thread stopped: after `close`, or a bug in it."""
+        if not serving.cancelled() and serving.exception() is not None:
+            log.error(
+                "store writer thread crashed; the store is closed", exc_info=serving.exception()
+            )
+            self._fail_everything(Unavailable("store writer crashed"))
+
+    def _fail_everything(self, error: Unavailable) -> None:
+        self._closing = True
+        for pending in self._in_flight:
+            if not pending.future.done():
+                pending.future.set_exception(error)
+        self._in_flight.clear()
+        for watcher in tuple(self._watchers):
+            watcher.fail(error)
 
     def _publish(self, event: Event) -> None:
         for watcher in tuple(self._watchers):
@@ -646,8 +680,9 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = self._closing = True
-        self._has_work.set()
-        await self._task
+        self._queue.put(_STOP)  # after every write queued: each is committed first
+        with contextlib.suppress(Exception):  # (a crashed writer failed its callers already)
+            await self._serving
         for watcher in tuple(self._watchers):
             watcher.fail(Unavailable("store is closed"))
         loop = asyncio.get_running_loop()

@@ -204,6 +204,36 @@ async def test_writes_after_close_are_unavailable(tmp_path: Path) -> None:
     await store.close()  # idempotent
 
 
+async def test_every_write_queued_when_the_store_closes_is_committed_first(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "store.db")
+    writes = [asyncio.ensure_future(store.create(f"/c/{i:02d}", {"i": i})) for i in range(50)]
+    await asyncio.sleep(0)  # every one of them queued
+
+    await store.close()
+
+    assert sorted(w.result().revision for w in writes) == list(range(1, 51))
+    async with await SqliteStore.open(tmp_path / "store.db") as reopened:
+        assert len((await reopened.list("/c/")).items) == 50
+
+
+async def test_a_bug_while_answering_a_batch_fails_its_writes_and_closes_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+
+        def broken(self: SqliteStore, event: object) -> None:
+            raise RuntimeError("a bug in the fan-out")
+
+        monkeypatch.setattr(SqliteStore, "_publish", broken)
+        with pytest.raises(Unavailable, match="crashed"):
+            await store.create("/b/a", {})  # answered, not left waiting
+
+        with pytest.raises(Unavailable):
+            await store.create("/b/next", {})
+
+
 async def test_a_failed_commit_fails_its_whole_batch_and_the_store_carries_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
