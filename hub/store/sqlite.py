@@ -16,12 +16,13 @@ Threads. The stdlib `sqlite3` module on two dedicated single-thread executors â€
 connection, one read-only reader connection â€” so the event loop never blocks on SQLite, reads
 are not queued behind a commit's fsync (WAL readers see the last committed snapshot), and a
 connection is only ever used by the thread that made it. The writer thread serves a queue for
-as long as the store is open (`_serve`): a write is handed over with one queue put, and its
-batch's outcomes come back to the loop with one `call_soon_threadsafe` (`_settle`). A write
-through `run_in_executor` and a writer task cost the hub about twice the CPU for the
-hand-over, and a steady trickle of work commits each write alone (`bench.store_throughput`,
-`cpu_us_per_paced_write`). aiosqlite would add a dependency for the same thread-per-connection
-design without the batching we need.
+as long as the store is open (`_serve`): the writes submitted in one turn of the event loop
+are handed over with one queue put at its end (`_hand_over`), and a batch's outcomes come
+back to the loop with one `call_soon_threadsafe` (`_settle`). A write through
+`run_in_executor` and a writer task cost the hub more CPU for the hand-over, which a steady
+trickle of work pays for every write (`bench.store_throughput`, `cpu_us_per_paced_write`).
+aiosqlite would add a dependency for the same thread-per-connection design without the
+batching we need.
 
 Schema. `objects` holds current values; `changes` one row per committed write (the event,
 including a deleted object's last value) and doubles as the watch history; `meta` holds the
@@ -421,7 +422,7 @@ class _Pending:
 
 
 _STOP = None
-"""Queued by `close` after the last write: the writer thread stops serving."""
+"""Handed over by `close` after the last writes: the writer thread stops serving."""
 
 
 class SqliteStore:
@@ -447,8 +448,9 @@ class SqliteStore:
         self._reader_pool = reader_pool
         self._watch_buffer = watch_buffer
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._in_flight: set[_Pending] = set()  # queued, not settled yet
+        self._queue: queue.SimpleQueue[list[_Pending] | None] = queue.SimpleQueue()
+        self._collected: list[_Pending] = []  # submitted, not handed over yet
+        self._in_flight: set[_Pending] = set()  # submitted, not settled yet
         self._closing = False  # no new writes (set by close, or by a crashed writer)
         self._closed = False
         self._published = writer.revision  # last revision handed to the fan-out
@@ -589,28 +591,42 @@ class SqliteStore:
             raise Unavailable("store is closed")
         pending = _Pending(op, self._loop.create_future())
         self._in_flight.add(pending)
-        self._queue.put(pending)
+        if not self._collected:
+            self._loop.call_soon(self._hand_over)
+        self._collected.append(pending)
         # A cancelled caller does not withdraw its write: it may already be committing.
         return await pending.future
 
+    def _hand_over(self) -> None:
+        """Give the writer thread every write submitted since the last hand-over, at once: a
+        thread woken by each write would take them one by one (group commit, undone)."""
+        if self._collected:
+            self._queue.put(self._collected)
+            self._collected = []
+
     def _serve(self) -> None:
-        """The writer thread, while the store is open: commit whatever is queued as one
-        transaction (up to `max_batch` writes), hand the outcomes to the loop, again."""
+        """The writer thread, while the store is open: commit whatever was handed over as one
+        transaction (up to `max_batch` writes), hand the outcomes back to the loop, again;
+        after `_STOP`, once everything handed over before it is committed, return."""
+        waiting: collections.deque[_Pending] = collections.deque()
         stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            batch = [first]
-            while len(batch) < self._max_batch:
+        while waiting or not stopping:
+            if not waiting:
+                handed = self._queue.get()
+                if handed is _STOP:
+                    stopping = True
+                    continue
+                waiting.extend(handed)
+            while not stopping:  # and whatever else came meanwhile
                 try:
-                    more = self._queue.get_nowait()
+                    handed = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if more is _STOP:
+                if handed is _STOP:
                     stopping = True
-                    break
-                batch.append(more)
+                else:
+                    waiting.extend(handed)
+            batch = [waiting.popleft() for _ in range(min(len(waiting), self._max_batch))]
             try:
                 outcomes, revision, floor = self._writer.apply([p.op for p in batch])
             except Exception as exc:
@@ -680,7 +696,8 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = self._closing = True
-        self._queue.put(_STOP)  # after every write queued: each is committed first
+        self._hand_over()
+        self._queue.put(_STOP)  # after every write handed over: each is committed first
         with contextlib.suppress(Exception):  # (a crashed writer failed its callers already)
             await self._serving
         for watcher in tuple(self._watchers):
