@@ -698,8 +698,7 @@ class SqliteStore:
         self._closed = self._closing = True
         self._hand_over()
         self._queue.put(_STOP)  # after every write handed over: each is committed first
-        with contextlib.suppress(Exception):  # (a crashed writer failed its callers already)
-            await self._serving
+        await asyncio.wait({self._serving})  # (a crashed writer failed its callers already)
         for watcher in tuple(self._watchers):
             watcher.fail(Unavailable("store is closed"))
         loop = asyncio.get_running_loop()

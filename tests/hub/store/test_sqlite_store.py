@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hub.store.base import Compacted, Revision, Unavailable
-from hub.store.sqlite import SqliteStore
+from hub.store.sqlite import SqliteStore, _Writer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -234,13 +234,28 @@ async def test_a_bug_while_answering_a_batch_fails_its_writes_and_closes_the_sto
             await store.create("/b/next", {})
 
 
+async def test_a_crash_of_the_writer_thread_fails_the_writes_waiting_for_it_and_closes_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class WriterBug(BaseException):
+        """Not an error of the disk, which fails its batch only: a bug that ends the thread."""
+
+    def crash(self: _Writer, ops: Any) -> Any:
+        raise WriterBug
+
+    async with await SqliteStore.open(tmp_path / "store.db") as store:
+        await store.create("/x/before", {})
+        monkeypatch.setattr(_Writer, "apply", crash)
+
+        with pytest.raises(Unavailable, match="crashed"):
+            await asyncio.wait_for(store.create("/x/waiting", {}), 5)
+        with pytest.raises(Unavailable):
+            await store.create("/x/after", {})
+
+
 async def test_a_failed_commit_fails_its_whole_batch_and_the_store_carries_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sqlite3
-
-    from hub.store.sqlite import _Writer
-
     async with await SqliteStore.open(tmp_path / "store.db") as store:
         await store.create("/f/before", {})
         real = _Writer._apply_one
