@@ -11,10 +11,10 @@ before or after the batch; WAL with synchronous=NORMAL survives a killed agent (
 matters: the cluster keeps running its Jobs) at the cost of one transaction, not a file per
 workload. A commit is then an append to the log without an fsync; the fsyncs come with
 checkpoints, which SQLite would run inside whichever commit filled the log, so automatic
-checkpoints are off and `write` runs them in a worker thread (`checkpoint_due`). `write`, the
-admission loop's once per pass, makes a small batch in the loop — an append, cheaper than the
-hand-over to a thread (`writes_in_loop`) — and hands a big one to `asyncio.to_thread`; calls
-from different threads are serialised.
+checkpoints are off and `write` runs them in a worker thread (`checkpoint_due`). `write`,
+which the admission loop calls once per pass, writes a small batch in the loop — an append,
+cheaper than the hand-over to a thread (`writes_in_loop`) — and hands a big one to
+`asyncio.to_thread`; calls from different threads are serialised.
 
 Called by: agent.admission (save/forget held workloads, config), agent.app (load at start,
 lease terms).
