@@ -32,7 +32,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
-from pydantic.config import ExtraValues
 from pydantic_core import from_json
 
 from api.codec import pydantic_errors_to_field_errors
@@ -592,45 +591,11 @@ class Envelope(StrictModel):
     # message a quarter to two fifths of its decoding (a LogData batch the most).
 
     @classmethod
-    def model_validate(
-        cls,
-        obj: Any,
-        *,
-        strict: bool | None = None,
-        extra: ExtraValues | None = None,
-        from_attributes: bool | None = None,
-        context: Any | None = None,
-        by_alias: bool | None = None,
-        by_name: bool | None = None,
-    ) -> Self:
-        return super().model_validate(
-            _with_payload_type(obj),
-            strict=strict,
-            extra=extra,
-            from_attributes=from_attributes,
-            context=context,
-            by_alias=by_alias,
-            by_name=by_name,
-        )
+    def model_validate(cls, obj: Any, **options: Any) -> Self:
+        return super().model_validate(_with_payload_type(obj), **options)
 
     @classmethod
-    def model_validate_json(
-        cls,
-        json_data: str | bytes | bytearray,
-        *,
-        strict: bool | None = None,
-        extra: ExtraValues | None = None,
-        context: Any | None = None,
-        by_alias: bool | None = None,
-        by_name: bool | None = None,
-    ) -> Self:
-        options: dict[str, Any] = {
-            "strict": strict,
-            "extra": extra,
-            "context": context,
-            "by_alias": by_alias,
-            "by_name": by_name,
-        }
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
         try:
             return super().model_validate_json(json_data, **options)
         except ValidationError as exc:
