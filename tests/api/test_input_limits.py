@@ -5,12 +5,15 @@ refused with errors that name the field."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.errors import DecodeError, ObjectInvalidError
-from api.limits import InputLimits, parse_json_object, parse_yaml_object
+from api.limits import InputLimits, limit_errors, parse_json_object, parse_yaml_object
 from tests.api.helpers import errors_of
 
 
@@ -122,6 +125,61 @@ def test_long_or_non_string_map_keys_and_too_many_values_are_refused() -> None:
     assert limit_messages(b'{"a": [1, 2, 3], "b": {"c": "d"}}', max_values=5) == [
         'b: Invalid value: "...": the document holds more than 5 values'
     ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "limit"),
+    [
+        (b'{"":"xxxxx"}', {"max_string_chars": 4}),
+        (b'{"":[0,0,0]}', {"max_list_items": 2}),
+        (b'{"a":0,"b":0,"c":0}', {"max_map_entries": 2}),
+        (b'{"a":0,"b":0,"c":0}', {"max_values": 3}),
+        (b'{"":[[0]]}', {"max_depth": 2}),
+    ],
+)
+def test_a_short_body_just_past_one_limit_is_refused(raw: bytes, limit: dict[str, int]) -> None:
+    with pytest.raises(ObjectInvalidError) as caught:
+        parse_json_object(raw, InputLimits(**limit))
+    assert len(caught.value.errors) == 1
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=6), children, max_size=6)
+    ),
+    max_leaves=40,
+)
+_LIMIT = st.integers(1, 16) | st.integers(16, 600)  # some near what a short body holds
+_SMALL_LIMITS = st.builds(
+    InputLimits,
+    max_depth=st.integers(1, 6),
+    max_string_chars=_LIMIT,
+    max_list_items=_LIMIT,
+    max_map_entries=_LIMIT,
+    max_values=_LIMIT,
+)
+
+
+@settings(max_examples=500)
+@given(st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=6), _SMALL_LIMITS)
+def test_a_json_body_is_refused_exactly_when_walking_all_of_it_finds_a_breach(
+    document: dict[str, Any], limits: InputLimits
+) -> None:
+    # A body short enough to be within the limits by its length and brackets is not walked
+    # (api.limits._short_enough); the verdict must be the walk's all the same.
+    breaches = [str(e) for e in limit_errors(document, limits)]
+    try:
+        parsed = parse_json_object(json.dumps(document).encode(), limits)
+    except ObjectInvalidError as refused:
+        assert [str(e) for e in refused.errors] == breaches
+    else:
+        assert breaches == []
+        assert parsed == document
 
 
 def test_yaml_aliases_cannot_make_a_small_body_a_huge_tree() -> None:
