@@ -262,11 +262,16 @@ class Dispatcher:
                 return
             self.metrics.offered(offer.clusters, bound=offer.bound)
             source = await self.source(written)
+            encoded = self._encoded_offer(key, written, source)
             for cluster in offer.clusters:
-                message = self.offer_message(
-                    traced.offered(written), offer.generation, offer.bound, source
+                offered = traced.offered(written)
+                message = self.offer_message(offered, offer.generation, offer.bound, source)
+                self.send(
+                    cluster,
+                    message,
+                    trace_context=traced.offer(cluster),
+                    encoded=encoded if offered is written else None,
                 )
-                self.send(cluster, message, trace_context=traced.offer(cluster))
 
     def offer_message(
         self, wl: Workload, generation: int, bound: bool, source: dict[str, Any] | None
@@ -278,6 +283,25 @@ class Dispatcher:
             bound=bound,
             reservation_timeout_seconds=self.reservation_timeout_seconds,
         )
+
+    def _encoded_offer(
+        self, key: str, written: Workload, source: dict[str, Any] | None
+    ) -> dict[str, str] | None:
+        """The JSON of an offer's workload and source, from their stored forms: the store's
+        writes encoded their pod templates already (store_base.encode_json keeps a spec's
+        JSON), so an offer is written without encoding them again. None when the mirror holds
+        another version of the workload than the one offered."""
+        entry = self.state.workloads.get(key)
+        if entry is None or entry.workload is not written:
+            return None
+        meta = entry.raw.get("metadata")
+        if not isinstance(meta, dict):
+            return None
+        stored = {**entry.raw, "metadata": {**meta, "resourceVersion": str(entry.revision)}}
+        encoded = {"workload": store_base.encode_json(stored)}
+        if source is not None:
+            encoded["source"] = store_base.encode_json(source)
+        return encoded
 
     async def source(self, wl: Workload) -> dict[str, Any] | None:
         fresh = self.state.take_fresh_source(f"{wl.metadata.namespace}/{wl.metadata.name}")
@@ -333,12 +357,13 @@ class Dispatcher:
         payload: Cancel | Withdraw | DispatchOffer | Bind,
         *,
         trace_context: TraceContext | None = None,
+        encoded: Mapping[str, str] | None = None,
     ) -> None:
         state = self.fleet.get(cluster)
         if state is None or state.control is None:
             return
         with contextlib.suppress(LaneClosedError):
-            state.control.send(payload, trace_context=trace_context)
+            state.control.send(payload, trace_context=trace_context, encoded=encoded)
 
     def _close_overdue_sessions(self, now: datetime) -> None:
         for state in self.fleet.clusters.values():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from aiohttp import WSMsgType, web
 
@@ -26,6 +26,9 @@ __all__ = ["Lane", "LaneClosedError"]
 log = logging.getLogger(__name__)
 
 ACK_AFTER_SECONDS = 1.0
+
+_Queued = tuple[Envelope, Mapping[str, str] | None]
+"""An envelope waiting to be written, with the members of its payload already encoded."""
 
 
 class LaneClosedError(Exception):
@@ -46,7 +49,7 @@ class Lane:
         self.metrics = metrics
         self.kind = name.rsplit("/", 1)[-1]
         """`control` or `logs` (the lane label of the drop counter)."""
-        self._queue: asyncio.Queue[Envelope | None] = asyncio.Queue(maxsize=queue_size)
+        self._queue: asyncio.Queue[_Queued | None] = asyncio.Queue(maxsize=queue_size)
         self._seq = 0
         self._received = 0
         self._unknown_fields: set[str] = set()
@@ -65,8 +68,15 @@ class Lane:
         """Envelopes queued and not yet written to the agent."""
         return self._queue.qsize()
 
-    def send(self, payload: Payload, *, trace_context: TraceContext | None = None) -> None:
-        """Queue `payload`; `trace_context`: the span that sent it, for the agent's spans."""
+    def send(
+        self,
+        payload: Payload,
+        *,
+        trace_context: TraceContext | None = None,
+        encoded: Mapping[str, str] | None = None,
+    ) -> None:
+        """Queue `payload`; `trace_context`: the span that sent it, for the agent's spans;
+        `encoded`: members of it the caller has as JSON already (`Envelope.to_json`)."""
         if self.closed:
             raise LaneClosedError(self.name)
         self._seq += 1
@@ -74,7 +84,7 @@ class Lane:
             payload, seq=self._seq, ack=self._received or None, trace_context=trace_context
         )
         try:
-            self._queue.put_nowait(envelope)
+            self._queue.put_nowait((envelope, encoded))
         except asyncio.QueueFull:
             log.warning("lane %s: the agent is not reading; closing the lane", self.name)
             self.metrics.lane_dropped.labels(self.kind, "overflow").inc()
@@ -127,13 +137,14 @@ class Lane:
     async def _write_loop(self) -> None:
         try:
             while True:
-                envelope = await self._queue.get()
-                if envelope is None or self.ws.closed:
+                queued = await self._queue.get()
+                if queued is None or self.ws.closed:
                     return
+                envelope, encoded = queued
                 if self._received:
                     envelope.ack = self._received
                     self._acked_received = self._received
-                await self.ws.send_str(envelope.to_json())
+                await self.ws.send_str(envelope.to_json(encoded))
         except (ConnectionResetError, RuntimeError) as exc:
             log.info("lane %s: send failed: %s", self.name, exc)
             self._closed = True
@@ -144,4 +155,5 @@ class Lane:
             if self._received > self._acked_received and self._queue.empty():
                 with contextlib.suppress(LaneClosedError):
                     self._seq += 1
-                    self._queue.put_nowait(Envelope.wrap(Ack(), seq=self._seq, ack=self._received))
+                    ack = Envelope.wrap(Ack(), seq=self._seq, ack=self._received)
+                    self._queue.put_nowait((ack, None))

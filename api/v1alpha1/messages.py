@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self, cast
@@ -644,8 +644,22 @@ class Envelope(StrictModel):
             payload=payload,
         )
 
-    def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, exclude_none=True)
+    def to_json(self, encoded: Mapping[str, str] | None = None) -> str:
+        """The message as JSON. `encoded`: members of the payload, by field name, that the
+        sender has as JSON already and that are written as they are (the hub's offers carry
+        a workload and a submitted Job its store encoded, pod templates and all); each text
+        must decode to the member's value."""
+        if not encoded:
+            return self.model_dump_json(by_alias=True, exclude_none=True)
+        # The rest as pydantic writes it. Both dumps are objects with members (the payload
+        # has its type), so their braces can be opened and the given members put in.
+        head = self.model_dump_json(by_alias=True, exclude_none=True, exclude={"payload"})
+        rest = self.payload.model_dump_json(by_alias=True, exclude_none=True, exclude=set(encoded))
+        aliases = type(self.payload).model_fields
+        given = "".join(
+            f'"{aliases[name].alias or name}":{text},' for name, text in encoded.items()
+        )
+        return f'{head[:-1]},"payload":{{{given}{rest[1:]}}}'
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Envelope:

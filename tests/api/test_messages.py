@@ -391,6 +391,36 @@ def test_an_offer_is_bound_unless_it_says_it_asks_for_a_reservation() -> None:
     assert request.reservation_timeout_seconds == 30
 
 
+@pytest.mark.parametrize("with_source", [True, False])
+def test_an_envelope_written_with_members_already_encoded_decodes_to_the_same_message(
+    with_source: bool,
+) -> None:
+    source = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"}}
+    offer = DispatchOffer(
+        workload=workload(),
+        generation=2,
+        source=source if with_source else None,
+        bound=False,
+        reservation_timeout_seconds=45,
+    )
+    envelope = Envelope.wrap(
+        offer, seq=7, ack=3, trace_context=TraceContext(traceparent="00-abc-def-01")
+    )
+    encoded = {"workload": json.dumps(workload().to_wire())}
+    if with_source:
+        encoded["source"] = json.dumps(source)
+    text = envelope.to_json(encoded)
+    assert Envelope.decode(text) == Envelope.decode(envelope.to_json())
+    assert json.loads(text) == json.loads(envelope.to_json())
+
+
+def test_encoded_members_are_written_as_given_not_encoded_again() -> None:
+    offer = DispatchOffer(workload=workload(), generation=1)
+    text = Envelope.wrap(offer, seq=1).to_json({"workload": '{"made":"elsewhere"}'})
+    assert json.loads(text)["payload"]["workload"] == {"made": "elsewhere"}
+    assert json.loads(text)["payload"]["reservationTimeoutSeconds"] == 30
+
+
 def test_a_lease_grant_names_positive_durations() -> None:
     with pytest.raises(ValidationError, match="leaseSeconds"):
         LeaseGrant.model_validate({"id": 1, "leaseSeconds": 0, "graceSeconds": 1})

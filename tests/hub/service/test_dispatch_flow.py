@@ -33,6 +33,7 @@ from api.v1alpha1.messages import (
 from api.v1alpha1.workload import Admission
 from hub.dispatch import Dispatcher
 from hub.queue_status import QueueStatusWriter
+from hub.state import SOURCE_PREFIX
 from tests.hub.service.conftest import (
     ALICE,
     HubUnderTest,
@@ -211,6 +212,23 @@ async def test_the_cluster_with_the_most_headroom_is_bound_and_offered_the_workl
         )
 
     await eventually(finished)
+    await east.close()
+    await west.close()
+
+
+async def test_an_offer_carries_the_workload_and_the_submitted_job_as_the_hub_stores_them(
+    hub: HubUnderTest,
+) -> None:
+    # (The hub writes an offer's workload and source from their stored forms, not by
+    # encoding its models again: what the agent decodes must be what the hub holds.)
+    east, west = await two_clusters(hub)
+    key = await submit(hub)
+    offer = await west.expect(DispatchOffer)
+    entry = hub.hub.state.workloads[key]
+    assert offer.workload == entry.workload
+    assert offer.workload.to_wire() == await workload(hub, key)
+    stored_source = await hub.hub.store.get(f"{SOURCE_PREFIX}{key}")
+    assert offer.source == stored_source.value
     await east.close()
     await west.close()
 
