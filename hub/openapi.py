@@ -124,6 +124,7 @@ def _kind_paths(kind: type[Object]) -> dict[str, Any]:
             *scope,
             _query("watch", "boolean", "stream ADDED/MODIFIED/DELETED events"),
             _RESOURCE_VERSION,
+            _query("timeoutSeconds", "integer", "a watch ends after this many seconds (0: never)"),
             _query("labelSelector", "string", "a=b,c!=d,e,!f"),
         ],
         "responses": {**_ok(_list_schema(kind.KIND)), **_errors(*_READ_ERRORS, "410")},

@@ -15,7 +15,9 @@ its resourceVersion current — and answers with what would be stored, storing n
 `[/namespaces/{ns}]` is there for namespaced kinds and absent for cluster-scoped ones, as in
 Kubernetes; only a list may leave a namespaced kind's namespace out. A namespace or name in
 the URL that no object can have is a 400 naming it, a resourceVersion that is not one this
-hub gave out a 400.
+hub gave out a 400. A watch with `?timeoutSeconds=S` ends cleanly after S seconds, as
+Kubernetes' does (`kubectl wait` asks for one); 0 or none: it lasts until the client hangs up
+or the hub stops.
 
 Status, as Kubernetes' status subresource: a `status` written on create is ignored, a replace
 keeps the stored status whatever its body says, and `…/status` changes the status alone (its
@@ -38,12 +40,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from api.errors import FieldError
 from api.meta import API_VERSION, Object
 from api.v1alpha1.federation import Tenant
 from hub.auth import Principal, namespaces_of, require_admin, require_namespace
@@ -187,8 +190,9 @@ class ResourceRoutes:
                 return False
             return label_selector_matches(terms, meta.get("labels") or {})
 
+        lasting = _timeout_seconds(request.query.get("timeoutSeconds"))
         if request.query.get("watch") in ("true", "1"):
-            return await self._watch(request, kind, ns, visible)
+            return await self._watch(request, kind, ns, visible, lasting)
         items, revision = await self.repo.list_wire(kind, ns)
         return json_reply(
             {
@@ -205,6 +209,7 @@ class ResourceRoutes:
         kind: type[Object],
         ns: str | None,
         visible: Any,
+        lasting: int | None,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         since = parse_resource_version(request.query.get("resourceVersion"), "resourceVersion")
@@ -214,7 +219,7 @@ class ResourceRoutes:
         await response.prepare(request)
         out = WatchWriter(response)
         try:
-            async with request.app[STREAMS].until_shutdown():
+            async with request.app[STREAMS].until_shutdown(), _ending_after(lasting):
                 for item in items:
                     if visible(item):
                         await out.send("ADDED", item)
@@ -354,6 +359,31 @@ def _require_only_active_changed(
             f"{principal.name} may only change spec.active of a workload (stop or resume "
             "it); any other change to it is an admin's"
         )
+
+
+def _timeout_seconds(text: str | None) -> int | None:
+    """A watch's `timeoutSeconds`: a whole number of seconds (0: none, as when it is absent);
+    anything else is a 400 naming it."""
+    if text is None or text == "":
+        return None
+    if not text.isdecimal() or not text.isascii() or len(text) > 18:
+        raise BadRequestError(
+            f"timeoutSeconds must be a whole number of seconds, not {text[:40]!r}",
+            causes=[FieldError.invalid("timeoutSeconds", text[:40], "must be a whole number")],
+        )
+    return int(text) or None
+
+
+@contextlib.asynccontextmanager
+async def _ending_after(seconds: int | None) -> AsyncIterator[None]:
+    """Run the body until it ends or `seconds` pass (None: no limit); then it stops where it
+    waits, and the context ends without an error (the caller finishes its response)."""
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            yield
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the body's own
 
 
 def _dry_run(request: web.Request) -> bool:

@@ -90,16 +90,14 @@ def test_schemathesis_finds_no_server_error_and_nothing_invalid_is_stored(tmp_pa
         )
         log = (tmp_path / "junit.log").read_text()
         assert {code for code in hub.statuses if code >= 500} == set(), log
-        # Every documented operation (the agent lanes aside) was tried, and schemathesis' own
-        # checks (5xx, undocumented status codes, content types) all passed; what it counts
-        # as errors are watches (?watch=true) it gave up reading after its request timeout.
+        # Every documented operation (the agent lanes aside) was tried, watches to their end
+        # (bench/schemathesis_hooks.py), and schemathesis' own checks (5xx, undocumented
+        # status codes, content types) all passed, with no error.
         selected = re.search(r"Operations:\s+(\d+) selected", log)
         passed = re.search(r"(\d+) passed", log)
-        errors = re.search(r"(\d+) errors?\n", log)
         assert selected and passed, log
-        tried = int(passed[1]) + (int(errors[1]) if errors else 0)
-        assert tried == int(selected[1]) >= 80, log
-        assert "FAILURES" not in log and exit_code in (0, 1), log
+        assert int(passed[1]) == int(selected[1]) >= 80, log
+        assert "FAILURES" not in log and "ERRORS" not in log and exit_code == 0, log
         assert hub.invalid_stored() == []
 
 

@@ -265,3 +265,28 @@ async def test_a_watch_streams_existing_objects_then_changes(hub: HubUnderTest) 
         second = await response.content.readline()
     assert b'"type":"ADDED"' in first and b'"name":"default"' in first
     assert b'"type":"ADDED"' in second and b'"name":"gpu"' in second
+
+
+async def test_a_watch_with_timeout_seconds_ends_cleanly_after_them(hub: HubUnderTest) -> None:
+    await hub.apply(fleet_objects()[0])
+    headers = {"Authorization": "Bearer admin-token"}
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with hub.session.get(
+        f"{hub.url}{API}/resourceflavors?watch=true&timeoutSeconds=1", headers=headers
+    ) as response:
+        assert response.status == 200
+        lines = (await response.read()).splitlines()  # to its end: the hub closes the stream
+    assert 1.0 <= loop.time() - started < 5.0
+    assert len(lines) == 1 and b'"name":"default"' in lines[0]
+
+
+@pytest.mark.parametrize("seconds", ["-1", "1.5", "soon", "9" * 19])
+async def test_a_timeout_seconds_that_is_not_a_whole_number_is_a_400_naming_it(
+    hub: HubUnderTest, seconds: str
+) -> None:
+    status, body = await hub.call(
+        "GET", f"{API}/resourceflavors", params={"watch": "true", "timeoutSeconds": seconds}
+    )
+    assert status == 400
+    assert body["details"]["causes"][0]["field"] == "timeoutSeconds"
