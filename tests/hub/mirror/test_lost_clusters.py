@@ -256,5 +256,7 @@ class Clock:
 class ConnectedLane:
     closed = False
 
-    def send(self, payload: object, *, trace_context: object = None) -> None:
+    def send(
+        self, payload: object, *, trace_context: object = None, encoded: object = None
+    ) -> None:
         pass

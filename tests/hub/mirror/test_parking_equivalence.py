@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -20,7 +21,9 @@ from api.v1alpha1.federation import GlobalQueue
 from api.v1alpha1.messages import (
     CapacityReport,
     DispatchOffer,
+    Envelope,
     OfferRejected,
+    Payload,
     RejectReason,
     WorkloadPhase,
     WorkloadStatusReport,
@@ -51,7 +54,15 @@ class RecordingLane:
     def __init__(self) -> None:
         self.sent: list[object] = []
 
-    def send(self, payload: object, *, trace_context: object = None) -> None:
+    def send(
+        self, payload: Payload, *, trace_context: object = None, encoded: object = None
+    ) -> None:
+        if encoded is not None:
+            # What the agent would decode from the members the hub encoded from its stored
+            # forms is what it would decode from the payload's models.
+            envelope = Envelope.wrap(payload, seq=1)
+            assert isinstance(encoded, Mapping)
+            assert Envelope.decode(envelope.to_json(encoded)) == Envelope.decode(envelope.to_json())
         self.sent.append(payload)
 
 
