@@ -294,10 +294,7 @@ class Dispatcher:
         entry = self.state.workloads.get(key)
         if entry is None or entry.workload is not written:
             return None
-        meta = entry.raw.get("metadata")
-        if not isinstance(meta, dict):
-            return None
-        stored = {**entry.raw, "metadata": {**meta, "resourceVersion": str(entry.revision)}}
+        stored = store_base.with_resource_version(entry.raw, entry.revision)
         encoded = {"workload": store_base.encode_json(stored)}
         if source is not None:
             encoded["source"] = store_base.encode_json(source)

@@ -68,11 +68,7 @@ def object_key(kind: type[Object], name: str, namespace: str | None = None) -> s
 
 def to_wire(stored: StoredObject) -> JsonObject:
     """The stored value with resourceVersion set to the store revision (a fresh dict)."""
-    value = dict(stored.value)
-    meta = dict(value.get("metadata") or {})
-    meta["resourceVersion"] = str(stored.revision)
-    value["metadata"] = meta
-    return value
+    return store_base.with_resource_version(stored.value, stored.revision)
 
 
 def translate_store_error(exc: store_base.StoreError) -> HubError:

@@ -151,10 +151,7 @@ class HubState:
         if kind is None:
             return None
         key = "/".join(parts[1:])
-        value = dict(stored.value)
-        meta = dict(value.get("metadata") or {})
-        meta["resourceVersion"] = str(stored.revision)
-        value["metadata"] = meta
+        value = store_base.with_resource_version(stored.value, stored.revision)
         try:
             old = self.workloads.get(key) if kind is Workload else None
             if old is not None and old.raw.get("spec") == value.get("spec"):

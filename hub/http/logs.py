@@ -19,20 +19,18 @@ Called by: hub.app (route); qctl logs.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
-from api.errors import FieldError
 from api.meta import API_VERSION
 from api.v1alpha1.federation import Tenant
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.auth import require_namespace
-from hub.errors import BadRequestError, NotFoundError
-from hub.http.middleware import PRINCIPAL
+from hub.errors import NotFoundError
+from hub.http.middleware import PRINCIPAL, int_param
 from hub.http.streams import STREAMS
 from hub.loghub import LogHub, LogRequest, encode_records
 from hub.objects import check_path_names
@@ -41,21 +39,6 @@ from hub.state import HubState
 __all__ = ["LogRoutes"]
 
 WAIT_POLL_SECONDS = 0.25
-
-
-_NON_NEGATIVE = re.compile(r"[0-9]{1,18}")
-
-
-def _int_param(query: Mapping[str, str], name: str) -> int | None:
-    raw = query.get(name)
-    if raw is None or raw == "":
-        return None
-    if _NON_NEGATIVE.fullmatch(raw) is None:
-        raise BadRequestError(
-            f"{name} must be a non-negative integer (at most 18 digits), not {raw!r}",
-            causes=[FieldError.invalid(name, raw, "must be a non-negative integer")],
-        )
-    return int(raw)
 
 
 class LogRoutes:
@@ -88,8 +71,8 @@ class LogRoutes:
         log_request = LogRequest(
             workload=key,
             follow=follow,
-            tail_lines=_int_param(query, "tailLines"),
-            since_seconds=_int_param(query, "sinceSeconds"),
+            tail_lines=int_param(query, "tailLines"),
+            since_seconds=int_param(query, "sinceSeconds"),
             pod=query.get("pod") or None,
             container=query.get("container") or None,
         )

@@ -8,13 +8,14 @@ Called by: hub.app (installs the middlewares); handlers read `request[PRINCIPAL]
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from api.errors import ApiError
+from api.errors import ApiError, FieldError
 from api.limits import DEFAULT_LIMITS, parse_json_object, parse_yaml_object
 from hub.auth import Principal, TokenAuthority
 from hub.errors import (
@@ -29,7 +30,14 @@ from hub.errors import (
 from hub.store.base import JsonObject, encode_json
 from hub.ui import UI_PATHS
 
-__all__ = ["PRINCIPAL", "error_middleware", "json_reply", "make_auth_middleware", "read_body"]
+__all__ = [
+    "PRINCIPAL",
+    "error_middleware",
+    "int_param",
+    "json_reply",
+    "make_auth_middleware",
+    "read_body",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +53,23 @@ PUBLIC_PATHS = (
 )
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json", ""})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
+
+
+_NON_NEGATIVE = re.compile(r"[0-9]{1,18}")
+
+
+def int_param(query: Mapping[str, str], name: str) -> int | None:
+    """A whole-number query parameter (`tailLines`, `timeoutSeconds`, …): None when absent or
+    empty; anything but up to 18 decimal digits is a 400 naming it."""
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    if _NON_NEGATIVE.fullmatch(raw) is None:
+        raise BadRequestError(
+            f"{name} must be a non-negative integer (at most 18 digits), not {raw!r}",
+            causes=[FieldError.invalid(name, raw, "must be a non-negative integer")],
+        )
+    return int(raw)
 
 
 def json_reply(body: JsonObject, *, status: int = 200) -> web.Response:

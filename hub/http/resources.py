@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from api.errors import FieldError
 from api.meta import API_VERSION, Object
 from api.v1alpha1.federation import Tenant
 from hub.auth import Principal, namespaces_of, require_admin, require_namespace
@@ -57,7 +56,7 @@ from hub.errors import (
     ForbiddenError,
     NotFoundError,
 )
-from hub.http.middleware import PRINCIPAL, json_reply, read_body
+from hub.http.middleware import PRINCIPAL, int_param, json_reply, read_body
 from hub.http.streams import STREAMS
 from hub.objects import (
     ObjectRepository,
@@ -190,7 +189,7 @@ class ResourceRoutes:
                 return False
             return label_selector_matches(terms, meta.get("labels") or {})
 
-        lasting = _timeout_seconds(request.query.get("timeoutSeconds"))
+        lasting = int_param(request.query, "timeoutSeconds") or None  # 0: none
         if request.query.get("watch") in ("true", "1"):
             return await self._watch(request, kind, ns, visible, lasting)
         items, revision = await self.repo.list_wire(kind, ns)
@@ -219,7 +218,7 @@ class ResourceRoutes:
         await response.prepare(request)
         out = WatchWriter(response)
         try:
-            async with request.app[STREAMS].until_shutdown(), _ending_after(lasting):
+            async with request.app[STREAMS].until_shutdown(lasting):
                 for item in items:
                     if visible(item):
                         await out.send("ADDED", item)
@@ -359,31 +358,6 @@ def _require_only_active_changed(
             f"{principal.name} may only change spec.active of a workload (stop or resume "
             "it); any other change to it is an admin's"
         )
-
-
-def _timeout_seconds(text: str | None) -> int | None:
-    """A watch's `timeoutSeconds`: a whole number of seconds (0: none, as when it is absent);
-    anything else is a 400 naming it."""
-    if text is None or text == "":
-        return None
-    if not text.isdecimal() or not text.isascii() or len(text) > 18:
-        raise BadRequestError(
-            f"timeoutSeconds must be a whole number of seconds, not {text[:40]!r}",
-            causes=[FieldError.invalid("timeoutSeconds", text[:40], "must be a whole number")],
-        )
-    return int(text) or None
-
-
-@contextlib.asynccontextmanager
-async def _ending_after(seconds: int | None) -> AsyncIterator[None]:
-    """Run the body until it ends or `seconds` pass (None: no limit); then it stops where it
-    waits, and the context ends without an error (the caller finishes its response)."""
-    try:
-        async with asyncio.timeout(seconds) as deadline:
-            yield
-    except TimeoutError:
-        if not deadline.expired():
-            raise  # the body's own
 
 
 def _dry_run(request: web.Request) -> bool:

@@ -33,19 +33,20 @@ class OpenStreams:
         self.ending = False
 
     @contextlib.asynccontextmanager
-    async def until_shutdown(self) -> AsyncIterator[None]:
-        """Run the body until it ends, or until the hub shuts down: then it stops where it
-        waits, and the context ends without an error (the caller finishes its response)."""
+    async def until_shutdown(self, lasting: float | None = None) -> AsyncIterator[None]:
+        """Run the body until it ends, until the hub shuts down, or for `lasting` seconds
+        (None: no limit; a watch's `timeoutSeconds`): then it stops where it waits, and the
+        context ends without an error (the caller finishes its response)."""
         try:
-            async with asyncio.timeout(0 if self.ending else None) as deadline:
+            async with asyncio.timeout(0 if self.ending else lasting) as deadline:
                 self._open.add(deadline)
                 try:
                     yield
                 finally:
                     self._open.discard(deadline)
         except TimeoutError:
-            if not self.ending:
-                raise  # the body's own timeout, not the shutdown
+            if not deadline.expired():
+                raise  # the body's own timeout, not the shutdown or `lasting`
 
     def end_all(self) -> None:
         """Stop every open stream (and any opened from now on)."""

@@ -67,6 +67,7 @@ __all__ = [
     "prefix_end",
     "validate_key",
     "validate_prefix",
+    "with_resource_version",
 ]
 
 Revision = NewType("Revision", int)
@@ -337,6 +338,14 @@ def encode_json(value: JsonObject) -> str:
     head = _dumps(before)[:-1] + ("," if before else "")
     tail = ("," if after else "") + _dumps(after)[1:]
     return f'{head}"spec":{found[1]}{tail}'
+
+
+def with_resource_version(value: JsonObject, revision: Revision) -> JsonObject:
+    """A stored value as clients see it: with `metadata.resourceVersion` set to `revision` (a
+    fresh dict and metadata; the rest, the spec included, shared with `value`)."""
+    meta = dict(value.get("metadata") or {})
+    meta["resourceVersion"] = str(revision)
+    return {**value, "metadata": meta}
 
 
 def encode_value(key: str, value: JsonObject) -> bytes:
