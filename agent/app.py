@@ -383,6 +383,12 @@ class Agent:
                 self.admission.submit(ReapOrphans())
                 await session.disconnected.wait()
 
+    async def _read_server_version(self) -> None:
+        try:
+            self.inventory.kubernetes_version = await self.kube.server_version()
+        except K8sError as exc:
+            log.warning("cannot read the server version: %s", exc)
+
     async def _capacity_loop(self) -> None:
         while True:
             await self.pacer.wait()
@@ -398,14 +404,15 @@ class Agent:
             )
         self.admission.load()
         try:
-            self.inventory.kubernetes_version = await self.kube.server_version()
-        except K8sError as exc:
-            log.warning("cannot read the server version: %s", exc)
-        try:
             async with asyncio.TaskGroup() as tasks:
+                # Read beside the first listing, not before it: while the API server fails,
+                # both wait out their retries, and the Hello (which carries the version)
+                # waits for the longer of the two instead of their sum.
+                version = tasks.create_task(self._read_server_version())
                 for mirror in self.inventory.mirrors:
                     tasks.create_task(guard(f"watch {mirror.resource}", mirror.run()))
                 await self.inventory.wait_listed()
+                await version
                 await self.admission.prime()
                 tasks.create_task(guard("admission", self.admission.run()))
                 tasks.create_task(guard("hub session", self.session.run()))

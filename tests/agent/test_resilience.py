@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from typing import Any
 
-from agent.k8s.client import KubeClient, Resource
+from agent.k8s.client import Kube, KubeClient, ObjectList, Resource
 from api.v1alpha1.messages import Hello, WorkloadPhase
 from kubesim.testing import RunningSimulator
 from tests.agent.conftest import (
@@ -175,3 +176,35 @@ async def test_after_a_reconnect_the_latest_report_of_each_held_workload_is_sent
     hello = await hub.wait_for(lambda p: isinstance(p, Hello))
     again = await hub.wait_for(status(WorkloadPhase.RUNNING, "again-and-again"))
     assert hub.payloads.index(hello) < hub.payloads.index(again)
+
+
+class VersionAfterListing:
+    """The agent's client, answering the server-version read only once the cluster has been
+    listed: an agent that read the version first would wait for ever."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.listed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    async def list(self, resource: Resource, **kwargs: Any) -> ObjectList:
+        listed = await self._kube.list(resource, **kwargs)
+        self.listed.set()
+        return listed
+
+    async def server_version(self) -> str:
+        await self.listed.wait()
+        return await self._kube.server_version()
+
+
+async def test_the_agent_lists_its_cluster_while_it_reads_the_server_version(
+    agents: AgentRunner, hub: FakeHub
+) -> None:
+    # While the API server fails, the version read and the first listing each wait out their
+    # retries: side by side, the agent says Hello after the longer of the two, not their sum.
+    agents.kube = VersionAfterListing(agents.kube)  # type: ignore[assignment]
+    await agents.start()
+    hello = await hub.wait_for(lambda p: isinstance(p, Hello))
+    assert hello.inventory.kubernetes_version  # (read before the Hello all the same)
