@@ -130,20 +130,21 @@ def without_status(obj: T) -> T:
     return obj.model_copy(update={"status": None})
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now() -> datetime:
+    # Whole seconds, as Kubernetes keeps a creationTimestamp.
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 class ObjectRepository:
     """CRUD of api objects on a Store, with Kubernetes metadata semantics."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], str] = _now) -> None:
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = _now) -> None:
         self.store = store
         self._clock = clock
 
     def now(self) -> datetime:
         """The time by the repository's clock (what creationTimestamps are set from)."""
-        return datetime.fromisoformat(self._clock().replace("Z", "+00:00"))
+        return self._clock()
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -200,7 +201,7 @@ class ObjectRepository:
         if obj.NAMESPACED and not meta.namespace:
             meta.namespace = "default"
         meta.uid = str(uuid.uuid4())
-        meta.creation_timestamp = datetime.fromisoformat(self._clock().replace("Z", "+00:00"))
+        meta.creation_timestamp = self._clock()
         meta.generation = 1
         meta.resource_version = None
         wire = obj.to_wire()

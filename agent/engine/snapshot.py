@@ -398,10 +398,26 @@ class PodSet:
     asked: tuple[ResourceName, ...] = field(init=False, repr=False, compare=False)
     """The resources it asks a positive amount of, in request order: flavor assignment
     groups them by resource group once per queue and cycle (`flavors.QueueFlavors.grouped`)."""
+    shape: tuple[object, ...] = field(init=False, repr=False, compare=False)
+    """Its part of `Workload.shape`: made once per pod set, which the conversions of one
+    workload share while its spec stays (a status change converts the workload again)."""
 
     def __post_init__(self) -> None:
         asked = tuple(res for res, amount in self.requests.items() if amount > 0)
         object.__setattr__(self, "asked", _one_of_each(asked))
+        object.__setattr__(
+            self,
+            "shape",
+            (
+                self.count,
+                self.min_count,
+                tuple(sorted(self.requests.items())),
+                tuple(sorted(self.node_selector.items())),
+                self.required_affinity,
+                self.tolerations,
+                self.topology,
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,22 +514,8 @@ class Workload:
             (not self.preempting, self.queue_usage, -self.priority, queued, self.id),
         )
         object.__setattr__(self, "local_queue", lq_key(self.namespace, self.queue_name))
-        shape = (
-            self.priority,
-            tuple(
-                (
-                    ps.count,
-                    ps.min_count,
-                    tuple(sorted(ps.requests.items())),
-                    tuple(sorted(ps.node_selector.items())),
-                    ps.required_affinity,
-                    ps.tolerations,
-                    ps.topology,
-                )
-                for ps in self.pod_sets
-            ),
-        )
-        object.__setattr__(self, "shape", _one_of_each(shape))
+        shape = _one_of_each((self.priority, tuple(ps.shape for ps in self.pod_sets)))
+        object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "shape_hash", hash(shape))
         totals: Mapping[ResourceName, int]
         if len(self.pod_sets) == 1 and self.pod_sets[0].count == 1:
