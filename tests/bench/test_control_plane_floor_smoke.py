@@ -16,15 +16,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu() -> None:
     out = io.StringIO()
+    # Enough workloads for every process to spend several clock ticks (10 ms, the unit of
+    # /proc's CPU times) in each phase: the floor hub spends ~0.2 ms per workload, so 40 of
+    # them came to less than one tick now and then, and read as 0.
     with redirect_stdout(out):
         main(
             [
                 "--workloads",
-                "40",
+                "200",
                 "--paced",
-                "20",
-                "--rate",
                 "100",
+                "--rate",
+                "200",
                 "--clusters",
                 "2",
                 "--nodes",
@@ -32,7 +35,7 @@ def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_proc
             ]
         )
     figures = json.loads(out.getvalue())
-    for phase, count in (("throughput", 40), ("paced", 20)):
+    for phase, count in (("throughput", 200), ("paced", 100)):
         assert figures[phase]["workloads"] == count
         cpu = figures[phase]["cpu_ms_per_workload"]
         assert set(cpu) == {"hub", "agent", "kubesim"} and all(ms > 0 for ms in cpu.values())
