@@ -10,8 +10,7 @@ values as it goes and stops at `max_values`: YAML aliases can make a small text 
 huge tree, and neither this walk nor the models may pay for it. A JSON body whose numbers the
 parser found in bounds, whose text is no longer than any count limit and which holds no more
 brackets than the depth limit cannot breach a limit, and is not walked (with the default
-limits: up to 10,000 characters, which most bodies are); when its text also shows no number
-near a bound, it is parsed without the standard library's per-number hooks.
+limits: up to 10,000 characters, which most bodies are).
 
 What cannot even be parsed — invalid UTF-8, broken syntax, nesting deeper than the parser's
 own stack, a 5,000-digit number — is a DecodeError with the parser's reason.
@@ -23,12 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from pydantic_core import from_json
 
 from api.errors import DecodeError, FieldError, ObjectInvalidError, Path
 from api.meta import INT64_MAX, INT64_MIN
@@ -44,12 +41,6 @@ __all__ = [
 # More digits than any int64 has (19, and a sign): such a number is refused by its text,
 # before Python turns thousands of digits into an int (which it refuses past 4,300 anyway).
 _MAX_INTEGER_DIGITS = 20
-
-_MAYBE_ODD_NUMBER = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity")
-"""Text that may hold a number the checked parse must see: an integer of 19 digits or more
-(past int64, or near it), an exponent of three digits (past a double's range), JSON's
-non-standard constants. Strings may match too (a digest, a command saying NaN); those bodies
-just take the checked parse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,19 +249,6 @@ def parse_json_object(raw: bytes, limits: InputLimits = DEFAULT_LIMITS) -> dict[
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"the body is not valid UTF-8: {exc.reason} at byte {exc.start}") from exc
-    if _short_enough(text, limits) and _MAYBE_ODD_NUMBER.search(text) is None:
-        # The common body: no number near a bound, and too short to breach a limit.
-        # pydantic_core's parser (already installed with pydantic) reads it as the standard
-        # library would, a few times faster, since the checks below need no hook in it. Whatever
-        # it refuses (broken syntax, a lone surrogate it will not pass on) goes the checked
-        # way, which says why or takes it as before.
-        try:
-            document = from_json(text, allow_inf_nan=False)
-        except ValueError:
-            pass
-        else:
-            if isinstance(document, dict):
-                return document
     odd: list[object] = []  # numbers the walk would refuse, as the parser meets them
 
     def parse_int(literal: str) -> int | _OversizedNumber:
