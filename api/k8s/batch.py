@@ -189,6 +189,17 @@ def _non_negative(path: Path, value: int | None) -> Iterator[FieldError]:
         yield FieldError.invalid(path, value, "must be greater than or equal to 0")
 
 
+_NON_NEGATIVE_SPEC_FIELDS = (
+    ("parallelism", "parallelism"),
+    ("completions", "completions"),
+    ("activeDeadlineSeconds", "active_deadline_seconds"),
+    ("backoffLimit", "backoff_limit"),
+    ("backoffLimitPerIndex", "backoff_limit_per_index"),
+    ("maxFailedIndexes", "max_failed_indexes"),
+    ("ttlSecondsAfterFinished", "ttl_seconds_after_finished"),
+)
+
+
 def job_spec_errors(
     path: Path,
     spec: JobSpec,
@@ -201,13 +212,11 @@ def job_spec_errors(
     `default_completion_mode` are what a defaulting webhook (JobSet's: OnFailure, Indexed)
     fills in when the template leaves them empty."""
     indexed = (spec.completion_mode or default_completion_mode) == "Indexed"
-    yield from _non_negative(path.child("parallelism"), spec.parallelism)
-    yield from _non_negative(path.child("completions"), spec.completions)
-    yield from _non_negative(path.child("activeDeadlineSeconds"), spec.active_deadline_seconds)
-    yield from _non_negative(path.child("backoffLimit"), spec.backoff_limit)
-    yield from _non_negative(path.child("backoffLimitPerIndex"), spec.backoff_limit_per_index)
-    yield from _non_negative(path.child("maxFailedIndexes"), spec.max_failed_indexes)
-    yield from _non_negative(path.child("ttlSecondsAfterFinished"), spec.ttl_seconds_after_finished)
+    for wire_name, field_name in _NON_NEGATIVE_SPEC_FIELDS:
+        # (The field's path is made only for an error: every submitted Job passes here.)
+        value = getattr(spec, field_name)
+        if value is not None and value < 0:
+            yield from _non_negative(path.child(wire_name), value)
     if indexed:
         if spec.completions is None and spec.parallelism is not None:
             yield FieldError.required(path.child("completions"), "when completion mode is Indexed")

@@ -677,8 +677,12 @@ def _non_negative_quantities(path: Path, resources: Mapping[str, Quantity]) -> I
 
 
 def _resource_errors(path: Path, res: ResourceRequirements) -> Iterator[FieldError]:
-    yield from _non_negative_quantities(path.child("limits"), res.limits)
-    yield from _non_negative_quantities(path.child("requests"), res.requests)
+    # (Paths are made only for what is there: every pod template of every submission and
+    # offer passes here, most with no limits, overhead, node selector or template labels.)
+    if res.limits:
+        yield from _non_negative_quantities(path.child("limits"), res.limits)
+    if res.requests:
+        yield from _non_negative_quantities(path.child("requests"), res.requests)
     for name, request in res.requests.items():
         limit = res.limits.get(name)
         if limit is not None and request > limit:
@@ -811,7 +815,8 @@ def pod_spec_errors(path: Path, spec: PodSpec) -> Iterator[FieldError]:
                 yield FieldError.duplicate(cpath.child("name"), container.name)
             seen.add(container.name)
             yield from _container_errors(cpath, container, init=init, volumes=volume_names)
-    yield from _non_negative_quantities(path.child("overhead"), spec.overhead)
+    if spec.overhead:
+        yield from _non_negative_quantities(path.child("overhead"), spec.overhead)
     if spec.resources is not None:
         rpath = path.child("resources")
         yield from _resource_errors(rpath, spec.resources)
@@ -826,7 +831,8 @@ def pod_spec_errors(path: Path, spec: PodSpec) -> Iterator[FieldError]:
                         name,
                         [*POD_LEVEL_RESOURCES, "hugepages-*"],
                     )
-    yield from label_map_errors(path.child("nodeSelector"), spec.node_selector)
+    if spec.node_selector:
+        yield from label_map_errors(path.child("nodeSelector"), spec.node_selector)
     for i, toleration in enumerate(spec.tolerations):
         yield from toleration.errors(path.child("tolerations").index(i))
     if spec.affinity is not None:
@@ -872,8 +878,11 @@ def pod_spec_errors(path: Path, spec: PodSpec) -> Iterator[FieldError]:
 
 def pod_template_errors(path: Path, template: PodTemplateSpec) -> Iterator[FieldError]:
     """Rules for a pod template inside a Job, JobSet or Workload: labels, annotations, spec."""
-    meta = path.child("metadata")
-    yield from label_map_errors(meta.child("labels"), template.metadata.labels)
-    for key in template.metadata.annotations:
-        yield from label_key_errors(meta.child("annotations"), key)
+    labels, annotations = template.metadata.labels, template.metadata.annotations
+    if labels:
+        yield from label_map_errors(path.child("metadata", "labels"), labels)
+    if annotations:
+        annotations_path = path.child("metadata", "annotations")
+        for key in annotations:
+            yield from label_key_errors(annotations_path, key)
     yield from pod_spec_errors(path.child("spec"), template.spec)

@@ -114,6 +114,26 @@ CASES = [
         id="limits_may_not_be_negative",
     ),
     pytest.param(
+        set_main(resources={"requests": {"memory": "-1Mi"}}),
+        f'{C}.resources.requests[memory]: Invalid value: "-1Mi": must be greater than or equal '
+        "to 0",
+        id="requests_may_not_be_negative",
+    ),
+    pytest.param(
+        lambda b: b["spec"]["template"].update(metadata={"labels": {"bad key!": "x"}}),
+        'spec.template.metadata.labels: Invalid value: "bad key!": name part must consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character, with at most 63 characters",
+        id="template_label_keys_are_qualified_names",
+    ),
+    pytest.param(
+        lambda b: b["spec"]["template"].update(metadata={"annotations": {"bad key!": "x"}}),
+        'spec.template.metadata.annotations: Invalid value: "bad key!": name part must consist '
+        "of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character, with at most 63 characters",
+        id="template_annotation_keys_are_qualified_names",
+    ),
+    pytest.param(
         set_pod(overhead={"memory": "-1Mi"}),
         f'{T}.overhead[memory]: Invalid value: "-1Mi": must be greater than or equal to 0',
         id="overhead_may_not_be_negative",

@@ -214,6 +214,14 @@ def test_job_counts_may_not_be_negative(field: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("field", ["backoffLimitPerIndex", "maxFailedIndexes"])
+def test_per_index_counts_may_not_be_negative(field: str) -> None:
+    indexed = {"completionMode": "Indexed", "completions": 2, "backoffLimitPerIndex": 1}
+    assert errors_of(job_body(**{**indexed, field: -1})) == [
+        f"spec.{field}: Invalid value: -1: must be greater than or equal to 0"
+    ]
+
+
 def test_completions_are_required_for_an_indexed_job_with_parallelism() -> None:
     # With neither set, the API server defaults both to 1, which is a valid Indexed job.
     assert errors_of(job_body(completionMode="Indexed")) == []
