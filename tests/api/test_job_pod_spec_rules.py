@@ -56,6 +56,16 @@ def set_spec(**fields: Any) -> Callable[[Body], None]:
     return lambda body: body["spec"].update(fields)
 
 
+def set_template_meta(**fields: Any) -> Callable[[Body], None]:
+    return lambda body: body["spec"]["template"].update(metadata=fields)
+
+
+BAD_NAME_PART = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+    "with an alphanumeric character, with at most 63 characters"
+)
+
+
 T = "spec.template.spec"
 C = f"{T}.containers[0]"
 
@@ -108,30 +118,21 @@ CASES = [
         f'{T}.volumes[1].name: Duplicate value: "v"',
         id="volume_names_are_unique",
     ),
-    pytest.param(
-        set_main(resources={"limits": {"cpu": "-1"}}),
-        f'{C}.resources.limits[cpu]: Invalid value: "-1": must be greater than or equal to 0',
-        id="limits_may_not_be_negative",
+    *(
+        pytest.param(
+            set_main(resources={field: {"cpu": "-1"}}),
+            f'{C}.resources.{field}[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+            id=f"{field}_may_not_be_negative",
+        )
+        for field in ("limits", "requests")
     ),
-    pytest.param(
-        set_main(resources={"requests": {"memory": "-1Mi"}}),
-        f'{C}.resources.requests[memory]: Invalid value: "-1Mi": must be greater than or equal '
-        "to 0",
-        id="requests_may_not_be_negative",
-    ),
-    pytest.param(
-        lambda b: b["spec"]["template"].update(metadata={"labels": {"bad key!": "x"}}),
-        'spec.template.metadata.labels: Invalid value: "bad key!": name part must consist of '
-        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-        "character, with at most 63 characters",
-        id="template_label_keys_are_qualified_names",
-    ),
-    pytest.param(
-        lambda b: b["spec"]["template"].update(metadata={"annotations": {"bad key!": "x"}}),
-        'spec.template.metadata.annotations: Invalid value: "bad key!": name part must consist '
-        "of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-        "alphanumeric character, with at most 63 characters",
-        id="template_annotation_keys_are_qualified_names",
+    *(
+        pytest.param(
+            set_template_meta(**{field: {"bad key!": "x"}}),
+            f'spec.template.metadata.{field}: Invalid value: "bad key!": {BAD_NAME_PART}',
+            id=f"template_{field}_keys_are_qualified_names",
+        )
+        for field in ("labels", "annotations")
     ),
     pytest.param(
         set_pod(overhead={"memory": "-1Mi"}),
