@@ -22,6 +22,7 @@ from agent.app import Agent
 from agent.k8s.client import open_client
 from agent.settings import AgentSettings, parse_args
 from api.meta import build_schemas
+from runtime.loop import new_event_loop
 from telemetry.logs import configure_logging
 from telemetry.tracing import TracingConfigError, configure_tracing
 
@@ -66,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
-        asyncio.run(serve(settings))
+        with asyncio.Runner(loop_factory=lambda: new_event_loop(settings.event_loop)) as runner:
+            runner.run(serve(settings))
     except Exception:
         log.exception("agent failed")
         return 1

@@ -21,6 +21,7 @@ from api.v1alpha1.federation import (
     WaitForPodsReady,
     fair_sharing_errors,
 )
+from runtime.loop import EVENT_LOOPS, EventLoopKind
 
 __all__ = ["AgentSettings", "Timings", "parse_args"]
 
@@ -121,6 +122,8 @@ class AgentSettings(BaseModel):
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"
     """Log lines for people, or JSON objects carrying the current span's trace ids."""
+    event_loop: EventLoopKind = "uvloop"
+    """The event loop the process runs on (runtime.loop): uvloop's, or asyncio's own."""
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Serve Prometheus metrics on this port (0: any free port); None: not served."""
     metrics_address: str = "0.0.0.0"
@@ -177,6 +180,12 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         choices=("text", "json"),
         default=env("MULTIQ_AGENT_LOG_FORMAT", "text"),
         help="text for people (default), json for collectors, with the current trace ids",
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=env("MULTIQ_AGENT_EVENT_LOOP", "uvloop"),
+        help="uvloop's (default: asyncio's loop in C, less CPU) or asyncio's own",
     )
     parser.add_argument(
         "--metrics-port",
@@ -261,6 +270,7 @@ def parse_args(argv: Sequence[str] | None = None) -> AgentSettings:
         state_dir=args.state_dir,
         log_level=args.log_level.upper(),
         log_format=args.log_format,
+        event_loop=args.event_loop,
         metrics_port=int(args.metrics_port) if args.metrics_port is not None else None,
         metrics_address=args.metrics_address,
         wait_for_pods_ready=WaitForPodsReady(timeout_seconds=int(args.wait_for_pods_ready))

@@ -98,6 +98,12 @@ def test_submitted_jobs_run_on_the_clusters_and_their_logs_stream_through_the_hu
     assert "worker 0: done" in again.stdout
     table = qctl(federation, "get", "workloads").stdout
     assert "job-train" in table and "Succeeded" in table
+    # The hub and every agent `qctl dev up` started run on uvloop's event loop (runtime.loop):
+    # its extension module is mapped into a process only if the loop was made with it.
+    ours = [(n, p) for n, p in federation.processes if n == "hub" or n.startswith("agent-")]
+    assert len(ours) == 3
+    for name, process in ours:
+        assert "uvloop" in Path(f"/proc/{process.pid}/maps").read_text(), name
 
 
 def test_a_restarted_agent_adopts_its_job_and_status_resumes(

@@ -40,6 +40,7 @@ from hub.app import VERSION, build_app
 from hub.auth import load_users_file
 from hub.errors import SettingsError
 from hub.settings import HubSettings
+from runtime.loop import EVENT_LOOPS, new_event_loop
 from telemetry.logs import LOG_FORMATS, configure_logging
 from telemetry.tracing import TracingConfigError, configure_tracing
 
@@ -143,6 +144,12 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
         help="text for people (default), json for collectors: one object a line, with the "
         "trace and span ids of the current span",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=_env("event-loop", defaults.event_loop),
+        help="uvloop's (default: asyncio's loop in C, less CPU) or asyncio's own",
+    )
     args = parser.parse_args(argv)
     configure_logging(args.log_level, args.log_format)
     try:
@@ -160,6 +167,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> HubSettings:
             log_retention_bytes=args.log_retention_bytes,
             tls_cert=Path(args.tls_cert) if args.tls_cert else None,
             tls_key=Path(args.tls_key) if args.tls_key else None,
+            event_loop=args.event_loop,
             certificate_authority=(
                 Path(args.certificate_authority) if args.certificate_authority else None
             ),
@@ -258,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ssl_context=tls,
         print=None,
         access_log=None,
+        loop=new_event_loop(settings.event_loop),
     )
     return 0
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from runtime.loop import EventLoopKind
+
 __all__ = ["HubSettings"]
 
 
@@ -68,6 +70,8 @@ class HubSettings(BaseModel):
     # file may hold the chain). Both or neither.
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # The event loop the process runs on (runtime.loop): uvloop's, or asyncio's own.
+    event_loop: EventLoopKind = "uvloop"
     # The CA this hub trusts when it forwards a write to the leading hub over https (None:
     # the system's CAs).
     certificate_authority: Path | None = None

@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 from api.tokens import hash_token
@@ -23,12 +24,13 @@ API = "/apis/multiq.dev/v1alpha1"
 HASH = hash_token(TOKEN)
 
 
-def start_hub(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+def start_hub(tmp_path: Path, port: int, *flags: str) -> subprocess.Popen[bytes]:
     users = {"users": [{"name": "admin", "groups": ["multiq:admins"], "tokenHash": HASH}]}
     (tmp_path / "users.yaml").write_text(yaml.safe_dump(users))
     return subprocess.Popen(
         [sys.executable, "-m", "hub.main", "--port", str(port),
-         "--store", f"sqlite:{tmp_path / 'hub.db'}", "--users-file", str(tmp_path / "users.yaml")],
+         "--store", f"sqlite:{tmp_path / 'hub.db'}", "--users-file", str(tmp_path / "users.yaml"),
+         *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
@@ -87,3 +89,24 @@ def test_sigterm_ends_the_hub_cleanly_and_a_new_one_serves_what_it_accepted(
     finally:
         again.send_signal(signal.SIGTERM)
         again.communicate(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("flags", "uvloop_loaded"),
+    [pytest.param([], True, id="uvloop by default"),
+     pytest.param(["--event-loop", "asyncio"], False, id="asyncio's own when asked")],
+)  # fmt: skip
+def test_the_hub_process_serves_on_the_event_loop_its_flag_names(
+    tmp_path: Path, flags: list[str], uvloop_loaded: bool
+) -> None:
+    port = free_port()
+    hub = start_hub(tmp_path, port, *flags)
+    try:
+        wait_ready(port, hub)
+        # The extension module is mapped into the process only if the loop was made with it.
+        maps = Path(f"/proc/{hub.pid}/maps").read_text()
+        assert ("uvloop" in maps) is uvloop_loaded
+    finally:
+        hub.send_signal(signal.SIGTERM)
+        _, stderr = hub.communicate(timeout=20)
+    assert hub.returncode == 0, stderr.decode()

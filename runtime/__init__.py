@@ -1,0 +1,6 @@
+"""What the hub's and the agent's processes share to run, beyond being observed
+(telemetry): the event loop they run on (runtime.loop).
+
+Imported by hub.main and agent.main (the hub and the agent are otherwise independent); it
+imports no component.
+"""
