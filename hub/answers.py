@@ -103,9 +103,12 @@ class AgentAnswers:
         else:
             self._mark_answered(cluster, report)
         written = await self.writer.change(key, change) if key in self.state.workloads else None
-        if report.phase is not WorkloadPhase.PENDING:
+        if report.phase is not WorkloadPhase.PENDING and _of_round(before, report.generation):
             # Closed once the answer is written, not before: until then the mirror still
             # shows the workload as it was, and a cycle in between would offer it again.
+            # Only an answer of the round offered closes it: a late report of an earlier
+            # generation (refused) answers nothing, and closing the open offer on it let the
+            # next cycle offer the workload again while that cluster was reserving it.
             self.book.close_offer(key, cluster)
         if written is None and key not in self.state.workloads:
             # The user deleted it meanwhile: the cluster must let it go.
@@ -263,6 +266,13 @@ class AgentAnswers:
             )
             send(cluster, offer)
         self.dispatcher.wake()
+
+
+def _of_round(wl: Workload | None, generation: int) -> bool:
+    """Whether a report of `generation` answers the round of offers `wl` is in: one of an
+    earlier generation does not (with no round known, any report does)."""
+    current = wl.status.dispatch_generation if wl is not None and wl.status is not None else None
+    return current is None or generation >= current
 
 
 def _as_report(held: HeldWorkload) -> WorkloadStatusReport:

@@ -252,9 +252,14 @@ class Dispatcher:
         key = offer.key
         with self.tracing.dispatching(offer) as traced:
             entry = self.state.workloads.get(key)
+            if entry is not None and entry.workload is not offer.workload:
+                # Changed since the cycle decided (a report bound a reservation while the
+                # plan's other writes were awaited, say): the decision is stale, and written
+                # on what is there now it would offer a bound workload a new round.
+                entry = None
             change = status_change(offer, now)
             written = await self.writer.update_cached(key, entry, change) if entry else None
-            if written is None:  # lost a race (or deleted): decided again next cycle
+            if written is None:  # lost a race (or deleted, or changed): decided again next cycle
                 traced.lost_race()
                 for cluster in offer.clusters:
                     self.book.close_offer(key, cluster)

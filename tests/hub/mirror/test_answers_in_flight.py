@@ -24,7 +24,8 @@ from hub import transitions
 from hub.answers import AgentAnswers
 from hub.dispatch import Dispatcher
 from hub.placement.book import Assumed
-from hub.placement.cycle import candidate_keys
+from hub.placement.cycle import OfferDecision, candidate_keys
+from hub.placement.snapshot import ClusterName
 from hub.store.base import Revision, StoredObject
 from hub.store.sqlite import SqliteStore
 from tests.hub.mirror.conftest import KEY
@@ -133,3 +134,50 @@ async def test_a_capacity_report_listing_the_workload_admitted_answers_its_offer
     answers.on_capacity("east", capacity(admitted))
     assert dispatcher.book.keys_booking("east") == []
     assert KEY in dispatcher.book.offered  # still open: the report closes it once written
+
+
+async def test_a_late_report_of_an_earlier_generation_leaves_the_open_offer_open(
+    dispatcher: tuple[SqliteStore, Dispatcher],
+) -> None:
+    # Generation 2 is offered to east; east's last report of generation 1 comes only now.
+    store, d = dispatcher
+    offer = partial(transitions.mark_offered, clusters=["east"], generation=2, now=T0)
+    assert await d.writer.update_cached(KEY, d.state.workloads[KEY], offer) is not None
+    d.book.update(KEY, offers={"east": T0}, mode="AllAtOnce")
+    late = WorkloadStatusReport(workload=KEY, generation=1, phase=WorkloadPhase.FAILED)
+    await AgentAnswers(d).on_status("east", late)
+    # Refused, and no answer to the open offer: east may be reserving generation 2 now.
+    assert KEY in d.book.offered
+    assert _placeable(d) == []
+    status = (await store.get(f"/workloads/{KEY}")).value["status"]
+    assert status["dispatchGeneration"] == 2 and status["nominatedClusterNames"] == ["east"]
+
+
+async def test_an_offer_decided_before_its_workload_changed_is_not_written(
+    offered: tuple[SqliteStore, Dispatcher],
+) -> None:
+    store, dispatcher = offered
+    decided_on = dispatcher.state.workloads[KEY].workload
+    # Between the decision and its write, east's reservation is bound (the answer's write).
+    reserved = WorkloadStatusReport(
+        workload=KEY,
+        generation=1,
+        phase=WorkloadPhase.RESERVED,
+        admission=Admission(cluster_queue="q"),
+    )
+    await AgentAnswers(dispatcher).on_status("east", reserved)
+    bound = (await store.get(f"/workloads/{KEY}")).value
+    stale = OfferDecision(
+        key=KEY,
+        workload=decided_on,
+        clusters=(ClusterName("west"),),
+        generation=2,
+        bound=False,
+        mode="AllAtOnce",
+        booked={"west": Assumed("q", "default", {"cpu": 1000})},
+    )
+    dispatcher.book.update(KEY, offers={"west": T0}, assumed=stale.booked)
+    await dispatcher._commit_offer(stale, T0)
+    assert (await store.get(f"/workloads/{KEY}")).value == bound  # bound to east, generation 1
+    assert KEY not in dispatcher.book.offered  # the stale offer is closed, its room given back
+    assert dispatcher.book.keys_booking("west") == []
