@@ -375,10 +375,11 @@ async def test_an_agent_lands_a_gang_over_two_hosts_and_evicts_it_when_one_host_
 
     nodes = await eventually(bound, within=20)
     assert len(set(nodes.values())) == 2
-    report = next(
-        p for p in hub.payloads if isinstance(p, WorkloadStatusReport) and p.admission is not None
+    # (Its pods may be placed before the admission's report reaches the hub.)
+    report = await hub.wait_for(
+        lambda p: isinstance(p, WorkloadStatusReport) and p.admission is not None
     )
-    assert report.admission is not None
+    assert isinstance(report, WorkloadStatusReport) and report.admission is not None
     ta = report.admission.pod_set_assignments[0].topology_assignment
     assert ta is not None and {sel[HOST] for sel, _ in ta.domains()} == set(nodes.values())
 
