@@ -1032,6 +1032,10 @@ def status_change(
 
 
 def _waiting(wl: Workload, reason: str, message: str, now: datetime) -> Workload:
+    """Why it waits, on a workload still unbound: one a reservation bound after the cycle
+    decided (the shell writes on what the mirror holds then) is not waiting any more."""
+    if wl.status is not None and wl.status.cluster_name:
+        return wl
     transitions.set_condition(wl, transitions.QUOTA_RESERVED, False, reason, message, now)
     return wl
 

@@ -15,6 +15,7 @@ from api.v1alpha1.federation import RequeuingStrategy
 from api.v1alpha1.messages import WorkloadPhase, WorkloadStatusReport
 from api.v1alpha1.workload import Admission, Workload
 from hub import transitions
+from hub.placement.cycle import Wait, status_change
 from hub.transitions import ReportOutcome, apply_rejection, apply_report
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -320,3 +321,16 @@ class TestPodsReadyRequeuing:
             wl, "east", report(WorkloadPhase.EVICTED), NOW, requeuing=self.STRATEGY
         )
         assert transitions.held_back_until(wl) is None
+
+
+def test_a_waiting_note_decided_before_a_reservation_was_bound_leaves_the_binding_as_it_is() -> (
+    None
+):
+    reserved = Condition(type="QuotaReserved", status="True", reason="QuotaReserved",
+                         message="reserved on east", last_transition_time=NOW)  # fmt: skip
+    bound = _workload(clusterName="east", dispatchGeneration=1, conditions=[reserved.to_wire()])
+    note = status_change(Wait(KEY, "Waiting", "no cluster can take it now"), NOW)
+    assert note(transitions.for_change(bound)) == bound
+    pending = _workload(dispatchGeneration=1)
+    waiting = note(transitions.for_change(pending)).condition("QuotaReserved")
+    assert waiting is not None and (waiting.status, waiting.reason) == ("False", "Waiting")
