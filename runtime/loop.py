@@ -6,8 +6,8 @@ Why uvloop: both processes spend most of their CPU running Python (perf: three q
 the interpreter), and a part of it is asyncio's own loop — the selector, the transports'
 reads and writes, the callbacks' handles — which uvloop runs in C (libuv). In
 `bench.federation_dispatch --workloads 2000 --paced 1000`, 6 interleaved pairs on a 2-core
-VM, (hub + agents) / kubesim CPU per workload went from 2.80 to 2.69 in the burst and from
-3.12 to 2.90 at 200/s (medians); kubesim, that bench's yardstick, keeps asyncio's loop. The
+VM, (hub + agents) / kubesim CPU per workload went from 2.81 to 2.70 in the burst and from
+3.12 to 2.89 at 200/s (medians); kubesim, that bench's yardstick, keeps asyncio's loop. The
 async tests run on uvloop too (the root conftest.py), so what is tested is what runs.
 
 Called by: hub.main (`web.run_app(loop=…)`), agent.main (`asyncio.Runner(loop_factory=…)`).
