@@ -20,6 +20,7 @@ from hub.leader import TERM_KEY
 from hub.settings import HubSettings
 from hub.store.etcd import EtcdElection, EtcdStore
 from tests.hub.ha.conftest import TTL, Hubs, UnawareCampaign
+from tests.hub.mirror.test_hub_state import eventually
 from tests.hub.service.conftest import (
     AGENT_TOKENS,
     ALICE,
@@ -342,9 +343,7 @@ async def test_a_hub_that_leads_again_begins_its_new_term_afresh_and_dispatches(
     campaigns[0].tell_ended()
     await hubs.until_role(hub, "follower")
     # The role turns follower at once; the old term's parts stop (and are deafened) after.
-    async with asyncio.timeout(5):
-        while len(state.on_indexed) != listening_while_leading - 1:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    await eventually(lambda: len(state.on_indexed) == listening_while_leading - 1)
 
     await other.server.close()  # gives its leadership up: the first hub leads again
     await hubs.until_role(hub, "leader")
