@@ -16,11 +16,10 @@ Called by: hub.main (`web.run_app(loop=…)`), agent.main (`asyncio.Runner(loop_
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 from typing import Literal
 
-__all__ = ["EVENT_LOOPS", "EventLoopKind", "new_event_loop", "uvloop_installed"]
+__all__ = ["EVENT_LOOPS", "EventLoopKind", "new_event_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +27,13 @@ EventLoopKind = Literal["uvloop", "asyncio"]
 EVENT_LOOPS: tuple[EventLoopKind, ...] = ("uvloop", "asyncio")
 
 
-def uvloop_installed() -> bool:
-    return importlib.util.find_spec("uvloop") is not None
-
-
 def new_event_loop(kind: EventLoopKind = "uvloop") -> asyncio.AbstractEventLoop:
     """A new event loop of `kind`; asyncio's when uvloop is asked for but not installed."""
     if kind == "uvloop":
-        if uvloop_installed():
+        try:
             import uvloop  # noqa: PLC0415 - not installed everywhere (no Windows build)
-
+        except ImportError:
+            log.warning("uvloop is not installed: running on asyncio's own event loop")
+        else:
             return uvloop.new_event_loop()
-        log.warning("uvloop is not installed: running on asyncio's own event loop")
     return asyncio.new_event_loop()

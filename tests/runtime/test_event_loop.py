@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 import pytest
 import uvloop
 
 from agent.settings import parse_args
 from hub.main import parse_settings
-from runtime import loop as runtime_loop
 from runtime.loop import new_event_loop
 
 AGENT_REQUIRED = ["--hub", "http://hub", "--cluster", "c", "--token", "t"]
@@ -33,7 +33,7 @@ def test_a_new_loop_is_uvloops_by_default_and_asyncios_when_asked_for() -> None:
 def test_without_uvloop_installed_the_loop_is_asyncios_and_says_so(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(runtime_loop, "uvloop_installed", lambda: False)
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # (importing it then fails)
     with caplog.at_level(logging.WARNING, logger="runtime.loop"):
         assert loop_kind(new_event_loop("uvloop")) == "asyncio"
     assert "uvloop is not installed" in caplog.text
