@@ -13,8 +13,9 @@ always count against the same side, and reads the named figures from each run's 
 
 A figure is a dotted path into the benchmark's JSON. Prints one JSON object: each checkout's
 commit, every pair's figures, and per figure the medians of both sides, the change between
-them, and in how many pairs the after side was the lower. A run that fails stops the whole:
-its command, exit code and the end of its stderr are printed.
+them, and in how many pairs the after side was the lower; each pair's figures also go to stderr
+as it ends. A run that fails stops the whole: its command, exit code and the end of its stderr
+are printed.
 
 Run by hand; tests/bench/test_interleaved.py runs it on a small benchmark of its own.
 """
@@ -128,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 result = run_once(checkouts[side], command)
                 pair[side] = {name: figure_of(result, name) for name in figures}
             pairs.append(pair)
+            # (A comparison takes minutes: say how far it got, beside the JSON to come.)
+            print(f"bench.interleaved: pair {i + 1}/{options.pairs}: {pair}", file=sys.stderr)
     except RunFailedError as exc:
         print(f"bench.interleaved: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -53,7 +53,7 @@ def _run(argv: list[str]) -> dict[str, object]:
 
 
 def test_pairs_alternate_which_side_runs_first_and_the_figures_are_compared(
-    checkouts: tuple[Path, Path, Path],
+    checkouts: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     before, after, log = checkouts
     result = _run(
@@ -77,6 +77,8 @@ def test_pairs_alternate_which_side_runs_first_and_the_figures_are_compared(
         },
     }  # fmt: skip
     assert result["command"] == ["fakebench"]
+    progress = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1] for line in progress] == [" pair 1/3", " pair 2/3", " pair 3/3"]
 
 
 def test_a_failing_run_stops_the_comparison_with_its_stderr(
