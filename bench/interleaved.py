@@ -2,20 +2,22 @@
 
 A shared VM's speed moves by a quarter from run to run, so a change worth a few percent shows
 only against runs of the code before it taken in the same window (issue 15: "report before and
-after from interleaved runs"). This runs `python -m <benchmark> <args>` in each checkout with
-that checkout's own `.venv` (what `./dev` makes there), `--pairs` times, alternating which goes
-first (before-after, then after-before) so that a machine slowing down during a pair does not
-always count against the same side, and reads the named figures from each run's JSON.
+after from interleaved runs"). This runs `python -m <benchmark> <args>` in each checkout,
+`--pairs` times, alternating which goes first (before-after, then after-before) so that a
+machine slowing down during a pair does not always count against the same side, and reads the
+named figures from each run's JSON. A checkout runs with its own `.venv` (what `./dev` makes
+there), or without one with this interpreter and the checkout first on PYTHONPATH:
 
-    .venv/bin/python -m bench.interleaved --before ../old --after . [--pairs 6] \\
+    git worktree add /tmp/old HEAD~3
+    .venv/bin/python -m bench.interleaved --before /tmp/old --after . [--pairs 6] \\
         [--figure throughput.ratio_hub_plus_agent_to_kubesim ...] \\
         -- bench.federation_dispatch --workloads 2000 --paced 1000
 
 A figure is a dotted path into the benchmark's JSON. Prints one JSON object: each checkout's
-commit, every pair's figures, and per figure the medians of both sides, the change between
-them, and in how many pairs the after side was the lower; each pair's figures also go to stderr
-as it ends. A run that fails stops the whole: its command, exit code and the end of its stderr
-are printed.
+commit and interpreter, every pair's figures, and per figure the medians of both sides, the
+change between them, and in how many pairs the after side was the lower; each pair's figures
+also go to stderr as it ends. A run that fails stops the whole: its command, exit code and the
+end of its stderr are printed.
 
 Run by hand; tests/bench/test_interleaved.py runs it on a small benchmark of its own.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunFailedError", "figure_of", "main", "summarize"]
+__all__ = ["RunFailedError", "figure_of", "interpreter_of", "main", "summarize"]
 
 DEFAULT_FIGURES = (
     "throughput.ratio_hub_plus_agent_to_kubesim",
@@ -67,12 +70,23 @@ def commit_of(checkout: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def interpreter_of(checkout: Path) -> tuple[str, dict[str, str]]:
+    """The Python a checkout's benchmark runs with, and its environment: the checkout's own
+    `.venv` (what `./dev` makes there), else this interpreter with the checkout first on
+    PYTHONPATH — a `git worktree` of an older commit then needs no virtualenv of its own, which
+    is right while both commits need the same dependencies (pyproject.toml unchanged). The
+    federation's processes inherit the environment, so they import the checkout's code too."""
+    own = checkout / ".venv" / "bin" / "python"
+    if own.exists():
+        return str(own), dict(os.environ)
+    paths = [str(checkout), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return sys.executable, {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def run_once(checkout: Path, command: Sequence[str]) -> dict[str, Any]:
-    python = checkout / ".venv" / "bin" / "python"
-    if not python.exists():
-        raise RunFailedError(f"{checkout} has no .venv (run ./dev test there once)")
-    argv = [str(python), "-m", *command]
-    done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True, check=False)
+    python, env = interpreter_of(checkout)
+    argv = [python, "-m", *command]
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, check=False)
     run = f"{' '.join(argv)} in {checkout}"
     if done.returncode != 0:
         raise RunFailedError(f"{run} exited with {done.returncode}:\n{done.stderr[-2000:]}")
@@ -140,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "benchmark": "interleaved",
                 "command": command,
                 "commits": {side: commit_of(path) for side, path in checkouts.items()},
+                "interpreters": {side: interpreter_of(path)[0] for side, path in checkouts.items()},
                 "pairs": pairs,
                 "figures": summarize(pairs, figures),
             },

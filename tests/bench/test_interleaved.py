@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from bench.interleaved import RunFailedError, figure_of, main, summarize
+from bench.interleaved import RunFailedError, figure_of, interpreter_of, main, summarize
 
 FAKE_BENCH = """
 import json, os, sys
@@ -20,7 +21,9 @@ with open(os.environ["RUN_LOG"], "a") as log:
     log.write(side + "\\n")
 if "--fail" in sys.argv:
     sys.exit("it broke")
-ratio = {"before": 3.0, "after": 2.5}[side]
+ratio = {"before": 3.0, "after": 2.5}.get(side, 1.0)
+with open("seen.json", "w") as seen:  # (in the checkout: the run's own directory)
+    json.dump({"python": sys.executable, "path": os.environ.get("PYTHONPATH", "")}, seen)
 print(json.dumps({"throughput": {"ratio": ratio, "rate": 100}, "note": "text"}))
 """
 
@@ -103,13 +106,41 @@ def test_a_figure_the_benchmark_does_not_print_is_an_error(
     assert "has no 'nope'" in capsys.readouterr().err
 
 
-def test_a_checkout_without_its_virtualenv_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_checkout_without_a_virtualenv_runs_with_this_interpreter_and_its_code_first(
+    checkouts: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
-    (tmp_path / "bare").mkdir()
-    with pytest.raises(SystemExit):
-        main(["--before", str(tmp_path / "bare"), "--after", str(tmp_path), "--", "fakebench"])
-    assert "has no .venv" in capsys.readouterr().err
+    _, after, log = checkouts
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "fakebench.py").write_text(FAKE_BENCH)
+    result = _run(
+        [
+            *("--before", str(bare), "--after", str(after), "--pairs", "1"),
+            *("--figure", "throughput.ratio", "--", "fakebench"),
+        ]
+    )
+    assert result["interpreters"] == {
+        "before": sys.executable,
+        "after": str(after / ".venv" / "bin" / "python"),
+    }
+    assert log.read_text().split() == ["bare", "after"]
+    seen = json.loads((bare / "seen.json").read_text())
+    assert seen["python"] == sys.executable
+    assert seen["path"].split(os.pathsep)[0] == str(bare)
+
+
+def test_the_interpreter_of_a_bare_checkout_puts_it_before_the_paths_already_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    python, env = interpreter_of(tmp_path)
+    assert python == sys.executable
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/elsewhere"]
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text("")
+    python, env = interpreter_of(tmp_path)
+    assert python == str(tmp_path / ".venv" / "bin" / "python")
+    assert env["PYTHONPATH"] == "/elsewhere"
 
 
 def test_figures_are_numbers_found_by_dotted_paths() -> None:
