@@ -4,7 +4,7 @@ Issue #15 asks that the hub and agent together spend at most twice kubesim's CPU
 in `bench.federation_dispatch`. This bench says how low that figure can go with the libraries
 we build on, by running the same traffic through a *floor* control plane: the least a hub and
 its agents must do per workload, written straight on the libraries, with none of MultiQ's
-rules, validation, tracing, metrics, fencing or auth.
+rules, validation (but see `--validate`), tracing, metrics, fencing or auth.
 
 - kubesim: `kubesim up --clusters 3 --nodes 50 --runtime simulated`, as `qctl dev` starts it.
 - floor hub (one process, aiohttp): takes `POST /submit` (a Job as JSON), writes it to SQLite
@@ -22,6 +22,14 @@ concurrent clients, then M more at a steady rate (200/s); each phase ends when t
 watch shows every one of its workloads Running. It reads each process's CPU from /proc.
 
     .venv/bin/python -m bench.control_plane_floor [--workloads 2000] [--paced 1000] [--rate 200]
+        [--event-loop uvloop|asyncio] [--validate]
+
+The floor's processes run on the event loop multiq-hub and multiq-agent run on (`runtime.loop`:
+uvloop unless `--event-loop asyncio`; sessions up to 31 measured the floor on asyncio's).
+`--validate` adds to the floor hub the one thing MultiQ's standards demand of any hub, whatever
+else it does: a submission is decoded with the api models and checked by its rules (bad input
+gets a 422 with its field errors), then converted to the Workload the hub queues, which is
+stored beside the Job. The floor agents still take offers on trust.
 
 Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
 kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
@@ -51,8 +59,13 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from api.codec import decode
+from api.errors import ApiError
+from api.kinds import REGISTRY
+from api.v1alpha1.conversions import to_workload
 from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
 from qctl.commands.dev import free_port
+from runtime.loop import EVENT_LOOPS, new_event_loop
 
 NAMESPACE = "default"
 
@@ -92,7 +105,20 @@ def _open_db(path: Path, synchronous: str) -> sqlite3.Connection:
     return conn
 
 
-def floor_hub(db: Path, clusters: list[str]) -> web.Application:
+def validated(body: Any) -> dict[str, Any]:
+    """`--validate`: what the real hub must do with a submission whatever else it does — decode
+    the Job with the api models (schema, then its rules) and convert it to the Workload it
+    queues (ApiError, with field errors, for bad input); the Workload's stored form."""
+    source = decode(body, REGISTRY)
+    workload = to_workload(
+        source, priority_classes={}, default_queue_name=None, take_ownership=True,
+        source_checked=True,
+    )  # fmt: skip
+    workload.metadata.namespace = NAMESPACE
+    return workload.to_wire()
+
+
+def floor_hub(db: Path, clusters: list[str], *, validate: bool = False) -> web.Application:
     store = GroupCommit(_open_db(db, "FULL"))
     agents: dict[str, web.WebSocketResponse] = {}
     order = itertools.cycle(clusters)
@@ -116,6 +142,11 @@ def floor_hub(db: Path, clusters: list[str]) -> web.Application:
         if key in workloads:
             return web.json_response({"message": f"{key} exists"}, status=409)
         workload = {"key": key, "job": body, "cluster": None, "phase": "Pending"}
+        if validate:
+            try:
+                workload["workload"] = validated(body)
+            except ApiError as exc:
+                return web.json_response({"message": str(exc)}, status=422)
         workloads[key] = workload
         text = json.dumps(workload, separators=(",", ":"))
         await write("INSERT INTO objects (value, key) VALUES (?, ?)", text, key)
@@ -273,7 +304,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     kube_dir = work / "kubeconfigs"
     port = free_port()
     hub_url = f"http://127.0.0.1:{port}"
-    me = [sys.executable, "-m", "bench.control_plane_floor"]
+    me = [sys.executable, "-m", "bench.control_plane_floor", "--event-loop", args.event_loop]
     fleet = _Fleet()
     log = (work / "processes.log").open("ab")
 
@@ -286,8 +317,9 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
          str(args.nodes), "--runtime", "simulated", "--dir", str(kube_dir), "--name-prefix",
          "sim"],
     )  # fmt: skip
+    checks = ["--validate"] if args.validate else []
     spawn("hub", [*me, "--role", "hub", "--port", str(port), "--db", str(work / "hub.db"),
-                  "--cluster-names", ",".join(names)])  # fmt: skip
+                  "--cluster-names", ",".join(names), *checks])  # fmt: skip
     try:
         async with aiohttp.ClientSession() as http:
 
@@ -388,6 +420,8 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log.close()
     return {
         "benchmark": "control_plane_floor",
+        "event_loop": args.event_loop,
+        "validate": args.validate,
         "clusters": args.clusters,
         "nodes_per_cluster": args.nodes,
         **phases,
@@ -408,15 +442,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hub")
     parser.add_argument("--cluster")
     parser.add_argument("--kubeconfig", type=Path)
+    parser.add_argument(
+        "--event-loop", choices=EVENT_LOOPS, default="uvloop",
+        help="the floor hub's and agents' loop (multiq-hub and multiq-agent run on uvloop)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--validate", action="store_true",
+        help="the floor hub checks and converts each submission with the api models",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.role == "hub":
-        app = floor_hub(args.db, args.cluster_names.split(","))
+        app = floor_hub(args.db, args.cluster_names.split(","), validate=args.validate)
         web.run_app(
-            app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1
-        )
+            app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1,
+            loop=new_event_loop(args.event_loop),
+        )  # fmt: skip
         return 0
     if args.role == "agent":
-        asyncio.run(floor_agent(args.hub, args.cluster, args.kubeconfig, args.db))
+        with asyncio.Runner(loop_factory=lambda: new_event_loop(args.event_loop)) as runner:
+            runner.run(floor_agent(args.hub, args.cluster, args.kubeconfig, args.db))
         return 0
     with tempfile.TemporaryDirectory(prefix="multiq-floor-") as work:
         print(json.dumps(asyncio.run(drive(args, Path(work))), indent=1))

@@ -1,5 +1,6 @@
 """The control plane floor bench runs a small federation of floor hub, floor agents and kubesim
-to the end: every workload submitted is reported Running, and each process's CPU is counted."""
+to the end: every workload submitted is reported Running, and each process's CPU is counted;
+with `--validate` its hub checks and converts each submission as the real hub must."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from bench.control_plane_floor import main
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu() -> None:
+@pytest.mark.parametrize("checks", [[], ["--validate"]], ids=["plain", "validating"])
+def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu(
+    checks: list[str],
+) -> None:
     out = io.StringIO()
     # Enough workloads for every process to spend several clock ticks (10 ms, the unit of
     # /proc's CPU times) in each phase: the floor hub spends ~0.2 ms per workload, so 40 of
@@ -32,9 +36,11 @@ def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_proc
                 "2",
                 "--nodes",
                 "4",
+                *checks,
             ]
         )
     figures = json.loads(out.getvalue())
+    assert (figures["event_loop"], figures["validate"]) == ("uvloop", bool(checks))
     for phase, count in (("throughput", 200), ("paced", 100)):
         assert figures[phase]["workloads"] == count
         cpu = figures[phase]["cpu_ms_per_workload"]
