@@ -828,7 +828,8 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
     record = _with_pods_ready(record, seen.observation, now)
     obs = seen.observation
     seen_now = record.jobs_seen or seen.jobs_exist
-    if not seen.jobs_exist and (record.jobs_seen or seen.relisted):
+    deleted = not seen.jobs_exist and (record.jobs_seen or seen.relisted)
+    if deleted:
         obs = Observation(
             WorkloadPhase.FAILED, obs.pods, obs.exits, "its Jobs were deleted outside MultiQ"
         )
@@ -881,8 +882,11 @@ def next_report(record: Record, seen: Sighting, now: float, cadence: Cadence) ->
         workload = workload.model_copy(update={"status": status})
         finished_at = now
     extra = {}
-    if obs.phase is WorkloadPhase.FAILED and not obs.exits and obs.message:
-        extra["pending_message"] = obs.message  # no exit codes to tell why
+    if obs.phase is WorkloadPhase.FAILED and obs.message and (deleted or not obs.exits):
+        # Why it failed, when exit codes cannot tell: there are none, or the Jobs were deleted
+        # (their pods' exits, such as 143 from the SIGTERM, are the deletion's doing, and
+        # whether the mirror saw them before the pods went is a race).
+        extra["pending_message"] = obs.message
     report = _report(
         record,
         obs.phase,

@@ -782,6 +782,33 @@ def test_a_failure_with_no_exit_code_says_why_in_its_message() -> None:
     assert "deleted outside MultiQ" in step.record.last_report.pending_message
 
 
+def test_jobs_deleted_after_their_pods_were_seen_killed_are_reported_as_deleted() -> None:
+    # The deletion's SIGTERM ends the pods (exit 143) before they go; whether the mirror saw
+    # that first is a race, and the report says the same either way.
+    killed = ContainerExit(pod="w-abc", container="main", exit_code=143, reason="Error")
+    before = held(P.RUNNING, last_report=report(P.RUNNING, NOW - 5))
+    sighting = Sighting(Observation(P.RUNNING, RUNNING_PODS, (killed,)), False, False)
+    step = next_report(before, sighting, NOW, CADENCE)
+    sent = step.record.last_report if step.record is not None else None
+    assert sent is not None and sent.phase is P.FAILED
+    assert sent.exits == [killed]
+    assert sent.pending_message == "its Jobs were deleted outside MultiQ"
+
+
+def test_a_failed_job_whose_exit_codes_tell_why_sends_no_message_of_its_own() -> None:
+    failed = ContainerExit(pod="w-abc", container="main", exit_code=1, reason="Error")
+    before = held(P.RUNNING, last_report=report(P.RUNNING, NOW - 5))
+    sighting = Sighting(
+        Observation(P.FAILED, PodCounts(failed=1), (failed,), "job w: BackoffLimitExceeded"),
+        True,
+        False,
+    )
+    step = next_report(before, sighting, NOW, CADENCE)
+    sent = step.record.last_report if step.record is not None else None
+    assert sent is not None and sent.phase is P.FAILED and sent.exits == [failed]
+    assert sent.pending_message == ""
+
+
 @pytest.mark.parametrize(
     "record",
     [
