@@ -105,10 +105,11 @@ def summarize(pairs: list[dict[str, dict[str, float]]], figures: Sequence[str]) 
     for name in figures:
         before = [pair["before"][name] for pair in pairs]
         after = [pair["after"][name] for pair in pairs]
+        median_before, median_after = statistics.median(before), statistics.median(after)
         out[name] = {
-            "before": round(statistics.median(before), 4),
-            "after": round(statistics.median(after), 4),
-            "change": round(statistics.median(after) - statistics.median(before), 4),
+            "before": round(median_before, 4),
+            "after": round(median_after, 4),
+            "change": round(median_after - median_before, 4),
             "after_lower_in": sum(a < b for a, b in zip(after, before, strict=True)),
             "pairs": len(pairs),
         }
