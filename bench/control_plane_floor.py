@@ -22,7 +22,7 @@ concurrent clients, then M more at a steady rate (200/s); each phase ends when t
 watch shows every one of its workloads Running. It reads each process's CPU from /proc.
 
     .venv/bin/python -m bench.control_plane_floor [--workloads 2000] [--paced 1000] [--rate 200]
-        [--event-loop uvloop|asyncio] [--validate]
+        [--event-loop uvloop|asyncio] [--validate] [--agent-batch SECONDS]
 
 The floor's processes run on the event loop multiq-hub and multiq-agent run on (`runtime.loop`:
 uvloop unless `--event-loop asyncio`; sessions up to 31 measured the floor on asyncio's).
@@ -30,6 +30,13 @@ uvloop unless `--event-loop asyncio`; sessions up to 31 measured the floor on as
 else it does: a submission is decoded with the api models and checked by its rules (bad input
 gets a 422 with its field errors), then converted to the Workload the hub queues, which is
 stored beside the Job. The floor agents still take offers on trust.
+
+`--agent-batch SECONDS` makes the floor agents create Jobs in rounds, at most one every
+SECONDS (offers that arrive meanwhile wait for the next), as multiq-agent's admission cycle
+runs at most every 0.05 s. kubesim then gets MultiQ's traffic shape: at 200/s, rounds of a few
+Jobs cost kubesim 10-20 % less per workload than Jobs one by one, and the floor agents less
+too, so the hub's and agents' figures compare with MultiQ's component by component; the
+default (each Job at once) keeps the lower ratio, the floor proper.
 
 Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
 kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 sets to ≤ 2. Compare it with
@@ -199,7 +206,9 @@ def floor_hub(db: Path, clusters: list[str], *, validate: bool = False) -> web.A
 # --- a floor agent ---------------------------------------------------------------------------
 
 
-async def floor_agent(hub: str, cluster: str, kubeconfig: Path, db: Path) -> None:
+async def floor_agent(
+    hub: str, cluster: str, kubeconfig: Path, db: Path, *, batch_seconds: float = 0.0
+) -> None:
     state = _open_db(db, "NORMAL")
     api: Any = await k8s_config.new_client_from_config(config_file=str(kubeconfig))
     # As the real agent does (agent/k8s/client.py): wire dicts go out as they are, and the
@@ -246,6 +255,24 @@ async def floor_agent(hub: str, cluster: str, kubeconfig: Path, db: Path) -> Non
             json.loads(await response.read())
             response.release()
 
+        def start_create(workload: dict[str, Any]) -> None:
+            task = asyncio.create_task(create(workload))
+            creates.add(task)
+            task.add_done_callback(creates.discard)
+
+        gathered: list[dict[str, Any]] = []
+        last_round = -batch_seconds
+
+        async def create_round() -> None:
+            # At most one round every batch_seconds, counted from the last round's start.
+            nonlocal last_round
+            loop = asyncio.get_running_loop()
+            await asyncio.sleep(max(0.0, last_round + batch_seconds - loop.time()))
+            last_round = loop.time()
+            for workload in gathered:
+                start_create(workload)
+            gathered.clear()
+
         try:
             async for message in ws:
                 workload = json.loads(message.data)["offer"]
@@ -254,9 +281,14 @@ async def floor_agent(hub: str, cluster: str, kubeconfig: Path, db: Path) -> Non
                     (workload["key"], message.data),
                 )
                 state.commit()
-                task = asyncio.create_task(create(workload))
-                creates.add(task)
-                task.add_done_callback(creates.discard)
+                if batch_seconds <= 0:
+                    start_create(workload)
+                    continue
+                gathered.append(workload)
+                if len(gathered) == 1:  # the first since the last round: it takes the rest
+                    round_ = asyncio.create_task(create_round())
+                    creates.add(round_)
+                    round_.add_done_callback(creates.discard)
         finally:
             for task in watches:
                 task.cancel()
@@ -331,7 +363,8 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 spawn(f"agent-{i}", [*me, "--role", "agent", "--hub", hub_url.replace("http", "ws"),
                                      "--cluster", name, "--kubeconfig",
                                      str(kube_dir / f"{name}.kubeconfig"),
-                                     "--db", str(work / f"agent-{i}.db")])  # fmt: skip
+                                     "--db", str(work / f"agent-{i}.db"),
+                                     "--agent-batch", str(args.agent_batch)])  # fmt: skip
 
             async def progress() -> dict[str, int]:
                 try:
@@ -422,6 +455,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "benchmark": "control_plane_floor",
         "event_loop": args.event_loop,
         "validate": args.validate,
+        "agent_batch_seconds": args.agent_batch,
         "clusters": args.clusters,
         "nodes_per_cluster": args.nodes,
         **phases,
@@ -450,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         "--validate", action="store_true",
         help="the floor hub checks and converts each submission with the api models",
     )  # fmt: skip
+    parser.add_argument(
+        "--agent-batch", type=float, default=0.0, metavar="SECONDS",
+        help="the floor agents create Jobs in rounds at most this often, as multiq-agent's "
+        "admission cycle does (0.05 s); 0: each at once",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.role == "hub":
         app = floor_hub(args.db, args.cluster_names.split(","), validate=args.validate)
@@ -460,7 +499,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "agent":
         with asyncio.Runner(loop_factory=lambda: new_event_loop(args.event_loop)) as runner:
-            runner.run(floor_agent(args.hub, args.cluster, args.kubeconfig, args.db))
+            runner.run(
+                floor_agent(
+                    args.hub, args.cluster, args.kubeconfig, args.db,
+                    batch_seconds=args.agent_batch,
+                )
+            )  # fmt: skip
         return 0
     with tempfile.TemporaryDirectory(prefix="multiq-floor-") as work:
         print(json.dumps(asyncio.run(drive(args, Path(work))), indent=1))

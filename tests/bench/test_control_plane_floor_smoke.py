@@ -1,6 +1,7 @@
 """The control plane floor bench runs a small federation of floor hub, floor agents and kubesim
 to the end: every workload submitted is reported Running, and each process's CPU is counted;
-with `--validate` its hub checks and converts each submission as the real hub must."""
+with `--validate` its hub checks and converts each submission as the real hub must, and with
+`--agent-batch` its agents create the Jobs of the offers gathered in rounds, none left out."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from bench.control_plane_floor import main
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
-@pytest.mark.parametrize("checks", [[], ["--validate"]], ids=["plain", "validating"])
+@pytest.mark.parametrize(
+    "checks",
+    [[], ["--validate"], ["--agent-batch", "0.05"]],
+    ids=["plain", "validating", "creating-jobs-in-rounds"],
+)
 def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu(
     checks: list[str],
 ) -> None:
@@ -40,7 +45,9 @@ def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_proc
             ]
         )
     figures = json.loads(out.getvalue())
-    assert (figures["event_loop"], figures["validate"]) == ("uvloop", bool(checks))
+    assert figures["event_loop"] == "uvloop"
+    assert figures["validate"] == ("--validate" in checks)
+    assert figures["agent_batch_seconds"] == (0.05 if "--agent-batch" in checks else 0.0)
     for phase, count in (("throughput", 200), ("paced", 100)):
         assert figures[phase]["workloads"] == count
         cpu = figures[phase]["cpu_ms_per_workload"]
