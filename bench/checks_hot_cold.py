@@ -11,8 +11,8 @@ caches. This bench measures how much of the difference that alone explains, on t
 checks every workload gets:
 
 - hub: a submitted Job decoded with the api models and its rules (`api.codec.decode`), then
-  converted to its Workload (`to_workload`, as hub.http.submit calls it), which checks the
-  Workload's rules;
+  converted to its Workload (`bench.control_plane_floor.submitted_workload`, the calls
+  hub.http.submit makes), which checks the Workload's rules;
 - agent: the hub's DispatchOffer for it, as it comes off the WebSocket
   (`Envelope.decode_from_peer`), split into its two parts: the pydantic validation
   (`Envelope.model_validate_json`) and the rules of the offered Workload
@@ -43,26 +43,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from api.codec import decode
-from api.kinds import REGISTRY
 from api.meta import build_schemas
-from api.v1alpha1.conversions import to_workload
 from api.v1alpha1.messages import DispatchOffer, Envelope
-from api.v1alpha1.workload import Workload
+from bench.control_plane_floor import submitted_workload
 from bench.federation_dispatch import small_job
-
-
-def converted(job: dict[str, Any]) -> Workload:
-    """What the hub's submit makes of `job` (hub.http.submit): decoded and checked, then
-    converted, the Job's templates taken over rather than copied."""
-    return to_workload(
-        decode(job, REGISTRY), priority_classes={}, take_ownership=True, source_checked=True
-    )
 
 
 def offer_text(job: dict[str, Any]) -> str:
     """The JSON of the offer the hub sends for `job` (bound, generation 1)."""
-    workload = converted(job)
+    workload = submitted_workload(job)
     offer = DispatchOffer(workload=workload, generation=1, source=job, bound=True)
     return Envelope.wrap(offer, seq=1).to_json()
 
@@ -95,7 +84,7 @@ def measure(calls: int, evict_mb: int) -> dict[str, Any]:
     text = offer_text(job)
     envelope = Envelope.model_validate_json(text)
     checks: dict[str, Callable[[], object]] = {
-        "hub_submission": lambda: converted(job),
+        "hub_submission": lambda: submitted_workload(job),
         "agent_offer": lambda: Envelope.decode_from_peer(text),
         "agent_offer_validation": lambda: Envelope.model_validate_json(text),
         "agent_offer_rules": envelope.semantic_errors,

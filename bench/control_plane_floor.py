@@ -70,6 +70,7 @@ from api.codec import decode
 from api.errors import ApiError
 from api.kinds import REGISTRY
 from api.v1alpha1.conversions import to_workload
+from api.v1alpha1.workload import Workload
 from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
 from qctl.commands.dev import free_port
 from runtime.loop import EVENT_LOOPS, new_event_loop
@@ -112,15 +113,19 @@ def _open_db(path: Path, synchronous: str) -> sqlite3.Connection:
     return conn
 
 
+def submitted_workload(body: Any) -> Workload:
+    """What the real hub must do with a submission whatever else it does (hub.http.submit):
+    decode the Job with the api models (schema, then its rules) and convert it to the Workload
+    it queues, the Job's templates taken over rather than copied (ApiError, with field errors,
+    for bad input)."""
+    return to_workload(
+        decode(body, REGISTRY), priority_classes={}, take_ownership=True, source_checked=True
+    )
+
+
 def validated(body: Any) -> dict[str, Any]:
-    """`--validate`: what the real hub must do with a submission whatever else it does — decode
-    the Job with the api models (schema, then its rules) and convert it to the Workload it
-    queues (ApiError, with field errors, for bad input); the Workload's stored form."""
-    source = decode(body, REGISTRY)
-    workload = to_workload(
-        source, priority_classes={}, default_queue_name=None, take_ownership=True,
-        source_checked=True,
-    )  # fmt: skip
+    """`--validate`: `submitted_workload` in the floor's namespace, in its stored form."""
+    workload = submitted_workload(body)
     workload.metadata.namespace = NAMESPACE
     return workload.to_wire()
 
