@@ -41,6 +41,7 @@ import asyncio
 import cProfile
 import io
 import json
+import math
 import pstats
 import tempfile
 import time
@@ -285,8 +286,13 @@ async def floor(window: float, warmup: float = 3.0) -> dict[str, object]:
     }
 
 
-def main() -> None:
-    run_like_the_agent()
+def shallowest_queue(window: float) -> int:
+    """The most workloads the room and `window` seconds at the ideal rate can admit: a queue
+    that deep may drain before the window ends."""
+    return CAPACITY_CPUS + math.ceil(IDEAL_PER_S * window)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--queued", type=int, default=10_000)
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured")
@@ -294,7 +300,12 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="the cost of Jobs and reports alone, no agent"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not args.floor and args.queued <= (least := shallowest_queue(args.window)):
+        # Fewer would all be admitted before the window ends: it would measure a queue that
+        # drained, and say 0 admissions per second.
+        parser.error(f"--queued must be more than {least} for a {args.window} s window")
+    run_like_the_agent()
     if args.floor:
         print(json.dumps(asyncio.run(floor(args.window)), indent=2, ensure_ascii=False))
         return
