@@ -3,7 +3,8 @@
 Three figures, printed as one JSON object:
 * `process_pod`: RSS of a process-runtime Deployment pod's process tree (its container runs
   `sleep`, behind the private mount namespace and volumes kubesim sets up), against a bare
-  `sleep` started directly — what the runtime adds per pod;
+  `sleep` started directly with only a PATH (a container's environment has no locale
+  either) — what the runtime adds per pod;
 * `kubesim_per_pod`: how much kubesim's own RSS grows per Deployment pod (simulated runtime:
   the Deployment, ReplicaSet, pod objects, their history, events and watch history);
 * the pod count each was measured over.
@@ -76,7 +77,11 @@ async def _rolled_out(cluster: Cluster, name: str, replicas: int) -> None:
 
 
 async def _process_pods(count: int) -> dict[str, Any]:
-    bare = await asyncio.create_subprocess_exec("sleep", "300")
+    # With a container's kind of environment, not this process's: a LANG in it makes `sleep`
+    # load its locale, ~300 KiB more than the pod's `sleep`, which gets none.
+    bare = await asyncio.create_subprocess_exec(
+        "sleep", "300", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    )
     try:
         await asyncio.sleep(0.3)
         bare_kib = _rss_kib(bare.pid)
