@@ -18,6 +18,7 @@ in one run, or runs interleaved in one window, compare.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import math
@@ -75,7 +76,9 @@ def measure(snap: Snapshot, repeats: int = 5) -> dict[str, object]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    # No options; parsed so that --help answers and a mistyped option is refused, not ignored.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     gc.set_threshold(*GC_THRESHOLDS)
     out = {
         "repeated_shapes": measure(build(distinct=False)),
