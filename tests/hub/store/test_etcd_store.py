@@ -250,23 +250,26 @@ async def test_a_campaign_cancelled_just_as_the_key_ahead_of_it_goes_ends_cancel
     # swallowed in the few loop turns after the deletion, the campaign went on to lead, and
     # the hub's shutdown waited for its election task forever.
     a_store, b_store = two_hubs
-    ahead_gone = asyncio.Event()
+    watching, ahead_gone = asyncio.Event(), asyncio.Event()
 
     class Follower(EtcdElection):
         @staticmethod
         async def _first_delete(watch: Any) -> None:
+            watching.set()
             await EtcdElection._first_delete(watch)
             ahead_gone.set()
 
     cancelled_on_its_way = 0
     for turns in [*range(6), *range(6)]:  # the window moves a turn or two between runs
+        watching.clear()
         ahead_gone.clear()
         a, b = EtcdElection(a_store, "hub", ttl=TTL), Follower(b_store, "hub", ttl=TTL)
         await a.campaign("hub-a")
         b_campaign = asyncio.create_task(b.campaign("hub-b"))
+        # b queued behind a and watches a's key. (Seeing b's key was not enough: on a busy
+        # machine a could resign before b's first look, and b then led without waiting.)
         async with asyncio.timeout(2):
-            while len((await b._candidates())[0]) < 2:  # noqa: ASYNC110  (b queues behind a)
-                await asyncio.sleep(0.01)
+            await watching.wait()
 
         await a.resign()
         async with asyncio.timeout(5):
