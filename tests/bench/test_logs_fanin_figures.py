@@ -30,11 +30,3 @@ def test_cpu_per_mb_divides_by_the_bytes_delivered() -> None:
 
 def test_nothing_delivered_gives_no_cpu_per_mb_rather_than_a_huge_one() -> None:
     assert cpu_seconds_per_mb({"hub": 0.5}, 0) == {}
-
-
-def test_a_follower_calls_back_on_its_first_line_only() -> None:
-    calls: list[int] = []
-    follower = Follower("default/a", on_first_line=lambda: calls.append(1))
-    for seq in (1, 2):
-        follower.take(_line(seq))
-    assert calls == [1]
