@@ -31,6 +31,7 @@ from agent.app import Agent
 from agent.k8s.client import open_client
 from api.v1alpha1.messages import ConfigSync, WorkloadPhase, WorkloadStatusReport
 from bench.agent_common import collector, kubesim_process, run_like_the_agent, wait_until
+from bench.quantiles import nearest_rank
 from kubesim.cluster import ClusterConfig
 from kubesim.testing import running
 from tests.agent.conftest import (
@@ -47,11 +48,6 @@ from tests.agent.conftest import (
 _ADMITTED_OR_LATER = frozenset(
     {WorkloadPhase.ADMITTED, WorkloadPhase.RUNNING, WorkloadPhase.SUCCEEDED, WorkloadPhase.FAILED}
 )
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @asynccontextmanager
@@ -137,7 +133,7 @@ async def bench(
         "admitted": len(admitted),
         "succeeded": len(done),
         "admit_latency_p50_ms": round(statistics.median(latencies) * 1000, 1),
-        "admit_latency_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "admit_latency_p99_ms": round(nearest_rank(latencies, 0.99) * 1000, 1),
         "admitted_per_s": round(len(admitted) / last_admit, 1),
         "all_succeeded_s": round(total, 2),
         "process_cpu_ms_per_workload": round(cpu * 1000 / offers, 2),

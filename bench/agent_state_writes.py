@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.state import StateStore
+from bench.quantiles import nearest_rank
 
 OFFER = json.dumps({"workload": {"spec": {"script": "x" * 5000}}})
 STATE = json.dumps({"phase": "Running", "status": {"message": "y" * 1000}})
@@ -94,7 +95,7 @@ async def one_round(
         await pending
         await asyncio.sleep(interval)
     cpu_us = (time.process_time() - started) * 1e6 / batches
-    return Figures(cpu_us, sorted(holds)[int(len(holds) * 0.99)])
+    return Figures(cpu_us, nearest_rank(holds, 0.99))
 
 
 async def measure(batches: int, rows: int, interval: float, rounds: int) -> dict[str, Figures]:

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.quantiles import nearest_rank
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 
@@ -223,7 +224,7 @@ async def latency(
         "target_rate_per_s": rate,
         "achieved_rate_per_s": round(achieved, 1),
         "p50_ms": round(statistics.median(lat) * 1000, 1),
-        "p99_ms": round(lat[int(len(lat) * 0.99) - 1] * 1000, 1),
+        "p99_ms": round(nearest_rank(lat, 0.99) * 1000, 1),
         "max_ms": round(lat[-1] * 1000, 1),
     }
 

@@ -77,6 +77,7 @@ from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster
 from api.v1alpha1.messages import HeldWorkload, PodCounts, WorkloadPhase, WorkloadStatusReport
 from api.v1alpha1.queues import LocalQueue
 from api.v1alpha1.workload import Admission, PodSetAssignment, Workload
+from bench.quantiles import nearest_rank
 from hub import transitions
 from hub.auth import TokenAuthority
 from hub.dispatch import COALESCE_SECONDS, WAITING_REFRESH_SECONDS
@@ -1529,10 +1530,8 @@ class Replay:
         return out.getvalue()
 
 
-def _percentile(ordered: list[float], q: float) -> float:
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+def _percentile(values: list[float], q: float) -> float:
+    return nearest_rank(values, q) if values else 0.0
 
 
 def _ms(seconds: float) -> float:

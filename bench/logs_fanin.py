@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.federation_dispatch import CpuMeter
+from bench.quantiles import nearest_rank
 from qctl.client import HubClient
 from qctl.commands.dev import DevFederation
 
@@ -138,10 +139,7 @@ async def follow(client: HubClient, follower: Follower, *, live: bool) -> None:
 
 
 def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return nearest_rank(values, q) if values else 0.0
 
 
 def report(followers: list[Follower], expected_per_workload: int) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -46,19 +45,12 @@ from typing import Any
 
 import yaml
 
+from bench.quantiles import nearest_rank
 from qctl import config as qconfig
 from qctl.commands.dev import DevFederation
 
 TARGETS = {"help": 2.0, "get": 3.0, "get_env": 3.0, "submit": 3.0, "submit_json": 3.0}
 WARMUP_ROUNDS = 3  # the first writes the bytecode cache
-
-
-def nearest_rank(ordered: list[float], q: float) -> float:
-    """The `q` quantile of sorted `ordered` by the nearest-rank method: the smallest value
-    with at least a `q` share of the values at or below it (so p90 of 3 runs is the slowest,
-    not the median)."""
-    rank = math.ceil(round(q * len(ordered), 9))  # (0.9 * 70 is 63.00000000000001)
-    return ordered[max(0, rank - 1)]
 
 
 def one_job(name: str) -> dict[str, Any]:

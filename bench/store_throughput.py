@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.quantiles import nearest_rank
 from hub.store.base import Revision, Store
 from hub.store.etcd import EtcdStore
 from hub.store.localetcd import LocalEtcd
@@ -69,7 +70,7 @@ async def timed(
         "seconds": round(wall, 3),
         "ops_per_s": round(writers * per_writer / wall, 1),
         "p50_ms": round(statistics.median(latencies) * 1e3, 2),
-        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1e3, 2),
+        "p99_ms": round(nearest_rank(latencies, 0.99) * 1e3, 2),
     }
 
 
