@@ -22,7 +22,7 @@ concurrent clients, then M more at a steady rate (200/s); each phase ends when t
 watch shows every one of its workloads Running. It reads each process's CPU from /proc.
 
     .venv/bin/python -m bench.control_plane_floor [--workloads 2000] [--paced 1000] [--rate 200]
-        [--event-loop uvloop|asyncio] [--validate] [--agent-batch SECONDS]
+        [--event-loop uvloop|asyncio] [--validate] [--agent-batch SECONDS] [--required]
 
 The floor's processes run on the event loop multiq-hub and multiq-agent run on (`runtime.loop`:
 uvloop unless `--event-loop asyncio`; sessions up to 31 measured the floor on asyncio's).
@@ -30,6 +30,18 @@ uvloop unless `--event-loop asyncio`; sessions up to 31 measured the floor on as
 else it does: a submission is decoded with the api models and checked by its rules (bad input
 gets a 422 with its field errors), then converted to the Workload the hub queues, which is
 stored beside the Job. The floor agents still take offers on trust.
+
+`--required` (implies `--validate`) adds what MultiQ's own design requires of any hub and agents
+built on it, done through MultiQ's models and engine and nothing else:
+- the protocol's messages (docs/protocol.md): the hub sends each offer as a DispatchOffer
+  envelope with the Workload and the Job, and the agents report Running as a WorkloadStatus
+  envelope with the admission; each side decodes and checks the other's messages as a peer's
+  (`Envelope.decode_from_peer`: the schema, then the rules of what they carry);
+- admission by the agent's engine (`FloorAdmission`): each offered Workload converted to the
+  engine's, one incremental cycle per round over the dev fleet's queues and every workload
+  held; a Job is created once its workload is admitted.
+Left out, so that the figure stays a floor: placement at the hub, capacity reports, the agents'
+records and status pass, Jobs built from the Workload, fencing, auth, metrics and tracing.
 
 `--agent-batch SECONDS` makes the floor agents create Jobs in rounds, at most one every
 SECONDS (offers that arrive meanwhile wait for the next), as multiq-agent's admission cycle
@@ -49,6 +61,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import gc
 import itertools
 import json
 import sqlite3
@@ -58,6 +72,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +81,32 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from agent.engine.carry import Carry
+from agent.engine.cycle import schedule_incremental
+from agent.engine.from_api import build_snapshot, workload_from_api
+from agent.engine.result import Admit
+from agent.engine.snapshot import Snapshot, WorkloadId
+from agent.engine.snapshot import Workload as EngineWorkload
+from agent.main import GC_THRESHOLDS as AGENT_GC_THRESHOLDS
+from agent.snapshots import api_admission
 from api.codec import decode
 from api.errors import ApiError
 from api.kinds import REGISTRY
+from api.meta import build_schemas
 from api.v1alpha1.conversions import to_workload
+from api.v1alpha1.federation import TENANT_LABEL
+from api.v1alpha1.messages import (
+    DispatchOffer,
+    Envelope,
+    PodCounts,
+    WorkloadPhase,
+    WorkloadStatusReport,
+)
+from api.v1alpha1.queues import ClusterQueue, LocalQueue, ResourceFlavor
 from api.v1alpha1.workload import Workload
 from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
-from qctl.commands.dev import free_port
+from hub.main import GC_THRESHOLDS as HUB_GC_THRESHOLDS
+from qctl.commands.dev import DevFederation, free_port
 from runtime.loop import EVENT_LOOPS, new_event_loop
 
 NAMESPACE = "default"
@@ -123,18 +157,26 @@ def submitted_workload(body: Any) -> Workload:
     )
 
 
-def validated(body: Any) -> dict[str, Any]:
-    """`--validate`: `submitted_workload` in the floor's namespace, in its stored form."""
+def validated(body: Any) -> Workload:
+    """`--validate`: `submitted_workload` in the floor's namespace."""
     workload = submitted_workload(body)
     workload.metadata.namespace = NAMESPACE
-    return workload.to_wire()
+    return workload
 
 
-def floor_hub(db: Path, clusters: list[str], *, validate: bool = False) -> web.Application:
+def floor_hub(
+    db: Path, clusters: list[str], *, validate: bool = False, required: bool = False
+) -> web.Application:
+    """`required` (with `validate`): offers go out as the protocol's DispatchOffer envelopes
+    and reports come back as WorkloadStatus envelopes, each decoded and checked as a peer's
+    message (`Envelope.decode_from_peer`)."""
     store = GroupCommit(_open_db(db, "FULL"))
     agents: dict[str, web.WebSocketResponse] = {}
     order = itertools.cycle(clusters)
     workloads: dict[str, dict[str, Any]] = {}
+    models: dict[str, Workload] = {}  # `required`: the Workload offered, by its floor key
+    by_workload: dict[str, str] = {}  # `required`: floor key by the Workload's key
+    sequence = itertools.count(1)
     watchers: set[asyncio.Queue[bytes]] = set()
 
     async def write(sql: str, text: str, key: str) -> None:
@@ -154,36 +196,63 @@ def floor_hub(db: Path, clusters: list[str], *, validate: bool = False) -> web.A
         if key in workloads:
             return web.json_response({"message": f"{key} exists"}, status=409)
         workload = {"key": key, "job": body, "cluster": None, "phase": "Pending"}
-        if validate:
+        if validate or required:
             try:
-                workload["workload"] = validated(body)
+                model = validated(body)
             except ApiError as exc:
                 return web.json_response({"message": str(exc)}, status=422)
+            workload["workload"] = model.to_wire()
+            if required:
+                models[key] = model
+                by_workload[f"{NAMESPACE}/{model.metadata.name}"] = key
         workloads[key] = workload
         text = json.dumps(workload, separators=(",", ":"))
         await write("INSERT INTO objects (value, key) VALUES (?, ?)", text, key)
         asyncio.get_running_loop().create_task(bind_and_offer(workload))
         return web.json_response(workload, status=201)
 
+    def offer_text(workload: dict[str, Any]) -> str:
+        if not required:
+            return json.dumps({"offer": workload}, separators=(",", ":"))
+        offer = DispatchOffer(
+            workload=models[workload["key"]], generation=1, source=workload["job"]
+        )
+        return Envelope.wrap(offer, seq=next(sequence)).to_json()
+
     async def bind_and_offer(workload: dict[str, Any]) -> None:
         cluster = next(order)
         workload["cluster"] = cluster
         text = json.dumps(workload, separators=(",", ":"))
         await write("UPDATE objects SET value = ? WHERE key = ?", text, workload["key"])
-        await agents[cluster].send_str(json.dumps({"offer": workload}, separators=(",", ":")))
+        await agents[cluster].send_str(offer_text(workload))
+
+    def read_report(data: str) -> tuple[str | None, str]:
+        """The floor key and phase a report is of."""
+        if not required:
+            report = json.loads(data)
+            return report["key"], report["phase"]
+        envelope, _ = Envelope.decode_from_peer(data)
+        payload = envelope.payload
+        assert isinstance(payload, WorkloadStatusReport)
+        return by_workload.get(payload.workload), payload.phase.value
 
     async def session(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         agents[request.match_info["cluster"]] = ws
         async for message in ws:
-            report = json.loads(message.data)
-            workload = workloads.get(report["key"])
-            if workload is None or workload["cluster"] != request.match_info["cluster"]:
+            key, phase = read_report(message.data)
+            workload = workloads.get(key) if key is not None else None
+            if (
+                key is None
+                or workload is None
+                or workload["cluster"] != request.match_info["cluster"]
+            ):
                 continue
-            workload["phase"] = report["phase"]
+            workload["phase"] = phase
             text = json.dumps(workload, separators=(",", ":"))
-            await write("UPDATE objects SET value = ? WHERE key = ?", text, report["key"])
+            await write("UPDATE objects SET value = ? WHERE key = ?", text, key)
+            models.pop(key, None)  # offered: the agent has it
         return ws
 
     async def progress(request: web.Request) -> web.Response:
@@ -211,9 +280,61 @@ def floor_hub(db: Path, clusters: list[str], *, validate: bool = False) -> web.A
 # --- a floor agent ---------------------------------------------------------------------------
 
 
+class FloorAdmission:
+    """`--required`: the offers a floor agent holds, admitted by MultiQ's engine as the real
+    agent admits them — each offered Workload converted to the engine's (`workload_from_api`),
+    then one incremental cycle (`schedule_incremental`) per round over the dev fleet's queues
+    (`DevFederation.fleet_objects`) and every workload held, the admitted ones holding their
+    quota from then on. Nothing else of the agent's shell: no records, status pass, capacity
+    reports, metrics or tracing."""
+
+    def __init__(self, nodes: int) -> None:
+        config = DevFederation(Path("."), nodes=nodes).fleet_objects()
+        kinds = {k.KIND for k in (ResourceFlavor, ClusterQueue, LocalQueue)}
+        objects = [decode(o, REGISTRY) for o in config if o["kind"] in kinds]
+        self.base: Snapshot = build_snapshot(
+            flavors=[o for o in objects if isinstance(o, ResourceFlavor)],
+            cluster_queues=[o for o in objects if isinstance(o, ClusterQueue)],
+            local_queues=[o for o in objects if isinstance(o, LocalQueue)],
+            workloads=(),
+            namespaces={NAMESPACE: {TENANT_LABEL: "default"}},
+        )
+        self.held: dict[WorkloadId, EngineWorkload] = {}
+        self.changed: set[WorkloadId] = set()
+        self.carry: Carry | None = None
+
+    def offer(self, workload: Workload, now: float) -> WorkloadId:
+        engine = workload_from_api(workload, arrived_at=now)
+        self.held[engine.id] = engine
+        self.changed.add(engine.id)
+        return engine.id
+
+    def cycle(self, now: float) -> list[Admit]:
+        """One admission cycle; what it admitted."""
+        snapshot = dataclasses.replace(self.base, workloads=dict(self.held))
+        result, self.carry = schedule_incremental(snapshot, now, self.carry, self.changed)
+        self.changed = set()
+        for admit in result.admitted:
+            admitted = self.held[admit.workload]
+            self.held[admit.workload] = dataclasses.replace(
+                admitted, admission=admit.admission, admitted_at=now
+            )
+            self.changed.add(admit.workload)
+        return list(result.admitted)
+
+
 async def floor_agent(
-    hub: str, cluster: str, kubeconfig: Path, db: Path, *, batch_seconds: float = 0.0
+    hub: str,
+    cluster: str,
+    kubeconfig: Path,
+    db: Path,
+    *,
+    batch_seconds: float = 0.0,
+    admission: FloorAdmission | None = None,
 ) -> None:
+    """`admission` (`--required`): offers are the protocol's envelopes, decoded and checked as
+    a peer's message; a Job is created once the engine admits its workload, and its Running
+    report is the protocol's WorkloadStatus with the admission."""
     state = _open_db(db, "NORMAL")
     api: Any = await k8s_config.new_client_from_config(config_file=str(kubeconfig))
     # As the real agent does (agent/k8s/client.py): wire dicts go out as they are, and the
@@ -226,17 +347,34 @@ async def floor_agent(
     api.rest_client.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False)
     batch: Any = k8s.BatchV1Api(api)
     core: Any = k8s.CoreV1Api(api)
-    jobs: dict[str, str] = {}  # Job name: workload key, until reported
+    jobs: dict[str, dict[str, Any]] = {}  # Job name: its offered workload, until reported
+    sequence = itertools.count(1)
+    loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession() as http, http.ws_connect(f"{hub}/session/{cluster}") as ws:
+
+        def report(workload: dict[str, Any]) -> str:
+            if admission is None:
+                return json.dumps({"key": workload["key"], "phase": "Running"})
+            running = WorkloadStatusReport(
+                workload=workload["workload_key"],
+                generation=1,
+                phase=WorkloadPhase.RUNNING,
+                observed_at=datetime.now(UTC),
+                admission=api_admission(workload["admission"]),
+                pods=PodCounts(running=1),
+            )
+            return Envelope.wrap(running, seq=next(sequence)).to_json()
 
         async def on_pod(event: dict[str, Any]) -> None:
             pod = event.get("object") or {}
             job = (pod.get("metadata", {}).get("labels") or {}).get("job-name")
             if job in jobs and (pod.get("status") or {}).get("phase") == "Running":
-                key = jobs.pop(job)
-                state.execute("UPDATE objects SET value = ? WHERE key = ?", ("Running", key))
+                workload = jobs.pop(job)
+                state.execute(
+                    "UPDATE objects SET value = ? WHERE key = ?", ("Running", workload["key"])
+                )
                 state.commit()
-                await ws.send_str(json.dumps({"key": key, "phase": "Running"}))
+                await ws.send_str(report(workload))
 
         async def ignore(event: dict[str, Any]) -> None:
             pass
@@ -255,7 +393,7 @@ async def floor_agent(
         async def create(workload: dict[str, Any]) -> None:
             job = dict(workload["job"])
             job["metadata"] = {**job["metadata"], "namespace": NAMESPACE}
-            jobs[job["metadata"]["name"]] = workload["key"]
+            jobs[job["metadata"]["name"]] = workload
             response = await batch.create_namespaced_job(NAMESPACE, job, _preload_content=False)
             json.loads(await response.read())
             response.release()
@@ -266,28 +404,56 @@ async def floor_agent(
             task.add_done_callback(creates.discard)
 
         gathered: list[dict[str, Any]] = []
+        waiting: dict[WorkloadId, dict[str, Any]] = {}  # `admission`: offered, not admitted
         last_round = -batch_seconds
+
+        def admit_and_create(offered: list[dict[str, Any]]) -> None:
+            if admission is None:
+                for workload in offered:
+                    start_create(workload)
+                return
+            now = loop.time()
+            for workload in offered:
+                waiting[admission.offer(workload["offer"], now)] = workload
+            for admit in admission.cycle(now):
+                workload = waiting.pop(admit.workload)
+                workload["admission"] = admit.admission
+                start_create(workload)
 
         async def create_round() -> None:
             # At most one round every batch_seconds, counted from the last round's start.
             nonlocal last_round
-            loop = asyncio.get_running_loop()
             await asyncio.sleep(max(0.0, last_round + batch_seconds - loop.time()))
             last_round = loop.time()
-            for workload in gathered:
-                start_create(workload)
+            offered = list(gathered)
             gathered.clear()
+            admit_and_create(offered)
+
+        def offered(data: str) -> dict[str, Any]:
+            if admission is None:
+                workload: dict[str, Any] = json.loads(data)["offer"]
+                return workload
+            envelope, _ = Envelope.decode_from_peer(data)
+            offer = envelope.payload
+            assert isinstance(offer, DispatchOffer) and offer.source is not None
+            meta = offer.workload.metadata
+            return {
+                "key": f"{NAMESPACE}/{offer.source['metadata']['name']}",
+                "workload_key": f"{meta.namespace}/{meta.name}",
+                "job": offer.source,
+                "offer": offer.workload,
+            }
 
         try:
             async for message in ws:
-                workload = json.loads(message.data)["offer"]
+                workload = offered(message.data)
                 state.execute(
                     "INSERT OR REPLACE INTO objects VALUES (?, ?)",
                     (workload["key"], message.data),
                 )
                 state.commit()
                 if batch_seconds <= 0:
-                    start_create(workload)
+                    admit_and_create([workload])
                     continue
                 gathered.append(workload)
                 if len(gathered) == 1:  # the first since the last round: it takes the rest
@@ -354,7 +520,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
          str(args.nodes), "--runtime", "simulated", "--dir", str(kube_dir), "--name-prefix",
          "sim"],
     )  # fmt: skip
-    checks = ["--validate"] if args.validate else []
+    checks = (["--validate"] if args.validate else []) + (["--required"] if args.required else [])
     spawn("hub", [*me, "--role", "hub", "--port", str(port), "--db", str(work / "hub.db"),
                   "--cluster-names", ",".join(names), *checks])  # fmt: skip
     try:
@@ -369,7 +535,8 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                      "--cluster", name, "--kubeconfig",
                                      str(kube_dir / f"{name}.kubeconfig"),
                                      "--db", str(work / f"agent-{i}.db"),
-                                     "--agent-batch", str(args.agent_batch)])  # fmt: skip
+                                     "--agent-batch", str(args.agent_batch),
+                                     "--nodes", str(args.nodes), *checks])  # fmt: skip
 
             async def progress() -> dict[str, int]:
                 try:
@@ -459,12 +626,22 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {
         "benchmark": "control_plane_floor",
         "event_loop": args.event_loop,
-        "validate": args.validate,
+        "validate": args.validate or args.required,
+        "required": args.required,
         "agent_batch_seconds": args.agent_batch,
         "clusters": args.clusters,
         "nodes_per_cluster": args.nodes,
         **phases,
     }
+
+
+def start_as_multiq_does(gc_thresholds: tuple[int, int, int]) -> None:
+    """What multiq-hub and multiq-agent do before they serve (their `main`): build the api
+    models' schemas, freeze what start-up made out of the collector's way, and set their
+    collector thresholds — free for any control plane, so the floor does it too."""
+    build_schemas()
+    gc.freeze()
+    gc.set_threshold(*gc_thresholds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -494,20 +671,30 @@ def main(argv: list[str] | None = None) -> int:
         help="the floor agents create Jobs in rounds at most this often, as multiq-agent's "
         "admission cycle does (0.05 s); 0: each at once",
     )  # fmt: skip
+    parser.add_argument(
+        "--required", action="store_true",
+        help="what MultiQ's protocol and agent require beyond --validate: the protocol's "
+        "messages, decoded and checked as a peer's, and admission by the engine",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.role == "hub":
-        app = floor_hub(args.db, args.cluster_names.split(","), validate=args.validate)
+        start_as_multiq_does(HUB_GC_THRESHOLDS)
+        app = floor_hub(
+            args.db, args.cluster_names.split(","), validate=args.validate, required=args.required
+        )
         web.run_app(
             app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1,
             loop=new_event_loop(args.event_loop),
         )  # fmt: skip
         return 0
     if args.role == "agent":
+        start_as_multiq_does(AGENT_GC_THRESHOLDS)
         with asyncio.Runner(loop_factory=lambda: new_event_loop(args.event_loop)) as runner:
             runner.run(
                 floor_agent(
                     args.hub, args.cluster, args.kubeconfig, args.db,
                     batch_seconds=args.agent_batch,
+                    admission=FloorAdmission(args.nodes) if args.required else None,
                 )
             )  # fmt: skip
         return 0

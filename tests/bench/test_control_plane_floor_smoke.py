@@ -1,7 +1,9 @@
 """The control plane floor bench runs a small federation of floor hub, floor agents and kubesim
 to the end: every workload submitted is reported Running, and each process's CPU is counted;
 with `--validate` its hub checks and converts each submission as the real hub must, and with
-`--agent-batch` its agents create the Jobs of the offers gathered in rounds, none left out."""
+`--agent-batch` its agents create the Jobs of the offers gathered in rounds, none left out;
+with `--required` the offers and reports are the protocol's messages and the agents admit
+through the engine."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 @pytest.mark.parametrize(
     "checks",
-    [[], ["--validate"], ["--agent-batch", "0.05"]],
-    ids=["plain", "validating", "creating-jobs-in-rounds"],
+    [[], ["--validate"], ["--agent-batch", "0.05"], ["--required", "--agent-batch", "0.05"]],
+    ids=["plain", "validating", "creating-jobs-in-rounds", "doing-what-multiq-requires"],
 )
 def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu(
     checks: list[str],
@@ -46,7 +48,8 @@ def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_proc
         )
     figures = json.loads(out.getvalue())
     assert figures["event_loop"] == "uvloop"
-    assert figures["validate"] == ("--validate" in checks)
+    assert figures["validate"] == ("--validate" in checks or "--required" in checks)
+    assert figures["required"] == ("--required" in checks)
     assert figures["agent_batch_seconds"] == (0.05 if "--agent-batch" in checks else 0.0)
     for phase, count in (("throughput", 200), ("paced", 100)):
         assert figures[phase]["workloads"] == count
