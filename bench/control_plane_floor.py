@@ -47,8 +47,9 @@ What it showed (session 36, 3 rounds of `--validate --agent-batch 0.05`, `--requ
 --agent-batch 0.05` and `bench.federation_dispatch` in turn): the required floor's ratio is
 1.93–2.02 in the throughput phase and 2.03–2.12 paced (the `--validate` floor 1.46–1.58 and
 1.60–1.62; MultiQ 2.84–2.85 and 2.93–3.10). Of what it adds, nearly all is the agents': paced,
-1.76–1.96 → 2.93–2.97 ms per workload (in MultiQ's agent the offer's check alone is metered at
-250–340 µs per workload live), the hub's 2.20–2.21 → 2.29–2.34. So the ≤ 2 that #15 set is
+1.76–1.96 → 2.93–2.97 ms per workload (the offer's check alone, metered live, is 450 µs in the
+floor's agents and 250–340 in MultiQ's: the required parts cost the floor what they cost
+MultiQ), the hub's 2.20–2.21 → 2.29–2.34. So the ≤ 2 that #15 set is
 what MultiQ's protocol and engine cost by themselves. Add the one part of the hub's work it
 leaves out that no design can skip, placement (`hub.placement.cycle.dispatch`, metered in
 MultiQ's hub at 137 µs per workload in the throughput phase and 154 paced, 0.07–0.08 on the
