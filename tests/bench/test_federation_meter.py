@@ -1,0 +1,118 @@
+"""The federation meter: which functions it takes (plain functions and methods that import,
+never coroutine functions), how the call meter it puts into a process counts calls and CPU
+and answers its signals, and a small federation metered end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from bench.federation_meter import SITE, checked_target, main, per_workload
+
+
+def test_a_plain_function_or_method_is_taken() -> None:
+    assert checked_target("hub.state:HubState._apply") == "hub.state:HubState._apply"
+    assert checked_target("agent.records:next_report") == "agent.records:next_report"
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("hub.state:HubState.run", "coroutine"),
+        ("hub.state", "expected module:Qualified.name"),
+        ("hub.nowhere:f", "cannot import"),
+        ("hub.state:HubState.nothing", "has no"),
+        ("hub.state:HubState", "not a function"),
+    ],
+)
+def test_what_cannot_be_metered_is_refused_with_the_reason(spec: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        checked_target(spec)
+
+
+def test_figures_are_per_workload_and_per_call_and_uncalled_functions_are_left_out() -> None:
+    figures = per_workload({"hub": {"m:f": [300, 0.03], "m:g": [0, 0.0]}}, 100)
+    assert figures == {
+        "hub": {
+            "m:f": {
+                "calls_per_workload": 3.0,
+                "cpu_us_per_workload": 300.0,
+                "cpu_us_per_call": 100.0,
+            }
+        }
+    }
+
+
+def test_the_call_meter_counts_calls_and_cpu_and_answers_reset_and_dump(tmp_path: Path) -> None:
+    script = """
+import os, signal
+from colorsys import rgb_to_hsv  # imported after the hook: the wrapped function
+from fractions import Fraction
+for _ in range(3):
+    rgb_to_hsv(0.1, 0.2, 0.3)
+os.kill(os.getpid(), signal.SIGUSR2)  # reset: the three calls above are forgotten
+for _ in range(5):
+    rgb_to_hsv(0.1, 0.2, 0.3)
+Fraction(355, 113).limit_denominator(10)
+os.kill(os.getpid(), signal.SIGUSR1)
+"""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SITE),
+        "MULTIQ_METER": "colorsys:rgb_to_hsv,fractions:Fraction.limit_denominator",
+        "MULTIQ_METER_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    [dump] = tmp_path.glob("*.json")
+    totals = json.loads(dump.read_text())["totals"]
+    assert totals["colorsys:rgb_to_hsv"][0] == 5
+    assert totals["fractions:Fraction.limit_denominator"][0] == 1
+    assert all(seconds >= 0 for _, seconds in totals.values())
+
+
+def test_without_the_meter_variables_the_hook_changes_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIQ_METER")}
+    env["PYTHONPATH"] = str(SITE)
+    script = "import colorsys, sys; print(colorsys.rgb_to_hsv.__module__, len(sys.meta_path))"
+    bare = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    )
+    del env["PYTHONPATH"]
+    plain = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    )
+    assert bare.stdout == plain.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_small_federation_is_metered_in_the_hub_and_the_agents() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(
+            [
+                "--meter", "hub.state:HubState._apply",
+                "--meter", "agent.records:next_report",
+                "--workloads", "20", "--paced", "40", "--rate", "100", "--nodes", "4",
+            ]
+        )  # fmt: skip
+    assert code == 0
+    figures = json.loads(out.getvalue())
+    assert figures["paced"]["workloads"] == 40
+    assert figures["cpu_ms_per_workload"]["hub"] > 0
+    hub = figures["metered"]["hub"]["hub.state:HubState._apply"]
+    agent = figures["metered"]["agent"]["agent.records:next_report"]
+    # Each workload is created, offered and reported Running: a store event each.
+    assert hub["calls_per_workload"] >= 3
+    assert agent["calls_per_workload"] >= 1
+    assert hub["cpu_us_per_call"] > 0 and agent["cpu_us_per_call"] > 0
