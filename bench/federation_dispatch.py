@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -235,34 +237,37 @@ def control_plane_ratio(cpu_ms: dict[str, float]) -> float:
     return round((cpu_ms["hub"] + cpu_ms["agent"]) / cpu_ms["kubesim"], 2)
 
 
-async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
-    meter = CpuMeter(fed)
-    steps = StepMeter(fed)
+@contextlib.asynccontextmanager
+async def watched_hub(fed: DevFederation) -> AsyncIterator[tuple[HubClient, AdmissionWatch]]:
+    """A client of the federation's hub, with the hub's workload watch followed (when each
+    workload got Admitted) until the block ends."""
     async with HubClient(fed.context, timeout=60) as client:
         watch = AdmissionWatch(client)
         watcher = asyncio.create_task(watch.run())
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # the watch is open
         try:
-            counted = await steps.sample()
-            before = meter.sample()
-            burst: dict[str, Any] = await throughput(client, watch, args.workloads)
-            burst["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.workloads)
-            burst["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(
-                burst["cpu_ms_per_workload"]
-            )
-            burst["hub_steps_per_workload"] = await steps.per_workload(counted, args.workloads)
-            counted = await steps.sample()
-            before = meter.sample()
-            paced: dict[str, Any] = await latency(client, watch, args.paced, args.rate)
-            paced["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.paced)
-            paced["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(
-                paced["cpu_ms_per_workload"]
-            )
-            paced["hub_steps_per_workload"] = await steps.per_workload(counted, args.paced)
-            result = {"throughput": burst, "latency": paced}
+            yield client, watch
         finally:
             watcher.cancel()
-        return result
+
+
+async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any]:
+    meter = CpuMeter(fed)
+    steps = StepMeter(fed)
+    async with watched_hub(fed) as (client, watch):
+        counted = await steps.sample()
+        before = meter.sample()
+        burst: dict[str, Any] = await throughput(client, watch, args.workloads)
+        burst["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.workloads)
+        burst["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(burst["cpu_ms_per_workload"])
+        burst["hub_steps_per_workload"] = await steps.per_workload(counted, args.workloads)
+        counted = await steps.sample()
+        before = meter.sample()
+        paced: dict[str, Any] = await latency(client, watch, args.paced, args.rate)
+        paced["cpu_ms_per_workload"] = meter.per_workload_ms(before, args.paced)
+        paced["ratio_hub_plus_agent_to_kubesim"] = control_plane_ratio(paced["cpu_ms_per_workload"])
+        paced["hub_steps_per_workload"] = await steps.per_workload(counted, args.paced)
+        return {"throughput": burst, "latency": paced}
 
 
 def main(argv: list[str] | None = None) -> int:

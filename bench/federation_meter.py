@@ -42,8 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.federation_dispatch import AdmissionWatch, CpuMeter, latency, throughput
-from qctl.client import HubClient
+from bench.federation_dispatch import CpuMeter, latency, throughput, watched_hub
 from qctl.commands.dev import DevFederation
 
 SITE = Path(__file__).with_name("meter_site")
@@ -128,21 +127,15 @@ async def _read_meters(
 
 async def measure(fed: DevFederation, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     cpu = CpuMeter(fed)
-    async with HubClient(fed.context, timeout=60) as client:
-        watch = AdmissionWatch(client)
-        watcher = asyncio.create_task(watch.run())
-        await asyncio.sleep(0.5)
-        try:
-            if args.workloads:
-                await throughput(client, watch, args.workloads)
-            for _, proc in fed.processes:
-                os.kill(proc.pid, signal.SIGUSR2)
-            before = cpu.sample()
-            paced = await latency(client, watch, args.paced, args.rate)
-            cpu_ms = cpu.per_workload_ms(before, args.paced)
-            metered = await _read_meters(fed, folder)
-        finally:
-            watcher.cancel()
+    async with watched_hub(fed) as (client, watch):
+        if args.workloads:
+            await throughput(client, watch, args.workloads)
+        for _, proc in fed.processes:
+            os.kill(proc.pid, signal.SIGUSR2)
+        before = cpu.sample()
+        paced = await latency(client, watch, args.paced, args.rate)
+        cpu_ms = cpu.per_workload_ms(before, args.paced)
+        metered = await _read_meters(fed, folder)
     return {
         "paced": paced,
         "cpu_ms_per_workload": cpu_ms,
