@@ -141,6 +141,12 @@ class Processes(Protocol):
     processes: list[tuple[str, subprocess.Popen[bytes]]]
 
 
+def role_of(process: str) -> str:
+    """The part a federation process plays: "agent" for every agent-<cluster>, else its name
+    (hub, kubesim)."""
+    return "agent" if process.startswith("agent") else process
+
+
 class CpuMeter:
     """CPU seconds (user + system) of the federation's processes, read from /proc, and of
     this client."""
@@ -158,7 +164,7 @@ class CpuMeter:
                 fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            role = name.split("-")[0] if name.startswith("agent") else name
+            role = role_of(name)
             out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / self.ticks
         return out
 

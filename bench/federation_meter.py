@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.federation_dispatch import CpuMeter, latency, throughput, watched_hub
+from bench.federation_dispatch import CpuMeter, latency, role_of, throughput, watched_hub
 from qctl.commands.dev import DevFederation
 
 SITE = Path(__file__).with_name("meter_site")
@@ -88,10 +88,6 @@ def per_workload(
     return out
 
 
-def _role(name: str) -> str:
-    return "agent" if name.startswith("agent") else name
-
-
 def _answered(folder: Path) -> list[Path]:
     return list(folder.glob("*.json"))
 
@@ -112,7 +108,7 @@ async def _read_meters(
     fed: DevFederation, folder: Path, within: float = 10.0
 ) -> dict[str, dict[str, list[float]]]:
     """Every process's totals, summed per role (the agents together)."""
-    pids = {proc.pid: _role(name) for name, proc in fed.processes}
+    pids = {proc.pid: role_of(name) for name, proc in fed.processes}
     for path in _answered(folder):
         path.unlink()
     for pid in pids:
