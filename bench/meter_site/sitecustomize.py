@@ -64,7 +64,14 @@ def _patch(module: ModuleType, attrs: Sequence[str]) -> None:
         owner: Any = module
         for part in path:
             owner = getattr(owner, part)
-        setattr(owner, last, _wrap(f"{module.__name__}:{attr}", getattr(owner, last)))
+        name = f"{module.__name__}:{attr}"
+        # A class's static and class methods are wrapped inside their descriptor: the plain
+        # function set in their place would be bound as a method and take one more argument.
+        raw = vars(owner).get(last) if isinstance(owner, type) else None
+        if isinstance(raw, staticmethod | classmethod):
+            setattr(owner, last, type(raw)(_wrap(name, raw.__func__)))
+        else:
+            setattr(owner, last, _wrap(name, getattr(owner, last)))
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

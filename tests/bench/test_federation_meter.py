@@ -80,6 +80,39 @@ os.kill(os.getpid(), signal.SIGUSR1)
     assert all(seconds >= 0 for _, seconds in totals.values())
 
 
+def test_static_and_class_methods_stay_what_they_are_when_metered(tmp_path: Path) -> None:
+    (tmp_path / "meter_probe.py").write_text(
+        "class Probe:\n"
+        "    @staticmethod\n"
+        "    def twice(x):\n"
+        "        return 2 * x\n"
+        "    @classmethod\n"
+        "    def named(cls):\n"
+        "        return cls.__name__\n"
+    )
+    script = """
+import os, signal
+from meter_probe import Probe
+assert Probe.twice(2) == Probe().twice(2) == 4
+assert Probe.named() == Probe().named() == "Probe"
+os.kill(os.getpid(), signal.SIGUSR1)
+"""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SITE), str(tmp_path)]),
+        "MULTIQ_METER": "meter_probe:Probe.twice,meter_probe:Probe.named",
+        "MULTIQ_METER_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    [dump] = tmp_path.glob("*.json")
+    totals = json.loads(dump.read_text())["totals"]
+    assert totals["meter_probe:Probe.twice"][0] == 2
+    assert totals["meter_probe:Probe.named"][0] == 2
+
+
 def test_without_the_meter_variables_the_hook_changes_nothing(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MULTIQ_METER")}
     env["PYTHONPATH"] = str(SITE)
