@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from agent.engine.quota import add_signed
+from agent.jobsets import REPLICATED_JOB_NAME
 from agent.k8s.client import JsonObject, Kube, Resource
 from agent.k8s.watching import Mirror
 from agent.labels import Labels
@@ -31,7 +32,7 @@ from api.k8s.pod import ResourceList, room_requests
 from api.quantity import Quantity
 from api.v1alpha1.messages import InventorySummary, NodeSummary
 
-__all__ = ["Inventory", "Labels", "PodRoom", "slim_job", "slim_pod"]
+__all__ = ["Inventory", "Labels", "PodRoom", "job_seen", "slim_job", "slim_pod"]
 
 
 def _bare(pod: JsonObject) -> bool:
@@ -122,6 +123,23 @@ def slim_job(job: JsonObject) -> JsonObject:
     return {**job, "metadata": _slim_metadata(job), "spec": spec}
 
 
+def job_seen(job: JsonObject) -> tuple[object, ...]:
+    """What of a Job its readers look at after a change (the jobs mirror's `seen`): its labels
+    and deletion (whose workload and attempt it is, whether it is going) and its conditions
+    (agent.status: Complete, Failed); for a JobSet's Job also what its start order and
+    success rules count (agent.jobsets.job_view: parallelism, ready and succeeded pods). A
+    plain Job's counters — kubesim's and Kubernetes' Job controllers update them twice as its
+    pod starts — and the fencing deadline in its spec change nothing the status pass reads."""
+    meta = job.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = job.get("status") or {}
+    seen = (labels, meta.get("deletionTimestamp"), status.get("conditions"))
+    if REPLICATED_JOB_NAME not in labels:
+        return seen
+    parallelism = (job.get("spec") or {}).get("parallelism")
+    return (*seen, parallelism, status.get("ready"), status.get("succeeded"))
+
+
 class PodRoom:
     """The requests of the pods that hold room on a node (placed there, not finished), in
     milli-units and summed per node, kept as the pods mirror reports each pod's change."""
@@ -182,6 +200,7 @@ class Inventory:
             resource: Resource,
             on_object: Callable[[str, JsonObject | None], None] | None = None,
             slim: Callable[[JsonObject], JsonObject] | None = None,
+            seen: Callable[[JsonObject], object] | None = None,
         ) -> Mirror:
             return Mirror(
                 kube,
@@ -192,6 +211,7 @@ class Inventory:
                 index=(Labels.NAMESPACE, Labels.NAME),
                 on_object=on_object,
                 slim=slim,
+                seen=seen,
             )
 
         self._labels: dict[str, dict[str, str]] | None = None
@@ -206,7 +226,7 @@ class Inventory:
         self.nodes = mirror(Resource.NODES)
         self.pod_room = PodRoom()
         self.pods = mirror(Resource.PODS, self.pod_room.pod_changed, slim_pod)
-        self.jobs = mirror(Resource.JOBS, slim=slim_job)
+        self.jobs = mirror(Resource.JOBS, slim=slim_job, seen=job_seen)
         self.namespaces = Mirror(
             kube,
             Resource.NAMESPACES,

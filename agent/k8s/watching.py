@@ -7,7 +7,10 @@ between. `Mirror` keeps a resource's objects by `namespace/name` from such a str
 `on_change` after every change, so the agent can react without polling, and `on_object` with
 each object replaced or gone, so a tally over the objects can be kept as they change instead of
 counted again from all of them. `slim` chooses what of an object is kept (the inventory keeps
-little of a finished pod or Job: an hour of them stays mirrored).
+little of a finished pod or Job: an hour of them stays mirrored). `seen` says what of an object
+its readers look at: a modification that leaves that the same is kept but not announced (its
+owner is not marked changed, `on_change` is not called), so the agent does not look again at a
+workload whose Job only counted its pods.
 
 Called by: agent.inventory (nodes, pods, jobs mirrors).
 """
@@ -102,6 +105,7 @@ class Mirror:
         index: tuple[str, str] | None = None,
         on_object: Callable[[str, JsonObject | None], None] | None = None,
         slim: Callable[[JsonObject], JsonObject] | None = None,
+        seen: Callable[[JsonObject], object] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -120,6 +124,8 @@ class Mirror:
         """Called with an object's key and what it is now (None: gone), after the change."""
         self._slim = slim
         """What of an object is kept (it may return the object itself)."""
+        self._seen = seen
+        """What of a (kept) object its readers look at; None: all of it."""
         self._timeout = timeout_seconds
         self._retry = retry_delay
 
@@ -140,8 +146,9 @@ class Mirror:
             gone = self.objects
             self.objects = {}
             self.by_owner = {}
+            slim = self._slim
             for obj in item.items:
-                self._put(object_key(obj), obj)
+                self._put(object_key(obj), obj if slim is None else slim(obj))
             if on_object is not None:
                 for key in gone.keys() - self.objects.keys():
                     on_object(key, None)
@@ -157,10 +164,23 @@ class Mirror:
                 on_object(key, None)
         else:
             key = object_key(item.object)
+            obj = item.object if self._slim is None else self._slim(item.object)
+            before = self.objects.get(key)
+            seen = self._seen
+            if (
+                seen is not None
+                and before is not None
+                and seen(before) == seen(obj)
+                and self._owner(before) == self._owner(obj)
+            ):
+                self._replace_quietly(key, obj)
+                if on_object is not None:
+                    on_object(key, obj)
+                return
             self._drop(key)
-            self._put(key, item.object)
+            self._put(key, obj)
             if on_object is not None:
-                on_object(key, self.objects[key])
+                on_object(key, obj)
         if self._on_change is not None:
             self._on_change(self.resource)
 
@@ -172,13 +192,20 @@ class Mirror:
         return None if first is None or second is None else (str(first), str(second))
 
     def _put(self, key: str, obj: JsonObject) -> None:
-        if self._slim is not None:
-            obj = self._slim(obj)
+        """Keep `obj` (already slimmed) and mark its owner changed."""
         self.objects[key] = obj
         owner = self._owner(obj)
         if owner is not None:
             self.by_owner.setdefault(owner, {})[key] = obj
             self.changed.add(owner)
+
+    def _replace_quietly(self, key: str, obj: JsonObject) -> None:
+        """Keep `obj` in place of an object of the same owner its readers see the same; no
+        owner is marked changed."""
+        self.objects[key] = obj
+        owner = self._owner(obj)
+        if owner is not None:
+            self.by_owner[owner][key] = obj
 
     def _drop(self, key: str) -> None:
         old = self.objects.pop(key, None)
