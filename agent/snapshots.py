@@ -501,14 +501,21 @@ class SnapshotCache:
             or cached.status is not wl.status
             or cached.sticky != sticky
         ):
+            # An earlier conversion of this very spec: what it made of the spec and of the
+            # same admission object is the same now.
+            same = cached if cached is not None and cached.workload.spec is wl.spec else None
             engine = stamp(
                 workload_from_api(
                     wl,
                     priorities=self._priorities,
                     preempting=sticky,
                     arrived_at=item.offered_at or None,
-                    pod_sets=cached.engine.pod_sets
-                    if cached is not None and cached.workload.spec is wl.spec
+                    pod_sets=same.engine.pod_sets if same is not None else None,
+                    admission=same.engine.admission
+                    if same is not None
+                    and same.status is not None
+                    and wl.status is not None
+                    and same.status.admission is wl.status.admission
                     else None,
                 ),
                 self._scores,

@@ -254,6 +254,25 @@ def _pod_set(ps: api_workload.PodSet) -> PodSet:
     )
 
 
+def _admission(admission: api_workload.Admission, spec: api_workload.WorkloadSpec) -> Admission:
+    counts = {ps.name: ps.count for ps in spec.pod_sets}
+    return Admission(
+        ClusterQueueName(admission.cluster_queue),
+        tuple(
+            PodSetAssignment(
+                a.name,
+                a.count if a.count is not None else counts.get(a.name, 1),
+                {ResourceName(r): FlavorName(f) for r, f in a.flavors.items()},
+                {ResourceName(r): q.milli() for r, q in a.resource_usage.items()},
+                None
+                if a.topology_assignment is None
+                else topology_assignment_from_api(a.topology_assignment),
+            )
+            for a in admission.pod_set_assignments
+        ),
+    )
+
+
 def workload_from_api(
     obj: api_workload.Workload,
     *,
@@ -261,11 +280,15 @@ def workload_from_api(
     preempting: bool = False,
     arrived_at: float | None = None,
     pod_sets: tuple[PodSet, ...] | None = None,
+    admission: Admission | None = None,
 ) -> Workload:
     """The engine's view of a Workload; `priorities` maps priority class names to values;
     `arrived_at` is when this cluster got it (the api does not record it). `pod_sets`: the
     ones an earlier conversion made of this very `spec` object (the pod sets are the spec's
-    alone, and a workload whose status changes keeps its spec), so they are not made again."""
+    alone, and a workload whose status changes keeps its spec), so they are not made again.
+    `admission`: the one an earlier conversion made of this very `status.admission` object,
+    with this very spec (an admission is its own and its pod sets' counts alone, and a
+    status whose conditions change keeps its admission), so it is not made again either."""
     meta = obj.metadata
     spec = obj.spec
     status = obj.status
@@ -276,7 +299,7 @@ def workload_from_api(
     if pod_sets is None:
         pod_sets = tuple(_pod_set(ps) for ps in spec.pod_sets)
     conditions = status.conditions if status else []
-    admission = None
+    admitted: Admission | None = None
     admitted_at = None
     evicting = False
     pods_ready = False
@@ -287,22 +310,7 @@ def workload_from_api(
     accumulated = 0.0
     if status is not None:
         if status.admission is not None:
-            counts = {ps.name: ps.count for ps in spec.pod_sets}
-            admission = Admission(
-                ClusterQueueName(status.admission.cluster_queue),
-                tuple(
-                    PodSetAssignment(
-                        a.name,
-                        a.count if a.count is not None else counts.get(a.name, 1),
-                        {ResourceName(r): FlavorName(f) for r, f in a.flavors.items()},
-                        {ResourceName(r): q.milli() for r, q in a.resource_usage.items()},
-                        None
-                        if a.topology_assignment is None
-                        else topology_assignment_from_api(a.topology_assignment),
-                    )
-                    for a in status.admission.pod_set_assignments
-                ),
-            )
+            admitted = admission or _admission(status.admission, spec)
             reserved = _condition(conditions, api_workload.WorkloadConditionType.QUOTA_RESERVED)
             if reserved is not None and reserved.status == "True":
                 admitted_at = _ts(reserved.last_transition_time)
@@ -335,7 +343,7 @@ def workload_from_api(
         created_at=_ts(meta.creation_timestamp) or 0.0,
         priority=priority or 0,
         active=spec.active,
-        admission=admission,
+        admission=admitted,
         admitted_at=admitted_at,
         requeued_at=requeued_at,
         evicting=evicting,

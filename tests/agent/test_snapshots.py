@@ -16,7 +16,7 @@ from agent.engine.quota import admitted_usage
 from agent.engine.snapshot import Admission, ClusterQueueName, ResourceName, WorkloadId
 from agent.records import Record, on_offer
 from agent.snapshots import SnapshotCache, api_admission
-from api.meta import ObjectMeta
+from api.meta import Condition, ObjectMeta
 from api.quantity import Quantity
 from api.v1alpha1.messages import CapacityReport, NodeSummary, WorkloadPhase
 from api.v1alpha1.queues import WorkloadPriorityClass
@@ -76,6 +76,41 @@ def test_a_workload_converted_again_for_its_status_keeps_its_pod_sets_until_its_
     )
     resized = cache.build(cfg, held).workloads[wl.id]
     assert [ps.count for ps in resized.pod_sets] == [3]
+
+
+def test_a_status_whose_conditions_alone_change_keeps_its_converted_admission() -> None:
+    cache = SnapshotCache()
+    cfg = config()
+    held = {"team-a/job-a": held_record("a")}
+    snap = cache.build(cfg, held)
+    [admit] = schedule(snap, 100.0).admitted
+    held["team-a/job-a"] = admitted(held["team-a/job-a"], admit.admission)
+    converted = cache.build(cfg, held).workloads[admit.workload]
+    assert converted.admission is not None and not converted.pods_ready
+
+    def with_status(record: Record, status: WorkloadStatus) -> Record:
+        return replace(record, workload=record.workload.model_copy(update={"status": status}))
+
+    record = held["team-a/job-a"]
+    status = record.workload.status
+    assert status is not None
+    ready = Condition(
+        type="PodsReady", status="True", reason="PodsReady", last_transition_time=datetime.now(UTC)
+    )
+    held["team-a/job-a"] = with_status(
+        record, status.model_copy(update={"conditions": [*status.conditions, ready]})
+    )
+    again = cache.build(cfg, held).workloads[admit.workload]
+    assert again.pods_ready and again.admission is converted.admission
+
+    # A new admission object (the same assignment, made again) is converted anew, and an
+    # admission taken off is gone.
+    readmitted = status.model_copy(update={"admission": api_admission(admit.admission)})
+    held["team-a/job-a"] = with_status(record, readmitted)
+    anew = cache.build(cfg, held).workloads[admit.workload]
+    assert anew.admission == converted.admission and anew.admission is not converted.admission
+    held["team-a/job-a"] = with_status(record, status.model_copy(update={"admission": None}))
+    assert cache.build(cfg, held).workloads[admit.workload].admission is None
 
 
 def test_finished_workloads_hold_no_quota_and_a_new_config_reconverts() -> None:
