@@ -16,15 +16,10 @@ from agent.jobsets import REPLICATED_JOB_NAME, job_view
 from agent.k8s.client import Resource, WatchEvent
 from agent.k8s.watching import Mirror, Relisted
 from agent.status import observe
+from tests.agent.test_mirror_slim import LABELS
 
 JsonObject = dict[str, Any]
 
-LABELS = {
-    "multiq.dev/workload-namespace": "team-a",
-    "multiq.dev/workload-name": "job-w",
-    "multiq.dev/workload-uid": "uid-w",
-    "multiq.dev/dispatch-generation": "1",
-}
 INDEX = ("multiq.dev/workload-namespace", "multiq.dev/workload-name")
 
 

@@ -50,6 +50,24 @@ def test_figures_are_per_workload_and_per_call_and_uncalled_functions_are_left_o
     }
 
 
+def metered_run(script: str, meters: str, dump_dir: Path, *on_path: Path) -> dict[str, list[float]]:
+    """Run `script` in a fresh interpreter with the call meter on for `meters` (and
+    `on_path` importable); the totals it dumped into `dump_dir`."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SITE), *map(str, on_path)]),
+        "MULTIQ_METER": meters,
+        "MULTIQ_METER_DIR": str(dump_dir),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    [dump] = dump_dir.glob("*.json")
+    totals: dict[str, list[float]] = json.loads(dump.read_text())["totals"]
+    return totals
+
+
 def test_the_call_meter_counts_calls_and_cpu_and_answers_reset_and_dump(tmp_path: Path) -> None:
     script = """
 import os, signal
@@ -63,18 +81,9 @@ for _ in range(5):
 Fraction(355, 113).limit_denominator(10)
 os.kill(os.getpid(), signal.SIGUSR1)
 """
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(SITE),
-        "MULTIQ_METER": "colorsys:rgb_to_hsv,fractions:Fraction.limit_denominator",
-        "MULTIQ_METER_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    totals = metered_run(
+        script, "colorsys:rgb_to_hsv,fractions:Fraction.limit_denominator", tmp_path
     )
-    assert done.returncode == 0, done.stderr
-    [dump] = tmp_path.glob("*.json")
-    totals = json.loads(dump.read_text())["totals"]
     assert totals["colorsys:rgb_to_hsv"][0] == 5
     assert totals["fractions:Fraction.limit_denominator"][0] == 1
     assert all(seconds >= 0 for _, seconds in totals.values())
@@ -97,18 +106,9 @@ assert Probe.twice(2) == Probe().twice(2) == 4
 assert Probe.named() == Probe().named() == "Probe"
 os.kill(os.getpid(), signal.SIGUSR1)
 """
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SITE), str(tmp_path)]),
-        "MULTIQ_METER": "meter_probe:Probe.twice,meter_probe:Probe.named",
-        "MULTIQ_METER_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
+    totals = metered_run(
+        script, "meter_probe:Probe.twice,meter_probe:Probe.named", tmp_path, tmp_path
     )
-    assert done.returncode == 0, done.stderr
-    [dump] = tmp_path.glob("*.json")
-    totals = json.loads(dump.read_text())["totals"]
     assert totals["meter_probe:Probe.twice"][0] == 2
     assert totals["meter_probe:Probe.named"][0] == 2
 
