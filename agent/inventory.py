@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
+from agent.deadlines import USER_DEADLINE_ANNOTATION
 from agent.engine.quota import add_signed
 from agent.jobsets import REPLICATED_JOB_NAME
 from agent.k8s.client import JsonObject, Kube, Resource
@@ -126,18 +127,30 @@ def slim_job(job: JsonObject) -> JsonObject:
 def job_seen(job: JsonObject) -> tuple[object, ...]:
     """What of a Job its readers look at after a change (the jobs mirror's `seen`): its labels
     and deletion (whose workload and attempt it is, whether it is going) and its conditions
-    (agent.status: Complete, Failed); for a JobSet's Job also what its start order and
-    success rules count (agent.jobsets.job_view: parallelism, ready and succeeded pods). A
-    plain Job's counters — kubesim's and Kubernetes' Job controllers update them twice as its
-    pod starts — and the fencing deadline in its spec change nothing the status pass reads."""
+    (agent.status: Complete, Failed); once it failed, also its deadlines (whether the agent's
+    fencing deadline failed it: agent.deadlines.stopped_by_fencing); for a JobSet's Job also
+    what its start order and success rules count (agent.jobsets.job_view: parallelism, ready
+    and succeeded pods). A plain Job's counters — kubesim's and Kubernetes' Job controllers
+    update them twice as its pod starts — and the fencing deadline of a Job still running
+    (extended every half lease) change nothing the status pass reads."""
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
     status = job.get("status") or {}
-    seen = (labels, meta.get("deletionTimestamp"), status.get("conditions"))
+    seen: tuple[object, ...] = (labels, meta.get("deletionTimestamp"), status.get("conditions"))
+    spec = job.get("spec") or {}
+    if _job_failed(job):
+        user = (meta.get("annotations") or {}).get(USER_DEADLINE_ANNOTATION)
+        seen = (*seen, spec.get("activeDeadlineSeconds"), user)
     if REPLICATED_JOB_NAME not in labels:
         return seen
-    parallelism = (job.get("spec") or {}).get("parallelism")
-    return (*seen, parallelism, status.get("ready"), status.get("succeeded"))
+    return (*seen, spec.get("parallelism"), status.get("ready"), status.get("succeeded"))
+
+
+def _job_failed(job: JsonObject) -> bool:
+    return any(
+        c.get("type") == "Failed" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
 
 
 class PodRoom:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.deadlines import USER_DEADLINE_ANNOTATION
 from agent.inventory import job_seen, slim_job
 from agent.jobsets import REPLICATED_JOB_NAME, job_view
 from agent.k8s.client import Resource, WatchEvent
@@ -29,15 +30,22 @@ def job(
     counts: JsonObject | None = None,
     role: str | None = None,
     deadline: int | None = None,
+    user_deadline: str | None = None,
 ) -> JsonObject:
     labels = dict(LABELS) | ({REPLICATED_JOB_NAME: role} if role else {})
+    annotations = {} if user_deadline is None else {USER_DEADLINE_ANNOTATION: user_deadline}
     spec: JsonObject = {"parallelism": 2, "template": {"spec": {"containers": []}}}
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "w", "namespace": "team-a", "labels": labels},
+        "metadata": {
+            "name": "w",
+            "namespace": "team-a",
+            "labels": labels,
+            "annotations": annotations,
+        },
         "spec": spec,
         "status": {"conditions": conditions or [], **(counts or {})},
     }
@@ -85,6 +93,21 @@ def test_a_jobs_condition_its_deletion_or_its_labels_are_announced() -> None:
     assert "template" not in mirror.objects["team-a/w"]["spec"]  # (slimmed once finished)
 
 
+def test_a_failed_jobs_deadlines_are_announced_they_say_whether_fencing_failed_it() -> None:
+    announced: list[Resource] = []
+    mirror = jobs_mirror(announced)
+    failed = [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]
+    mirror.apply(WatchEvent("ADDED", job(conditions=failed, deadline=60)))
+    for changed in (
+        job(conditions=failed, deadline=90),
+        job(conditions=failed, deadline=90, user_deadline="80"),
+    ):
+        mirror.take_changes()
+        mirror.apply(WatchEvent("MODIFIED", changed))
+        assert mirror.take_changes() == (False, {("team-a", "job-w")})
+    assert len(announced) == 3
+
+
 def test_a_jobset_jobs_ready_and_succeeded_pods_are_announced() -> None:
     announced: list[Resource] = []
     mirror = jobs_mirror(announced)
@@ -109,16 +132,17 @@ def test_a_relist_keeps_slimmed_objects_and_marks_everything() -> None:
     assert mirror.take_changes()[0] is True
 
 
-conditions = st.lists(
-    st.fixed_dictionaries(
-        {
-            "type": st.sampled_from(["Complete", "Failed", "Suspended"]),
-            "status": st.sampled_from(["True", "False"]),
-            "reason": st.sampled_from(["BackoffLimitExceeded", "DeadlineExceeded", ""]),
-        }
-    ),
-    max_size=2,
+conditions = st.sampled_from(
+    [
+        [],
+        [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}],
+        [{"type": "Complete", "status": "True", "reason": ""}],
+        [{"type": "Failed", "status": "False", "reason": ""}],
+        [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}],
+        [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}],
+    ]
 )
+"""A Job's conditions: none, or one of each kind and reason the status pass tells apart."""
 counts = st.fixed_dictionaries(
     {},
     optional={
@@ -131,23 +155,35 @@ counts = st.fixed_dictionaries(
 )
 
 
+deadlines = st.tuples(st.sampled_from([None, 60, 90]), st.sampled_from([None, "60", "120"]))
+"""The Job's activeDeadlineSeconds, and the user's own as the agent remembers it."""
+
+
+@settings(max_examples=400)  # (a fenced failure's deadlines differing: ~1 example in 30)
 @given(
     role=st.sampled_from([None, "workers"]),
-    before=st.tuples(conditions, counts, st.sampled_from([None, 60, 90])),
-    after=st.tuples(conditions, counts, st.sampled_from([None, 60, 90])),
+    before=st.tuples(conditions, counts, deadlines),
+    after=st.tuples(conditions, counts, deadlines),
     same_conditions=st.booleans(),
 )
 def test_a_job_modification_left_unannounced_changes_nothing_the_status_pass_or_a_jobset_reads(
     role: str | None,
-    before: tuple[list[JsonObject], JsonObject, int | None],
-    after: tuple[list[JsonObject], JsonObject, int | None],
+    before: tuple[list[JsonObject], JsonObject, tuple[int | None, str | None]],
+    after: tuple[list[JsonObject], JsonObject, tuple[int | None, str | None]],
     same_conditions: bool,
 ) -> None:
-    a = job(conditions=before[0], counts=before[1], deadline=before[2], role=role)
+    a = job(
+        conditions=before[0],
+        counts=before[1],
+        deadline=before[2][0],
+        user_deadline=before[2][1],
+        role=role,
+    )
     b = job(
         conditions=before[0] if same_conditions else after[0],
         counts=after[1],
-        deadline=after[2],
+        deadline=after[2][0],
+        user_deadline=after[2][1],
         role=role,
     )
     announced: list[Resource] = []
