@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import sys
@@ -22,6 +21,7 @@ from agent.app import Agent
 from agent.k8s.client import open_client
 from agent.settings import AgentSettings, parse_args
 from api.meta import build_schemas
+from runtime.collector import tune_collector
 from runtime.loop import new_event_loop
 from telemetry.logs import configure_logging
 from telemetry.tracing import TracingConfigError, configure_tracing
@@ -44,16 +44,6 @@ async def serve(settings: AgentSettings) -> None:
     log.info("agent stopped; Jobs keep running")
 
 
-# The cyclic GC collects young objects after 700 net allocations by default; a busy process
-# then collects hundreds of times a minute and promotes objects into costly older
-# collections. Timed with gc.callbacks during bench.federation_dispatch: a third of the
-# agent's and kubesim's CPU went to the collector, with pauses up to 0.44 s and a p99
-# submit->admitted near 1 s. Young objects are collected every 50,000 instead (cyclic garbage
-# still dies young; the older generations keep their defaults), and what start-up built
-# (modules, pydantic schemas) is left out of every collection.
-GC_THRESHOLDS = (50_000, 10, 10)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
     configure_logging(settings.log_level, settings.log_format)
@@ -64,8 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     build_schemas()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    tune_collector()
     try:
         with asyncio.Runner(loop_factory=lambda: new_event_loop(settings.event_loop)) as runner:
             runner.run(serve(settings))

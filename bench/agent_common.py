@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agent.main import GC_THRESHOLDS
+from runtime.collector import tune_collector
 
 __all__ = ["collector", "kubesim_process", "run_like_the_agent", "wait_until"]
 
@@ -64,7 +64,6 @@ def _time_collections(phase: str, _info: dict[str, int]) -> None:
 
 def run_like_the_agent() -> None:
     """As `multiq-agent` runs (agent.main): start-up objects frozen, young collections
-    rarer; and every collection timed into `collector`."""
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    rarer (runtime.collector); and every collection timed into `collector`."""
+    tune_collector()
     gc.callbacks.append(_time_collections)

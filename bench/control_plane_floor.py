@@ -76,7 +76,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import gc
 import itertools
 import json
 import sqlite3
@@ -101,7 +100,6 @@ from agent.engine.from_api import build_snapshot, workload_from_api
 from agent.engine.result import Admit
 from agent.engine.snapshot import Snapshot, WorkloadId
 from agent.engine.snapshot import Workload as EngineWorkload
-from agent.main import GC_THRESHOLDS as AGENT_GC_THRESHOLDS
 from agent.snapshots import api_admission
 from api.codec import decode
 from api.errors import ApiError
@@ -119,8 +117,8 @@ from api.v1alpha1.messages import (
 from api.v1alpha1.queues import ClusterQueue, LocalQueue, ResourceFlavor
 from api.v1alpha1.workload import Workload
 from bench.federation_dispatch import CpuMeter, control_plane_ratio, small_job
-from hub.main import GC_THRESHOLDS as HUB_GC_THRESHOLDS
 from qctl.commands.dev import DevFederation, free_port
+from runtime.collector import tune_collector
 from runtime.loop import EVENT_LOOPS, new_event_loop
 
 NAMESPACE = "default"
@@ -649,13 +647,12 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
-def start_as_multiq_does(gc_thresholds: tuple[int, int, int]) -> None:
+def start_as_multiq_does() -> None:
     """What multiq-hub and multiq-agent do before they serve (their `main`): build the api
-    models' schemas, freeze what start-up made out of the collector's way, and set their
-    collector thresholds — free for any control plane, so the floor does it too."""
+    models' schemas and tune the collector (runtime.collector) — free for any control
+    plane, so the floor does it too."""
     build_schemas()
-    gc.freeze()
-    gc.set_threshold(*gc_thresholds)
+    tune_collector()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -692,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.role == "hub":
-        start_as_multiq_does(HUB_GC_THRESHOLDS)
+        start_as_multiq_does()
         app = floor_hub(
             args.db, args.cluster_names.split(","), validate=args.validate, required=args.required
         )
@@ -702,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         return 0
     if args.role == "agent":
-        start_as_multiq_does(AGENT_GC_THRESHOLDS)
+        start_as_multiq_does()
         with asyncio.Runner(loop_factory=lambda: new_event_loop(args.event_loop)) as runner:
             runner.run(
                 floor_agent(

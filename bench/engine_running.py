@@ -41,8 +41,8 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
-from agent.main import GC_THRESHOLDS
 from bench.engine_common import CPU, DEFAULT, cpu_workload
+from runtime.collector import GC_THRESHOLDS
 
 QUEUE = ClusterQueueName("cq")
 

@@ -9,11 +9,11 @@ queue position), so decisions/s = (admitted + pending) / cycle CPU time. Two mix
 share a result). Targets: ≥ 20,000 decisions/s (issue 4), ≥ 50,000 on distinct shapes
 (issue 17).
 
-The cycle runs as in the agent, under its garbage-collector thresholds (`agent.main`): with
-the interpreter's defaults a 50,000-workload cycle also pays for several full collections of
-the whole heap, which the agent never configures. The machine is shared: the figures are
-the best of several cycles' process time (the wall time beside it), and only ratios taken
-in one run, or runs interleaved in one window, compare.
+The cycle runs as in the agent, under its garbage-collector thresholds
+(`runtime.collector`): with the interpreter's defaults a 50,000-workload cycle also pays for
+several full collections of the whole heap, which the agent never configures. The machine is
+shared: the figures are the best of several cycles' process time (the wall time beside it),
+and only ratios taken in one run, or runs interleaved in one window, compare.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from agent.engine.snapshot import (
     Workload,
     WorkloadId,
 )
-from agent.main import GC_THRESHOLDS
 from bench.engine_common import LARGE_SCALE, Shape, build_config, cpu_workload
+from runtime.collector import GC_THRESHOLDS
 
 
 def build(distinct: bool, pending_per_cq: int = 50, running_per_cq: int = 15) -> Snapshot:

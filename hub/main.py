@@ -24,7 +24,6 @@ Called by: the console script, `qctl dev up`, e2e tests.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import ssl
 import sys
@@ -40,6 +39,7 @@ from hub.app import VERSION, build_app
 from hub.auth import load_users_file
 from hub.errors import SettingsError
 from hub.settings import HubSettings
+from runtime.collector import tune_collector
 from runtime.loop import EVENT_LOOPS, new_event_loop
 from telemetry.logs import LOG_FORMATS, configure_logging
 from telemetry.tracing import TracingConfigError, configure_tracing
@@ -196,12 +196,6 @@ def _weights(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, flo
     return weights
 
 
-# Young objects are collected every 50,000 net allocations instead of 700: the default made
-# the collector a large share of the CPU and of the latency under load (the measurement is
-# in agent.main, which tunes the same way).
-GC_THRESHOLDS = (50_000, 10, 10)
-
-
 def server_tls(settings: HubSettings) -> ssl.SSLContext | None:
     """The TLS context to serve with (None: plain HTTP); a SettingsError names the file that
     does not load."""
@@ -257,8 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     app = build_app(settings)
     build_schemas()
-    gc.freeze()  # what start-up built (modules, pydantic schemas) is never collected
-    gc.set_threshold(*GC_THRESHOLDS)
+    tune_collector()  # (what start-up built, pydantic schemas too, is never collected)
     web.run_app(
         app,
         host=settings.host,

@@ -137,8 +137,8 @@ async def _up(args: argparse.Namespace) -> None:
 
 
 # Young objects are collected every 50,000 net allocations instead of 700, as in the hub and
-# the agent (see agent.main): with the default, a third of a busy simulator's CPU went to
-# the collector, with pauses up to 0.44 s that every watcher then saw.
+# the agent (see runtime.collector): with the default, a third of a busy simulator's CPU went
+# to the collector, with pauses up to 0.44 s that every watcher then saw.
 GC_THRESHOLDS = (50_000, 10, 10)
 
 
