@@ -167,20 +167,19 @@ class Mirror:
             obj = item.object if self._slim is None else self._slim(item.object)
             before = self.objects.get(key)
             seen = self._seen
-            if (
+            quiet = (
                 seen is not None
                 and before is not None
                 and seen(before) == seen(obj)
                 and self._owner(before) == self._owner(obj)
-            ):
-                self._replace_quietly(key, obj)
-                if on_object is not None:
-                    on_object(key, obj)
-                return
-            self._drop(key)
-            self._put(key, obj)
+            )
+            if not quiet:
+                self._drop(key)
+            self._put(key, obj, announce=not quiet)
             if on_object is not None:
                 on_object(key, obj)
+            if quiet:
+                return
         if self._on_change is not None:
             self._on_change(self.resource)
 
@@ -191,21 +190,14 @@ class Mirror:
         first, second = labels.get(self.index[0]), labels.get(self.index[1])
         return None if first is None or second is None else (str(first), str(second))
 
-    def _put(self, key: str, obj: JsonObject) -> None:
-        """Keep `obj` (already slimmed) and mark its owner changed."""
+    def _put(self, key: str, obj: JsonObject, *, announce: bool = True) -> None:
+        """Keep `obj` (already slimmed); mark its owner changed unless not to `announce`."""
         self.objects[key] = obj
         owner = self._owner(obj)
         if owner is not None:
             self.by_owner.setdefault(owner, {})[key] = obj
-            self.changed.add(owner)
-
-    def _replace_quietly(self, key: str, obj: JsonObject) -> None:
-        """Keep `obj` in place of an object of the same owner its readers see the same; no
-        owner is marked changed."""
-        self.objects[key] = obj
-        owner = self._owner(obj)
-        if owner is not None:
-            self.by_owner[owner][key] = obj
+            if announce:
+                self.changed.add(owner)
 
     def _drop(self, key: str) -> None:
         old = self.objects.pop(key, None)
