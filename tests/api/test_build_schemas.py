@@ -42,4 +42,13 @@ def test_after_start_up_every_imported_contract_model_is_built_and_nothing_is_le
 def test_the_hub_and_the_agent_build_them_before_freezing_the_collector() -> None:
     for module in ("hub.main", "agent.main"):
         source = _run(f"import inspect, {module} as m; print(inspect.getsource(m.main))")
-        assert source.index("build_schemas()") < source.index("gc.freeze()"), module
+        assert source.index("build_schemas()") < source.index("tune_collector()"), module
+    out = _run(
+        """
+        import gc
+        from runtime.collector import GC_THRESHOLDS, tune_collector
+        tune_collector()
+        print(gc.get_freeze_count() > 0, gc.get_threshold() == GC_THRESHOLDS)
+        """
+    )
+    assert out == "True True"  # tune_collector is what freezes
