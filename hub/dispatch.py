@@ -281,8 +281,10 @@ class Dispatcher:
     def offer_message(
         self, wl: Workload, generation: int, bound: bool, source: dict[str, Any] | None
     ) -> DispatchOffer:
+        """The offer of `wl`, without its status: the agent makes its own (records.on_offer),
+        so the hub's would be encoded, sent, parsed and checked for nothing."""
         return DispatchOffer(
-            workload=wl,
+            workload=wl.model_copy(update={"status": None}),
             generation=generation,
             source=source,
             bound=bound,
@@ -292,14 +294,16 @@ class Dispatcher:
     def _encoded_offer(
         self, key: str, written: Workload, source: dict[str, Any] | None
     ) -> dict[str, str] | None:
-        """The JSON of an offer's workload and source, from their stored forms: the store's
-        writes encoded their pod templates already (store_base.encode_json keeps a spec's
-        JSON), so an offer is written without encoding them again. None when the mirror holds
-        another version of the workload than the one offered."""
+        """The JSON of an offer's workload (without its status, as `offer_message`) and
+        source, from their stored forms: the store's writes encoded their pod templates
+        already (store_base.encode_json keeps a spec's JSON), so an offer is written without
+        encoding them again. None when the mirror holds another version of the workload than
+        the one offered."""
         entry = self.state.workloads.get(key)
         if entry is None or entry.workload is not written:
             return None
         stored = store_base.with_resource_version(entry.raw, entry.revision)
+        stored.pop("status", None)
         encoded = {"workload": store_base.encode_json(stored)}
         if source is not None:
             encoded["source"] = store_base.encode_json(source)

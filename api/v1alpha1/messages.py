@@ -480,7 +480,9 @@ class DispatchOffer(StrictModel):
     `reservationTimeoutSeconds`, after which the agent releases it itself (Withdrawn,
     ReservationExpired). `source` is the object the user submitted (a batch/v1 Job or a
     JobSet, wire form) that the agent creates; None when the user submitted a Workload
-    directly, in which case the agent runs one Indexed Job per pod set."""
+    directly, in which case the agent runs one Indexed Job per pod set. The workload comes
+    without its status (the agent gives it its own); one from an older hub, with the hub's
+    status, is taken and that status ignored."""
 
     type: Literal["DispatchOffer"] = "DispatchOffer"
     workload: Workload

@@ -216,17 +216,22 @@ async def test_the_cluster_with_the_most_headroom_is_bound_and_offered_the_workl
     await west.close()
 
 
-async def test_an_offer_carries_the_workload_and_the_submitted_job_as_the_hub_stores_them(
+async def test_an_offer_carries_the_workload_without_status_and_the_submitted_job_as_stored(
     hub: HubUnderTest,
 ) -> None:
     # (The hub writes an offer's workload and source from their stored forms, not by
-    # encoding its models again: what the agent decodes must be what the hub holds.)
+    # encoding its models again: what the agent decodes must be what the hub holds — less
+    # the status, which the agent does not read: it gives the workload its own.)
     east, west = await two_clusters(hub)
     key = await submit(hub)
     offer = await west.expect(DispatchOffer)
     entry = hub.hub.state.workloads[key]
-    assert offer.workload == entry.workload
-    assert offer.workload.to_wire() == await workload(hub, key)
+    assert entry.workload.status is not None
+    assert offer.workload.status is None
+    assert offer.workload == entry.workload.model_copy(update={"status": None})
+    stored = await workload(hub, key)
+    assert "status" in stored
+    assert offer.workload.to_wire() == {k: v for k, v in stored.items() if k != "status"}
     stored_source = await hub.hub.store.get(f"{SOURCE_PREFIX}{key}")
     assert offer.source == stored_source.value
     await east.close()
