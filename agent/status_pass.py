@@ -59,19 +59,45 @@ class StatusPass:
 
     async def run(self, now: float, *, priming: bool = False) -> None:
         timed = set()
+        # A timer that only changes a record this pass looks at (a look-again time cleared)
+        # is applied with the look, as one transition: the look goes on from the record
+        # `on_timer` makes of what is held then.
+        with_the_look = set()
         for due in list(self.book.due(now)):
             step = records.on_timer(due, now, self.cadence)
-            await self.apply(due.key, step)
+            if step.record is not None and not step.effects and records.observable(step.record):
+                with_the_look.add(due.key)
+            else:
+                await self.apply(due.key, step)
             if step.record is not None:
                 timed.add(due.key)
         relisted, owners = self.inventory.take_changes()
         held = self.book.records
         for key in keys_to_look_at(held, priming or relisted, timed, self.book.owned_by(owners)):
             record = held.get(key)
-            if record is not None and records.observable(record):
-                await self._look(key, record, now, priming)
+            if record is None:
+                continue
+            looked_from = record
+            if key in with_the_look:
+                step = records.on_timer(record, now, self.cadence)
+                if step.effects or step.record is None:
+                    await self.apply(key, step)  # (the record changed meanwhile)
+                    applied = held.get(key)
+                    if applied is None:
+                        continue
+                    looked_from = record = applied
+                else:
+                    looked_from = step.record
+            if records.observable(looked_from):
+                await self._look(key, looked_from, now, priming, held=record)
+            elif looked_from is not record:
+                await self.apply(key, records.Step(looked_from))
 
-    async def _look(self, key: str, record: Record, now: float, priming: bool) -> None:
+    async def _look(
+        self, key: str, record: Record, now: float, priming: bool, *, held: Record
+    ) -> None:
+        """Look at `record`'s Jobs and pods (`held`: what the book holds for it, of which
+        `record` may be a timer's change not applied yet)."""
         namespace, name = key.split("/", 1)
         jobs = self.inventory.workload_jobs(namespace, name)
         observation = observe(
@@ -86,12 +112,12 @@ class StatusPass:
             self.spawn(work, f"jobset {key}")
         if restart is not None and restart.record is not None:
             await self.apply(key, restart)
-            record = restart.record
+            record = held = restart.record
         exist = self.jobsets.busy(key) or self.inventory.made(namespace, record.job_names)
         step = records.next_report(
             record, records.Sighting(observation, exist, priming), now, self.cadence
         )
-        if step.record is not record or step.effects:
+        if step.record is not held or step.effects:
             await self.apply(key, step)
         if (now_held := self.book.records.get(key)) is not None and records.observable(now_held):
             status = now_held.workload.status

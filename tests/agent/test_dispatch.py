@@ -3,6 +3,7 @@ the flavor injected, run, reported; rejected or kept pending when it must be."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from agent import status as status_module
 from agent import status_pass
 from agent.k8s.client import KubeClient, Resource
+from agent.records import Record
 from api.quantity import Quantity
 from api.v1alpha1.messages import (
     CapacityReport,
@@ -247,3 +249,38 @@ async def test_while_admitted_waits_for_the_pods_capacity_reports_list_the_workl
         lambda: next((r for r in hub.of_type(CapacityReport) if r.config_revision == 2), None)
     )
     assert later.admitted == []
+
+
+async def test_a_look_again_time_that_came_and_the_look_it_brings_change_the_record_once(
+    agents: AgentRunner, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A due look-again time is cleared and the look that follows changes the record too
+    # (here: its Jobs seen): one record change — one write to the book, one snapshot
+    # refresh — not one for the timer and one for the look.
+    agent = await agents.start()
+    offer = offer_for(job_source("timed", script="sleep 60"))
+    await hub.offer(offer)
+    name = offer.workload.metadata.name
+    key = f"team-a/{name}"
+    await hub.wait_for(status(WorkloadPhase.RUNNING, name))
+    shell = agent.admission
+    held = shell.held[key]
+    assert held.jobs_seen
+    shell._set(key, dataclasses.replace(held, jobs_seen=False, look_again_at=shell.clock() - 1))
+    puts: list[Record | None] = []
+    real_put = shell.book.put
+
+    def counting_put(put_key: str, record: Record | None) -> Any:
+        if put_key == key:
+            puts.append(record)
+        return real_put(put_key, record)
+
+    monkeypatch.setattr(shell.book, "put", counting_put)
+    await shell.observe()
+    assert len(puts) == 1
+    after = shell.held[key]
+    assert after is puts[0]
+    assert after.jobs_seen and after.look_again_at is None
+    assert dataclasses.replace(after, jobs_seen=True) == dataclasses.replace(
+        held, look_again_at=None
+    )
