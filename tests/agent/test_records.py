@@ -50,7 +50,7 @@ from api.v1alpha1.messages import (
     WorkloadPhase,
     WorkloadStatusReport,
 )
-from api.v1alpha1.workload import Admission, PodSetAssignment
+from api.v1alpha1.workload import Admission, PodSetAssignment, WorkloadStatus
 from tests.agent.conftest import job_source, offer_for
 
 NOW = 1000.0
@@ -183,6 +183,17 @@ def test_an_offer(
     step = on_offer(before, message, NOW)
     assert phase_of(step) is phase
     assert effects(step) == expected
+
+
+def test_an_older_hubs_offer_with_the_hubs_status_is_taken_and_that_status_dropped() -> None:
+    # Hubs now offer a workload without its status; an older one sent the status it holds
+    # (Dispatched, the cluster name): the agent never reads it, and makes its own.
+    from_older_hub = offer()
+    from_older_hub.workload.status = WorkloadStatus(cluster_name="sim-0", dispatch_generation=1)
+    step = on_offer(None, from_older_hub, NOW)
+    assert step.record is not None and phase_of(step) is P.PENDING
+    assert step.record.workload.status is None
+    assert step.record.offer.workload.status is None  # nor persisted with the offer
 
 
 def test_an_offer_keeps_the_hubs_workload_and_fills_what_the_agent_needs() -> None:
