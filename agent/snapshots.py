@@ -8,9 +8,11 @@ even look at everything: the configuration is converted once per ConfigSync (wit
 queue's status changes), each workload once per change of its workload object (records are
 immutable: a transition that changes the status makes a new workload) or of the priority
 classes' values, finished workloads are left out (they hold no quota), and the shell names
-the workloads it changed since the last build, so a build costs what changed plus one dict
-copy. A reservation holds its quota like an admitted workload: its status carries the
-admission.
+the workloads it changed since the last build, so a build costs what changed: the held
+engine workloads are kept in a persistent map (`immutables.Map`) that a snapshot takes as it
+is, where a dict would be copied whole for every snapshot (a cycle may run in a worker thread
+while the loop builds the next one, for a capacity report). A reservation holds its quota
+like an admitted workload: its status carries the admission.
 
 The cycle is incremental too (`agent.engine.cycle.schedule_incremental`): the cache keeps the
 engine's `Carry` and the ids of the engine workloads it replaced since the last cycle, and
@@ -36,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from immutables import Map
 
 from agent.engine.carry import Carry
 from agent.engine.cycle import schedule_incremental
@@ -322,9 +326,13 @@ class SnapshotCache:
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
         self._priorities: dict[str, int] = {}
         self._workloads: dict[str, _Converted] = {}
-        self._engine: dict[WorkloadId, EngineWorkload] = {}
-        """What the last snapshot held: the converted unfinished workloads, by engine id."""
-        self._admitted: dict[WorkloadId, EngineWorkload] = {}
+        self._engine: Map[WorkloadId, EngineWorkload] = Map()
+        """What the last snapshot held: the converted unfinished workloads, by engine id.
+        Persistent (a hash array mapped trie): a snapshot takes it as it is, and a change
+        makes a new one sharing all but a few nodes, so a build costs what changed, not a
+        copy of every held workload, and a cycle running in a worker thread keeps reading
+        the one it was given while the loop builds the next."""
+        self._admitted: Map[WorkloadId, EngineWorkload] = Map()
         """The admitted ones among them (a capacity report reads only these)."""
         self._usage: Usage = {}
         """What the admitted ones hold, per cluster queue, kept as they change: a capacity
@@ -389,8 +397,8 @@ class SnapshotCache:
                 self._by_label.clear()
                 changed = None
         if changed is None:
-            self._engine = {}
-            self._admitted = {}
+            self._engine = Map()
+            self._admitted = Map()
             self._usage = {}
             self._replaced = None
             keys: Iterable[str] = held
@@ -409,7 +417,7 @@ class SnapshotCache:
             self._restamp(self.usage.scores(self._base))
         workloads = self._admitted if admitted_only else self._engine
         return dataclasses.replace(
-            self._base, workloads=dict(workloads), nodes=nodes, queue_usage=self._scores
+            self._base, workloads=workloads, nodes=nodes, queue_usage=self._scores
         )
 
     def _restamp(self, scores: dict[LocalQueueKey, float]) -> None:
@@ -429,7 +437,7 @@ class SnapshotCache:
                 continue
             converted.engine = new
             if old.id in self._engine:
-                self._engine[old.id] = new
+                self._engine = self._engine.set(old.id, new)
             if replaced is not None:
                 replaced.add(new.id)
 
@@ -533,13 +541,14 @@ class SnapshotCache:
         if before is after:
             return
         if before is not None:
-            del self._engine[before.id]
-            if self._admitted.pop(before.id, None) is not None:
+            self._engine = self._engine.delete(before.id)
+            if before.id in self._admitted:
+                self._admitted = self._admitted.delete(before.id)
                 count_usage(self._usage, before, -1)
         if after is not None:
-            self._engine[after.id] = after
+            self._engine = self._engine.set(after.id, after)
             if after.admission is not None:
-                self._admitted[after.id] = after
+                self._admitted = self._admitted.set(after.id, after)
                 count_usage(self._usage, after, 1)
         if self._replaced is not None:
             self._replaced.update(w.id for w in (before, after) if w is not None)

@@ -53,6 +53,29 @@ def test_a_workload_is_converted_once_and_again_only_when_its_status_is_replaced
     assert again.admission.total == admit.admission.total
 
 
+def test_snapshots_share_the_held_workloads_and_a_later_build_leaves_an_earlier_one_as_it_was() -> (
+    None
+):
+    # A cycle may run in a worker thread over its snapshot while the loop builds the next:
+    # the snapshot must not change under it, and must not cost a copy of every held workload.
+    cache = SnapshotCache()
+    cfg = config()
+    held = {f"team-a/job-{n}": held_record(n) for n in "abc"}
+    first = cache.build(cfg, held)
+    assert cache.build(cfg, held, set()).workloads is first.workloads  # nothing changed: shared
+    before = dict(first.workloads)
+    [admit, *_] = schedule(first, 100.0).admitted
+    key = str(admit.workload)
+    held[key] = admitted(held[key], admit.admission)
+    del held["team-a/job-c"]
+    second = cache.build(cfg, held, {key, "team-a/job-c"})
+    assert dict(first.workloads) == before  # the earlier snapshot is as it was
+    assert second.workloads[admit.workload].admission is not None
+    assert WorkloadId("team-a/job-c") not in second.workloads
+    assert len(second.workloads) == 2
+    assert set(cache.build(cfg, held, set(), admitted_only=True).workloads) == {admit.workload}
+
+
 def test_a_workload_converted_again_for_its_status_keeps_its_pod_sets_until_its_spec_changes() -> (
     None
 ):
