@@ -29,6 +29,12 @@ from agent.topology_landing import TopologyLander
 __all__ = ["StatusPass", "keys_to_look_at"]
 
 
+def _goes_with_the_look(step: Step) -> bool:
+    """Whether a timer's step can wait for the look this pass gives its record: it has no
+    effects, and its record is one a status pass looks at."""
+    return step.record is not None and not step.effects and records.observable(step.record)
+
+
 def keys_to_look_at(
     held: Collection[str], everything: bool, timed: Set[str], changed: Set[str]
 ) -> list[str]:
@@ -65,7 +71,7 @@ class StatusPass:
         with_the_look = set()
         for due in list(self.book.due(now)):
             step = records.on_timer(due, now, self.cadence)
-            if step.record is not None and not step.effects and records.observable(step.record):
+            if _goes_with_the_look(step):
                 with_the_look.add(due.key)
             else:
                 await self.apply(due.key, step)
@@ -75,23 +81,16 @@ class StatusPass:
         held = self.book.records
         for key in keys_to_look_at(held, priming or relisted, timed, self.book.owned_by(owners)):
             record = held.get(key)
-            if record is None:
-                continue
             looked_from = record
-            if key in with_the_look:
+            if record is not None and key in with_the_look:
                 step = records.on_timer(record, now, self.cadence)
-                if step.effects or step.record is None:
-                    await self.apply(key, step)  # (the record changed meanwhile)
-                    applied = held.get(key)
-                    if applied is None:
-                        continue
-                    looked_from = record = applied
-                else:
+                if _goes_with_the_look(step):
                     looked_from = step.record
-            if records.observable(looked_from):
+                else:  # (the record changed since its timer came)
+                    await self.apply(key, step)
+                    looked_from = record = held.get(key)
+            if record is not None and looked_from is not None and records.observable(looked_from):
                 await self._look(key, looked_from, now, priming, held=record)
-            elif looked_from is not record:
-                await self.apply(key, records.Step(looked_from))
 
     async def _look(
         self, key: str, record: Record, now: float, priming: bool, *, held: Record
