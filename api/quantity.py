@@ -161,10 +161,11 @@ class Quantity:
         return -((-self._value.numerator) // self._value.denominator)
 
     def is_zero(self) -> bool:
-        return self._value == 0
+        return self._value.numerator == 0
 
     def is_negative(self) -> bool:
-        return self._value < 0
+        # (a Fraction's sign is its numerator's: its denominator is always positive)
+        return self._value.numerator < 0
 
     # arithmetic and comparison ----------------------------------------------------------
 

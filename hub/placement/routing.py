@@ -16,8 +16,6 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from api.k8s.core import LabelSelectorRequirement
-from api.k8s.pod import add_resources
-from api.quantity import Quantity
 from api.v1alpha1.federation import ClusterSet, GlobalQueue, MemberCluster, Tenant
 from api.v1alpha1.queues import ClusterQueue, LocalQueue
 from api.v1alpha1.workload import Workload
@@ -31,11 +29,27 @@ ROUTES_KEPT = 10_000
 
 
 def _requests_of(wl: Workload, minimum: bool) -> dict[str, int]:
-    total: dict[str, Quantity] = {}
+    # Exact, as Quantity arithmetic is, but on the values' numerators and denominators: the
+    # sum of count × one pod's requests over the pod sets, then rounded up to milli-units
+    # once (Kubernetes' MilliValue of the total), with no Quantity or Fraction made between.
+    total: dict[str, tuple[int, int]] = {}
     for ps in wl.spec.pod_sets:
         count = ps.min_count if minimum and ps.min_count is not None else ps.count
-        add_resources(total, ps.total_requests(count))
-    return {name: q.milli() for name, q in total.items()}
+        for name, quantity in ps.pod_requests().items():
+            value = quantity.value
+            numerator, denominator = value.numerator * count, value.denominator
+            found = total.get(name)
+            if found is not None:
+                if found[1] == denominator:
+                    numerator += found[0]
+                else:
+                    numerator = found[0] * denominator + numerator * found[1]
+                    denominator *= found[1]
+            total[name] = (numerator, denominator)
+    return {
+        name: -((-numerator * 1000) // denominator)
+        for name, (numerator, denominator) in total.items()
+    }
 
 
 _REQUESTS_MEMO: dict[tuple[str, bool], dict[str, int]] = {}
