@@ -156,6 +156,8 @@ class AdmissionShell:
             cadence=cadence,
             apply=self._apply,
             spawn=self._spawn,
+            take_made=self.maker.take_made,
+            given_up=self.maker.given_up,
         )
 
     # records ---------------------------------------------------------------------------------

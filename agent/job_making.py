@@ -1,9 +1,10 @@
 """Making an admitted workload's Jobs: `JobMaker.make` plans them (`plan_for`: none without
 the lease), creates them through agent.materialize in a task of its own (it does I/O), and
 applies the outcome to the record only if the record still awaits the Jobs of the attempt
-(`records.awaits_jobs`): made (`on_materialized`), denied by RBAC (`on_materialize_denied`,
-and tried again after `retry_after`), failed (`on_materialize_failed`); given up meanwhile,
-what the attempt made of that generation is deleted.
+(`records.awaits_jobs`): denied by RBAC (`on_materialize_denied`, and tried again after
+`retry_after`), failed (`on_materialize_failed`); made, the Jobs' names wait for the next
+status pass (`take_made`), which applies `on_materialized` with its look at the new Jobs as
+one record change; given up meanwhile, what the attempt made of that generation is deleted.
 
 It owns the JobSet driver (agent.jobset_driver), which makes a JobSet's later roles, as their
 start order allows, through `plan_for`.
@@ -73,10 +74,29 @@ class JobMaker:
         self.monotonic = monotonic
         self.retry_after = retry_after
         self.jobsets = JobSetDriver(materializer, self.plan_for)
+        self._made: dict[str, tuple[Record, tuple[str, ...]]] = {}
+        """Jobs made since the last status pass: the record they were made for, their names."""
 
     def _current(self, started: Record) -> Record | None:
         record = self.held.get(started.key)
         return record if records.awaits_jobs(record, started) else None
+
+    def take_made(self) -> dict[str, tuple[Record, tuple[str, ...]]]:
+        """The Jobs made since the last call, by workload: the record they were made for and
+        their names (`records.on_materialized` of the record, if it still awaits them)."""
+        made, self._made = self._made, {}
+        return made
+
+    def given_up(self, started: Record) -> None:
+        """The record Jobs were made for moved on (withdrawn, offered anew): delete what that
+        attempt made (of its generation only)."""
+        namespace, name = started.key.split("/", 1)
+        uid = started.workload.metadata.uid
+
+        async def delete() -> None:
+            await self.materializer.delete_all(namespace, name, uid, generation=started.generation)
+
+        self.spawn(delete(), f"delete {started.key} given up")
 
     def plan_for(
         self, record: Record, roles: frozenset[str] | None = None
@@ -136,8 +156,12 @@ class JobMaker:
         if names is not None and (record := self._current(started)) is not None:
             if jobset_policy(record) is not None:
                 await self.jobsets.ensure_service(record)
-            made = records.on_materialized(record, made_job_names(record, names), self.clock())
-            await self.apply(key, made)
+            # Not applied here: the next status pass looks at the new Jobs anyway, and a
+            # record change of its own would cost another book write and snapshot refresh.
+            earlier = self._made.get(key)
+            if earlier is not None and earlier[0].offer is not started.offer:
+                self.given_up(earlier[0])  # (an offer the record moved on from since)
+            self._made[key] = (started, made_job_names(record, names))
             self.wake()
             return
         # Given up meanwhile: delete what this attempt may have made (this generation only).

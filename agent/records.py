@@ -681,12 +681,12 @@ def on_evict(
 # materialisation -------------------------------------------------------------------------------
 
 
-def on_materialized(record: Record, job_names: tuple[str, ...], now: float) -> Step:
-    """Its Jobs exist: saved, and looked at in the next status pass (they may have shown up
-    before their names were known). Admitted is not reported here: the status passes report
-    it (`next_report`), with Running when the pods start soon enough."""
-    made = replace(record, job_names=job_names, look_again_at=now)
-    return Step(made, (Persist(),))
+def on_materialized(record: Record, job_names: tuple[str, ...]) -> Step:
+    """Its Jobs exist: saved. The status pass that applies this looks at the record at once
+    (agent.status_pass; the Jobs may be mirrored already, their names unknown till now), and
+    its look is part of the same record change. Admitted is not reported here: the status
+    passes report it (`next_report`), with Running when the pods start soon enough."""
+    return Step(replace(record, job_names=job_names), (Persist(),))
 
 
 JOBS_FORBIDDEN = "JobsForbidden"

@@ -284,3 +284,33 @@ async def test_a_look_again_time_that_came_and_the_look_it_brings_change_the_rec
     assert dataclasses.replace(after, jobs_seen=True) == dataclasses.replace(
         held, look_again_at=None
     )
+
+
+async def test_jobs_made_and_the_look_at_them_change_the_record_once(
+    agents: AgentRunner, hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Jobs' names are saved by the status pass that next looks at them, in the record
+    # change the look makes: never a change of their own that only asks for a look (a
+    # look-again time already due), which cost a book write and a snapshot refresh more.
+    agent = await agents.start()
+    shell = agent.admission
+    offer = offer_for(job_source("made", script="sleep 60"))
+    key = f"team-a/{offer.workload.metadata.name}"
+    puts: list[tuple[float, Record | None]] = []
+    real_put = shell.book.put
+
+    def noting_put(put_key: str, record: Record | None) -> Any:
+        if put_key == key:
+            puts.append((shell.clock(), record))
+        return real_put(put_key, record)
+
+    monkeypatch.setattr(shell.book, "put", noting_put)
+    await hub.offer(offer)
+    await hub.wait_for(status(WorkloadPhase.RUNNING, offer.workload.metadata.name))
+    with_jobs = [(at, r) for at, r in puts if r is not None and r.job_names]
+    assert with_jobs, "the Jobs were never saved"
+    first_at, first = with_jobs[0]
+    assert first.look_again_at is None or first.look_again_at > first_at
+    # and saved with them, as a restarted agent finds them
+    saved = {r.key: r for r in shell.store.load_all(Record.from_json)}
+    assert saved[key].job_names == first.job_names

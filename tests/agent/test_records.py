@@ -374,12 +374,12 @@ def test_an_admitted_bound_workload_is_materialised_and_saved_once_its_jobs_exis
     assert record.workload.status.conditions[0].type == "QuotaReserved"
     assert record.unreported_since == NOW
 
-    made = on_materialized(record, ("w",), NOW + 1)
+    made = on_materialized(record, ("w",))
     assert made.record is not None and made.record.job_names == ("w",)
     # Saved; Admitted is reported by the status passes, with Running if the pods start soon.
     assert effects(made) == [("Persist", False)]
     assert made.record.unreported_since == NOW
-    assert made.record.look_again_at == NOW + 1  # its Jobs may be mirrored already
+    assert made.record.look_again_at is None  # (the pass that applies it looks at once)
 
 
 def test_jobs_the_cluster_forbids_are_reported_admitted_with_why_at_once() -> None:
