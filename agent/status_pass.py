@@ -1,11 +1,10 @@
 """The status pass of the admission loop: the records' timers that are due, then a look at
 the held workloads whose Jobs or pods changed, and at those whose Jobs were made since the
-last pass (agent.job_making `take_made`): `on_materialized` and the look are one record
-change. A look reads a workload's mirrored Jobs and
-pods as an observation (agent.status), lets agent.jobset_driver advance a JobSet's Jobs
-(a restart is a transition of its own), and hands the sighting to `records.next_report`,
-which decides what to report; the gated pods of a workload still running are then landed in
-their topology domains (agent.topology_landing).
+last pass (agent.job_making `take_made`: `on_materialized` and the look are one record
+change). A look reads a workload's mirrored Jobs and pods as an observation (agent.status),
+lets agent.jobset_driver advance a JobSet's Jobs (a restart is a transition of its own), and
+hands the sighting to `records.next_report`, which decides what to report; the gated pods of
+a workload still running are then landed in their topology domains (agent.topology_landing).
 
 Which workloads a pass looks at is `keys_to_look_at` (pure): only those whose Jobs or pods
 changed, and those whose timer came, so a pass costs what changed, not what is held; all of
@@ -69,7 +68,7 @@ class StatusPass:
         self.take_made = take_made
         """Jobs made since the last pass (agent.job_making `JobMaker.take_made`)."""
         self.given_up = given_up
-        """Deletes what a making made for a record that moved on meanwhile."""
+        """Deletes the Jobs made for a record that moved on before the pass."""
 
     async def run(self, now: float, *, priming: bool = False) -> None:
         made = self.take_made()
