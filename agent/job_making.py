@@ -88,15 +88,15 @@ class JobMaker:
         return made
 
     def given_up(self, started: Record) -> None:
-        """The record Jobs were made for moved on (withdrawn, offered anew): delete what that
-        attempt made (of its generation only)."""
+        """The record Jobs were made for moved on (withdrawn, offered anew) before the status
+        pass took them: delete them, in the background."""
+        self.spawn(self._delete_attempt(started), f"delete {started.key} given up")
+
+    async def _delete_attempt(self, started: Record) -> None:
+        """Delete what the making for `started` made (of its generation only)."""
         namespace, name = started.key.split("/", 1)
         uid = started.workload.metadata.uid
-
-        async def delete() -> None:
-            await self.materializer.delete_all(namespace, name, uid, generation=started.generation)
-
-        self.spawn(delete(), f"delete {started.key} given up")
+        await self.materializer.delete_all(namespace, name, uid, generation=started.generation)
 
     def plan_for(
         self, record: Record, roles: frozenset[str] | None = None
@@ -164,7 +164,5 @@ class JobMaker:
             self._made[key] = (started, made_job_names(record, names))
             self.wake()
             return
-        # Given up meanwhile: delete what this attempt may have made (this generation only).
-        namespace, name = key.split("/", 1)
-        uid = started.workload.metadata.uid
-        await self.materializer.delete_all(namespace, name, uid, generation=started.generation)
+        # Given up meanwhile: delete what this attempt may have made.
+        await self._delete_attempt(started)
