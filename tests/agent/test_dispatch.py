@@ -311,6 +311,11 @@ async def test_jobs_made_and_the_look_at_them_change_the_record_once(
     assert with_jobs, "the Jobs were never saved"
     first_at, first = with_jobs[0]
     assert first.look_again_at is None or first.look_again_at > first_at
-    # and saved with them, as a restarted agent finds them
-    saved = {r.key: r for r in shell.store.load_all(Record.from_json)}
-    assert saved[key].job_names == first.job_names
+    # and saved with them, as a restarted agent finds them (at the end of that pass, which
+    # may send its report before it writes)
+
+    def saved_names() -> tuple[str, ...] | None:
+        saved = {r.key: r for r in shell.store.load_all(Record.from_json)}
+        return saved[key].job_names if key in saved else None
+
+    assert await eventually(saved_names) == first.job_names
