@@ -1,0 +1,69 @@
+"""The margin bench says how far MultiQ's ratio is above the required floor's, phase by phase
+and round by round, and whether the median is within the bound; a small run of it starts both
+benches in turn and reads their figures."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from typing import Any
+
+import pytest
+
+from bench.control_plane_margin import main, margins, summary
+
+
+def _figures(phase_names: tuple[str, str], cpu: list[dict[str, float]]) -> dict[str, Any]:
+    return {name: {"cpu_ms_per_workload": c} for name, c in zip(phase_names, cpu, strict=True)}
+
+
+def test_a_rounds_margin_is_multiqs_ratio_over_the_floors_in_each_phase() -> None:
+    floor = _figures(
+        ("throughput", "paced"),
+        [{"hub": 0.5, "agent": 0.5, "kubesim": 0.5}, {"hub": 1.0, "agent": 1.0, "kubesim": 1.0}],
+    )
+    multiq = _figures(
+        ("throughput", "latency"),
+        [
+            {"hub": 0.8, "agent": 0.7, "kubesim": 0.6, "bench": 9.0},
+            {"hub": 1.5, "agent": 1.5, "kubesim": 1.0, "bench": 9.0},
+        ],
+    )
+    assert margins(floor, multiq) == {
+        "throughput": {"floor_ratio": 2.0, "multiq_ratio": 2.5, "margin": 1.25},
+        "paced": {"floor_ratio": 2.0, "multiq_ratio": 3.0, "margin": 1.5},
+    }
+
+
+def test_the_summary_takes_each_figures_median_and_holds_the_median_margin_to_the_bound() -> None:
+    def round_(margin: float) -> dict[str, dict[str, float]]:
+        phase = {"floor_ratio": 2.0, "multiq_ratio": 2.0 * margin, "margin": margin}
+        return {"throughput": phase, "paced": {**phase, "margin": margin + 0.1}}
+
+    got = summary([round_(1.1), round_(1.3), round_(1.15)], bound=1.2)
+    assert got["throughput"] == {
+        "floor_ratio": 2.0,
+        "multiq_ratio": 2.3,
+        "margin": 1.15,
+        "within_bound": True,
+    }
+    assert got["paced"]["margin"] == 1.25 and got["paced"]["within_bound"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_small_run_measures_both_benches_in_each_round_and_prints_the_margins() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["--rounds", "2", "--workloads", "200", "--paced", "100", "--nodes", "4"]) == 0
+    figures = json.loads(out.getvalue())
+    assert len(figures["rounds"]) == 2
+    for each in (*figures["rounds"], figures["median"]):
+        for phase in ("throughput", "paced"):
+            got = each[phase]
+            assert got["floor_ratio"] > 0 and got["multiq_ratio"] > 0
+            assert got["margin"] == pytest.approx(
+                got["multiq_ratio"] / got["floor_ratio"], abs=0.01
+            )
+    assert isinstance(figures["median"]["paced"]["within_bound"], bool)
