@@ -152,6 +152,39 @@ async def test_concurrent_creates_are_group_committed(tmp_path: Path) -> None:
         assert commits <= 10, f"{commits} commits for 500 concurrent creates"
 
 
+async def test_writes_that_trickle_in_among_concurrent_writers_wait_for_the_commit_interval_together(
+    tmp_path: Path,
+) -> None:
+    async with await SqliteStore.open(tmp_path / "store.db", commit_interval=1.0) as store:
+        # Two writers at once: committed at once (nothing committed before), as one.
+        await asyncio.gather(store.create("/t/a", {}), store.create("/t/b", {}))
+        before = store.commits
+
+        async def later(key: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            await store.create(key, {})
+
+        # Within the second after that commit began, three more arrive one by one: they
+        # wait for it to pass and go in one transaction.
+        await asyncio.gather(later("/t/c", 0), later("/t/d", 0.05), later("/t/e", 0.1))
+
+        assert store.commits - before == 1
+
+
+async def test_a_lone_client_writing_in_turn_is_never_held_back_by_the_commit_interval(
+    tmp_path: Path,
+) -> None:
+    interval = 30.0
+    async with await SqliteStore.open(tmp_path / "store.db", commit_interval=interval) as store:
+        started = asyncio.get_running_loop().time()
+        for i in range(5):
+            await store.create(f"/l/{i}", {"i": i})
+
+        # Each write alone, committed at once: one held back would have waited 30 s.
+        assert asyncio.get_running_loop().time() - started < interval / 2
+        assert store.commits == 5
+
+
 async def test_a_failed_precondition_in_a_batch_fails_only_its_own_write(
     tmp_path: Path,
 ) -> None:
