@@ -64,6 +64,12 @@ Jobs cost kubesim 10-20 % less per workload than Jobs one by one, and the floor 
 too, so the hub's and agents' figures compare with MultiQ's component by component; the
 default (each Job at once) keeps the lower ratio, the floor proper.
 
+`--commit-interval SECONDS` gives the floor hub's group commit the rule of multiq-hub's SQLite
+store (hub.store.sqlite.COMMIT_INTERVAL_SECONDS, 0.01): while writers are concurrent, commits
+at least SECONDS apart, each covering what came meanwhile. A technique any hub may use, so a
+floor compared with a MultiQ that uses it uses it too (`bench.control_plane_margin` passes
+it); the default commits at the end of each loop turn.
+
 Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
 kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 bounds. Compare it with
 `bench.federation_dispatch` run just before or after (these machines are noisy, and the
@@ -81,6 +87,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -132,21 +139,42 @@ NAMESPACE = "default"
 
 class GroupCommit:
     """Writes run at once; the commit waits for the end of the loop turn, and covers every
-    write made in it (the real hub's writer groups its commits the same way)."""
+    write made in it (the real hub's writer groups its commits the same way). With a
+    `commit_interval`, as the real hub's store (hub.store.sqlite.COMMIT_INTERVAL_SECONDS): while
+    writers are concurrent (the last commit or the one due holds more than one write), a
+    commit comes no sooner than that after the last one began, and covers what came
+    meanwhile."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, commit_interval: float = 0.0) -> None:
         self.conn = conn
+        self.commit_interval = commit_interval
         self.waiting: list[asyncio.Future[None]] = []
+        self.due = False
+        self.last_began = -math.inf
+        self.last_lone = True
 
     def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
         self.conn.execute(sql, params)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not self.waiting:
-            asyncio.get_running_loop().call_soon(self._commit)
+        if not self.due:
+            self.due = True
+            asyncio.get_running_loop().call_soon(self._at_end_of_turn)
         self.waiting.append(done)
         return done
 
+    def _at_end_of_turn(self) -> None:
+        loop = asyncio.get_running_loop()
+        lone = self.last_lone and len(self.waiting) == 1
+        pause = 0.0 if lone else self.last_began + self.commit_interval - loop.time()
+        if pause > 0:
+            loop.call_later(pause, self._commit)
+        else:
+            self._commit()
+
     def _commit(self) -> None:
+        self.due = False
+        self.last_began = asyncio.get_running_loop().time()
+        self.last_lone = len(self.waiting) == 1
         self.conn.commit()
         waiting, self.waiting = self.waiting, []
         for done in waiting:
@@ -180,12 +208,17 @@ def validated(body: Any) -> Workload:
 
 
 def floor_hub(
-    db: Path, clusters: list[str], *, validate: bool = False, required: bool = False
+    db: Path,
+    clusters: list[str],
+    *,
+    validate: bool = False,
+    required: bool = False,
+    commit_interval: float = 0.0,
 ) -> web.Application:
     """`required` (with `validate`): offers go out as the protocol's DispatchOffer envelopes
     and reports come back as WorkloadStatus envelopes, each decoded and checked as a peer's
     message (`Envelope.decode_from_peer`)."""
-    store = GroupCommit(_open_db(db, "FULL"))
+    store = GroupCommit(_open_db(db, "FULL"), commit_interval)
     agents: dict[str, web.WebSocketResponse] = {}
     order = itertools.cycle(clusters)
     workloads: dict[str, dict[str, Any]] = {}
@@ -537,7 +570,8 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     )  # fmt: skip
     checks = (["--validate"] if args.validate else []) + (["--required"] if args.required else [])
     spawn("hub", [*me, "--role", "hub", "--port", str(port), "--db", str(work / "hub.db"),
-                  "--cluster-names", ",".join(names), *checks])  # fmt: skip
+                  "--cluster-names", ",".join(names), "--commit-interval",
+                  str(args.commit_interval), *checks])  # fmt: skip
     try:
         async with aiohttp.ClientSession() as http:
 
@@ -644,6 +678,7 @@ async def drive(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "validate": args.validate or args.required,
         "required": args.required,
         "agent_batch_seconds": args.agent_batch,
+        "commit_interval_seconds": args.commit_interval,
         "clusters": args.clusters,
         "nodes_per_cluster": args.nodes,
         **phases,
@@ -690,11 +725,20 @@ def main(argv: list[str] | None = None) -> int:
         help="what MultiQ's protocol and agent require beyond --validate: the protocol's "
         "messages, decoded and checked as a peer's, and admission by the engine",
     )  # fmt: skip
+    parser.add_argument(
+        "--commit-interval", type=float, default=0.0, metavar="SECONDS",
+        help="the floor hub's commits at least this far apart while writers are concurrent, "
+        "as multiq-hub's SQLite store (0.01 s); 0: at the end of each loop turn",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.role == "hub":
         start_as_multiq_does()
         app = floor_hub(
-            args.db, args.cluster_names.split(","), validate=args.validate, required=args.required
+            args.db,
+            args.cluster_names.split(","),
+            validate=args.validate,
+            required=args.required,
+            commit_interval=args.commit_interval,
         )
         web.run_app(
             app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1,

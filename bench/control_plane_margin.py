@@ -12,8 +12,9 @@ missed by the machine, then; one on how far MultiQ is above the floor, both meas
 says something about the code.
 
 So this bench runs, `--rounds` times, the required floor (`bench.control_plane_floor --required
---agent-batch 0.05`: the protocol's messages each checked as a peer's, admission by the agent's
-engine, Jobs created in rounds as multiq-agent does, and nothing else) and
+--agent-batch 0.05 --commit-interval 0.01`: the protocol's messages each checked as a peer's,
+admission by the agent's engine, Jobs created in rounds as multiq-agent does, commits gathered
+as multiq-hub's store gathers them, and nothing else) and
 `bench.federation_dispatch`, in alternating order, with the same workloads, and prints for each
 phase (throughput, paced) and round both ratios and their quotient, the *margin*; then the
 medians and whether the median margin is within `--bound` (1.2: the 2.5 that #15 set in
@@ -37,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.federation_dispatch import control_plane_ratio
+from hub.store.sqlite import COMMIT_INTERVAL_SECONDS
 
 PHASES = {"throughput": "throughput", "paced": "latency"}
 """Each phase's name in the floor's figures, and in `bench.federation_dispatch`'s."""
@@ -98,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         "--workloads", str(args.workloads), "--paced", str(args.paced),
         "--rate", str(args.rate), "--nodes", str(args.nodes),
     ]  # fmt: skip
-    floor_args = [*sizes, "--required", "--agent-batch", "0.05"]
+    floor_args = [
+        *sizes, "--required", "--agent-batch", "0.05",
+        "--commit-interval", str(COMMIT_INTERVAL_SECONDS),
+    ]  # fmt: skip
     rounds = []
     for i in range(args.rounds):
         # Alternating which goes first, so a machine that drifts one way during the run

@@ -3,7 +3,7 @@ to the end: every workload submitted is reported Running, and each process's CPU
 with `--validate` its hub checks and converts each submission as the real hub must, and with
 `--agent-batch` its agents create the Jobs of the offers gathered in rounds, none left out;
 with `--required` the offers and reports are the protocol's messages and the agents admit
-through the engine."""
+through the engine; with `--commit-interval` its hub gathers commits as multiq-hub's store does."""
 
 from __future__ import annotations
 
@@ -20,8 +20,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 @pytest.mark.parametrize(
     "checks",
-    [[], ["--validate"], ["--agent-batch", "0.05"], ["--required", "--agent-batch", "0.05"]],
-    ids=["plain", "validating", "creating-jobs-in-rounds", "doing-what-multiq-requires"],
+    [
+        [],
+        ["--validate"],
+        ["--agent-batch", "0.05"],
+        ["--required", "--agent-batch", "0.05"],
+        ["--required", "--agent-batch", "0.05", "--commit-interval", "0.01"],
+    ],
+    ids=[
+        "plain",
+        "validating",
+        "creating-jobs-in-rounds",
+        "doing-what-multiq-requires",
+        "committing-as-multiq-does",
+    ],
 )
 def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_processs_cpu(
     checks: list[str],
@@ -51,6 +63,7 @@ def test_the_floor_bench_runs_every_workload_of_both_phases_and_prints_each_proc
     assert figures["validate"] == ("--validate" in checks or "--required" in checks)
     assert figures["required"] == ("--required" in checks)
     assert figures["agent_batch_seconds"] == (0.05 if "--agent-batch" in checks else 0.0)
+    assert figures["commit_interval_seconds"] == (0.01 if "--commit-interval" in checks else 0.0)
     for phase, count in (("throughput", 200), ("paced", 100)):
         assert figures[phase]["workloads"] == count
         cpu = figures[phase]["cpu_ms_per_workload"]
