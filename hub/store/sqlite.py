@@ -145,8 +145,20 @@ Session 40, 4 interleaved pairs each against committing at once, paced phase:
 - 5 ms: the hub's CPU per workload 1.885 → 1.73 ms; p50 submit-to-admitted +3 ms.
 - 10 ms: 1.95 → 1.53 ms, the agents' 1.70 → 1.58; 0.49 commits per workload; p50 90 → 103
   ms, p99 121 → 137 ms.
-- The burst's submit and dispatch rates did not move beyond the noise: a burst's writes
-  outlast the interval anyway."""
+- 10 ms with `GATHER_UP_TO`, as now: 1.935 → 1.56 ms, the agents' 1.70 → 1.615; the burst's
+  dispatch rate 711 → 717 a second, its submit rate 795 → 768."""
+
+GATHER_UP_TO = 32
+"""A transaction of this many writes or more starts at once, whatever the commit interval.
+
+A commit's own cost is spread thin over that many already: the writer's ~240 µs is under
+8 µs a write. Waiting longer would only hold back clients that write in turn, many at once,
+each awaiting its last write before the next.
+
+`bench.store_throughput --stores sqlite`, 50 such writers:
+- committing at once: 35,205 creates a second;
+- with the interval alone: 4,927 (a commit every 10 ms);
+- with this: 38,599."""
 
 _OpKind = Literal["create", "update", "delete", "compact"]
 
@@ -643,9 +655,11 @@ class SqliteStore:
         after `_STOP`, once everything handed over before it is committed, return.
 
         While writers are concurrent — the last transaction or the one about to start holds
-        more than one write — a transaction starts no sooner than `commit_interval` after the
-        last one began, and takes what arrived meanwhile (see COMMIT_INTERVAL_SECONDS). A lone
-        write after a lone write (one client writing in turn, awaiting each) never waits."""
+        more than one write — a transaction of fewer than `GATHER_UP_TO` writes starts no
+        sooner than `commit_interval` after the last one began, and takes what arrived
+        meanwhile (see COMMIT_INTERVAL_SECONDS). A lone write after a lone write (one client
+        writing in turn, awaiting each) never waits, nor does a transaction that is large
+        already."""
         waiting: collections.deque[_Pending] = collections.deque()
         stopping = False
         last_began = -math.inf
@@ -658,7 +672,11 @@ class SqliteStore:
                     continue
                 waiting.extend(handed)
             stopping = self._take_handed(waiting, stopping)  # and whatever else came meanwhile
-            if not stopping and not (last_lone and len(waiting) == 1):
+            if (
+                not stopping
+                and not (last_lone and len(waiting) == 1)
+                and len(waiting) < GATHER_UP_TO
+            ):
                 pause = last_began + self._commit_interval - time.monotonic()
                 if pause > 0:
                     time.sleep(pause)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hub.store.base import Compacted, Revision, Unavailable
-from hub.store.sqlite import SqliteStore, _Writer
+from hub.store.sqlite import GATHER_UP_TO, SqliteStore, _Writer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -183,6 +183,20 @@ async def test_a_lone_client_writing_in_turn_is_never_held_back_by_the_commit_in
         # Each write alone, committed at once: one held back would have waited 30 s.
         assert asyncio.get_running_loop().time() - started < interval / 2
         assert store.commits == 5
+
+
+async def test_a_transaction_that_is_large_already_is_not_held_back_by_the_commit_interval(
+    tmp_path: Path,
+) -> None:
+    interval = 30.0
+    async with await SqliteStore.open(tmp_path / "store.db", commit_interval=interval) as store:
+        await asyncio.gather(store.create("/b/a", {}), store.create("/b/b", {}))
+        started = asyncio.get_running_loop().time()
+
+        await asyncio.gather(*(store.create(f"/b/{i}", {}) for i in range(GATHER_UP_TO)))
+
+        # Right after a commit, among concurrent writers: a small batch would wait 30 s.
+        assert asyncio.get_running_loop().time() - started < interval / 2
 
 
 async def test_a_failed_precondition_in_a_batch_fails_only_its_own_write(
