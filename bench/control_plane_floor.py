@@ -73,7 +73,7 @@ it); the default commits at the end of each loop turn.
 Prints one JSON object, per phase: CPU ms per workload for floor hub, floor agents and
 kubesim, and `(hub + agent) / kubesim` — the floor of the ratio #15 bounds. Compare it with
 `bench.federation_dispatch` run just before or after (these machines are noisy, and the
-ratio moves with the machine's state: session 40 read this floor at 2.07 and at 2.52–2.67
+ratio moves with the machine's state: session 40 read this floor at 2.07 and at 2.50–2.72
 paced within one hour); `bench.control_plane_margin` runs the two in turn and prints
 MultiQ's ratio over this floor's with `--required`, the figure #15 now bounds (≤ 1.2).
 
