@@ -78,6 +78,7 @@ from api.v1alpha1.workload import (
     TopologyAssignmentSlice,
     TopologyAssignmentSliceLevelValues,
     Workload,
+    WorkloadConditionType,
     WorkloadStatus,
 )
 
@@ -139,6 +140,32 @@ class _Converted:
     status: WorkloadStatus | None
     sticky: bool
     engine: EngineWorkload
+
+
+def _ready_matters(base: Snapshot) -> bool:
+    """Whether the engine reads the workloads' PodsReady (`pods_ready`, `pods_ready_lost_at`):
+    only with waitForPodsReady on (agent.engine.podsready, the cycle's blockAdmission)."""
+    return base.config.wait_for_pods_ready.enabled
+
+
+def _engine_sees_same(old: WorkloadStatus | None, new: WorkloadStatus | None) -> bool:
+    """Whether `new` differs from `old` in its PodsReady condition alone (as a status pass
+    changes it: the other conditions and fields the very same objects), so that what
+    `workload_from_api` makes of either is the same but for `pods_ready` and
+    `pods_ready_lost_at`."""
+    if old is None or new is None or old is new:
+        return False
+    if (
+        new.admission is not old.admission
+        or new.requeue_state is not old.requeue_state
+        or new.accumulated_past_execution_time_seconds
+        != old.accumulated_past_execution_time_seconds
+    ):
+        return False
+    ready = WorkloadConditionType.PODS_READY
+    before = [c for c in old.conditions if c.type != ready]
+    after = [c for c in new.conditions if c.type != ready]
+    return len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True))
 
 
 def namespace_labels(
@@ -385,6 +412,12 @@ class SnapshotCache:
             # converts to the same snapshot keeps the old one, so the engine's carry (which
             # rebuilds itself when the config is another object) stays incremental.
             if base != self._base:
+                if self._base is not None and _ready_matters(self._base) != _ready_matters(base):
+                    # The views kept while waitForPodsReady was off may hold a stale PodsReady
+                    # (`_engine_sees_same`): every workload is converted anew.
+                    self._workloads.clear()
+                    self._by_label.clear()
+                    changed = None
                 self._base = base
         if new_config:
             self._config = cfg
@@ -503,6 +536,20 @@ class SnapshotCache:
             return
         wl = item.workload
         sticky = item.preempting
+        if (
+            cached is not None
+            and cached.workload is not wl
+            and cached.workload.spec is wl.spec
+            and cached.workload.metadata is wl.metadata
+            and cached.sticky == sticky
+            and cached.engine.arrived_at == (item.offered_at or None)
+            and self._base is not None
+            and not _ready_matters(self._base)
+            and _engine_sees_same(cached.status, wl.status)
+        ):
+            # Only its PodsReady condition moved (its pods started): nothing the engine reads
+            # without waitForPodsReady. Its view stays, and so does the cycle's carry of it.
+            cached.workload, cached.status = wl, wl.status
         if (
             cached is None
             or cached.workload is not wl

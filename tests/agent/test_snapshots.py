@@ -18,7 +18,8 @@ from agent.records import Record, on_offer
 from agent.snapshots import SnapshotCache, api_admission
 from api.meta import Condition, ObjectMeta
 from api.quantity import Quantity
-from api.v1alpha1.messages import CapacityReport, NodeSummary, WorkloadPhase
+from api.v1alpha1.federation import WaitForPodsReady
+from api.v1alpha1.messages import CapacityReport, ConfigSync, NodeSummary, WorkloadPhase
 from api.v1alpha1.queues import WorkloadPriorityClass
 from api.v1alpha1.workload import WorkloadStatus
 from tests.agent.conftest import config, job_source, offer_for
@@ -101,9 +102,26 @@ def test_a_workload_converted_again_for_its_status_keeps_its_pod_sets_until_its_
     assert [ps.count for ps in resized.pod_sets] == [3]
 
 
+def with_pods_ready(record: Record) -> Record:
+    """The record as a status pass leaves it once its pods are ready: a new status with a
+    PodsReady condition, all else the same objects (records._with_pods_ready)."""
+    status = record.workload.status
+    assert status is not None
+    ready = Condition(
+        type="PodsReady", status="True", reason="PodsReady", last_transition_time=datetime.now(UTC)
+    )
+    conditions = [*(c for c in status.conditions if c.type != "PodsReady"), ready]
+    status = status.model_copy(update={"conditions": conditions})
+    return replace(record, workload=record.workload.model_copy(update={"status": status}))
+
+
+def config_waiting_for_pods() -> ConfigSync:
+    return config().model_copy(update={"wait_for_pods_ready": WaitForPodsReady()})
+
+
 def test_a_status_whose_conditions_alone_change_keeps_its_converted_admission() -> None:
     cache = SnapshotCache()
-    cfg = config()
+    cfg = config_waiting_for_pods()
     held = {"team-a/job-a": held_record("a")}
     snap = cache.build(cfg, held)
     [admit] = schedule(snap, 100.0).admitted
@@ -134,6 +152,59 @@ def test_a_status_whose_conditions_alone_change_keeps_its_converted_admission() 
     assert anew.admission == converted.admission and anew.admission is not converted.admission
     held["team-a/job-a"] = with_status(record, status.model_copy(update={"admission": None}))
     assert cache.build(cfg, held).workloads[admit.workload].admission is None
+
+
+def test_without_wait_for_pods_ready_a_workloads_pods_becoming_ready_changes_nothing_the_engine_sees() -> (
+    None
+):
+    cache = SnapshotCache()
+    cfg = config(cpu="500m")  # room for one of the three, the others wait
+    held = {f"team-a/job-{n}": held_record(n) for n in "abc"}
+    first = cache.build(cfg, held)
+    result = cache.cycle(first)(100.0)
+    admit = result.admitted[0]
+    key = str(admit.workload)
+    held[key] = admitted(held[key], admit.admission)
+    before = cache.build(cfg, held, {key})
+    cache.cycle(before)(101.0)
+    view = before.workloads[admit.workload]
+
+    held[key] = with_pods_ready(held[key])
+    after = cache.build(cfg, held, {key})
+    # The view is kept as it was (not converted again): the next cycle has nothing new.
+    assert after.workloads[admit.workload] is view and not view.pods_ready
+    assert cache.cycle(after)(102.0).pending_changed == {}
+    # What a conversion from scratch makes of it differs only in what the engine does not
+    # read without waitForPodsReady.
+    scratch = SnapshotCache().build(cfg, held).workloads[admit.workload]
+    assert scratch.pods_ready
+    assert replace(scratch, pods_ready=False) == view
+
+    # Turning waitForPodsReady on converts every workload anew: PodsReady is seen.
+    waiting = cfg.model_copy(update={"wait_for_pods_ready": WaitForPodsReady(), "revision": 2})
+    assert cache.build(waiting, held, set()).workloads[admit.workload].pods_ready
+
+
+def test_a_status_change_beside_pods_ready_is_converted_without_wait_for_pods_ready() -> None:
+    cache = SnapshotCache()
+    cfg = config()
+    held = {"team-a/job-a": held_record("a")}
+    [admit] = schedule(cache.build(cfg, held), 100.0).admitted
+    held["team-a/job-a"] = admitted(held["team-a/job-a"], admit.admission)
+    view = cache.build(cfg, held).workloads[admit.workload]
+    ready = with_pods_ready(held["team-a/job-a"])
+    status = ready.workload.status
+    assert status is not None
+    # PodsReady and an eviction in one new status: the eviction is the engine's to see.
+    evicted = Condition(
+        type="Evicted", status="True", reason="Preempted", last_transition_time=datetime.now(UTC)
+    )
+    both = status.model_copy(update={"conditions": [*status.conditions, evicted]})
+    held["team-a/job-a"] = replace(
+        ready, workload=ready.workload.model_copy(update={"status": both})
+    )
+    again = cache.build(cfg, held).workloads[admit.workload]
+    assert again is not view and again.evicting
 
 
 def test_finished_workloads_hold_no_quota_and_a_new_config_reconverts() -> None:
