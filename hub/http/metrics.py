@@ -80,11 +80,14 @@ class _WorkloadWatcher:
         self.role = role
         self.clock = clock
         self.phases: Tally[str] = Tally()
+        self._phase_of: dict[str, str] = {}
+        """Each workload's phase as counted in `phases`: a change works out the new phase
+        only, and the counts stay true even for a change this listener did not hear of."""
 
     def __call__(self, key: str, old: Workload | None, new: Workload | None) -> None:
         if old is new:
             return  # the mirror repeating what it holds (the hub's own write, back)
-        before = workload_phase(old) if old is not None else None
+        before = self._phase_of.get(key)
         after = workload_phase(new) if new is not None else None
         if before == after:
             return
@@ -92,6 +95,9 @@ class _WorkloadWatcher:
             self.phases[before] -= 1
         if after is not None:
             self.phases[after] += 1
+            self._phase_of[key] = after
+        else:
+            del self._phase_of[key]
         if old is not None and new is not None and self.role.leading:
             self._observe(old, new)
 
