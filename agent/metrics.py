@@ -36,6 +36,7 @@ from agent.engine.result import CycleResult, Unblock
 from agent.engine.snapshot import ClusterQueueName, LocalQueueKey, Snapshot, StopPolicy
 from agent.records import Record
 from api.v1alpha1.messages import LogData, WorkloadPhase
+from telemetry.metrics import Children
 
 __all__ = ["AgentMetrics", "AgentView", "MetricsServer", "serve_metrics"]
 
@@ -76,6 +77,7 @@ class AgentMetrics:
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
+        self._child = Children()
         by_queue = ["cluster_queue", "priority_class"]
         self.quota_reserved = Counter(
             "kueue_quota_reserved_workloads",
@@ -162,31 +164,31 @@ class AgentMetrics:
             WorkloadPhase.RESERVED,
             WorkloadPhase.ADMITTED,
         ):
-            self.quota_reserved.labels(queue, priority).inc()
-            self.quota_reserved_wait.labels(queue, priority).observe(waited)
+            self._child(self.quota_reserved, queue, priority).inc()
+            self._child(self.quota_reserved_wait, queue, priority).observe(waited)
         if after is WorkloadPhase.ADMITTED and before in (
             WorkloadPhase.PENDING,
             WorkloadPhase.RESERVED,
         ):
-            self.admitted.labels(queue, priority).inc()
-            self.admission_wait.labels(queue, priority).observe(waited)
+            self._child(self.admitted, queue, priority).inc()
+            self._child(self.admission_wait, queue, priority).observe(waited)
         elif after is WorkloadPhase.EVICTED and before in _HOLDING_QUOTA:
             report = new.last_report
             reason = (report.pending_reason if report else None) or "Evicted"
-            self.evicted.labels(queue, reason).inc()
+            self._child(self.evicted, queue, reason).inc()
         elif new.finished and before in _ADMITTED:
-            self.finished.labels(queue, after.value).inc()
+            self._child(self.finished, queue, after.value).inc()
 
     def cycle_done(self, snapshot: Snapshot, result: CycleResult, seconds: float) -> None:
         """An admission cycle ran over `snapshot` (agent.admission `cycle`)."""
         outcome = "success" if result.admitted else "inadmissible"
-        self.attempts.labels(outcome).inc()
-        self.attempt_duration.labels(outcome).observe(seconds)
+        self._child(self.attempts, outcome).inc()
+        self._child(self.attempt_duration, outcome).observe(seconds)
         for preemption in result.preempted:
             preemptor = snapshot.workloads.get(preemption.preemptor)
             lq = snapshot.local_queues.get(preemptor.local_queue) if preemptor else None
             queue = lq.cluster_queue if lq is not None else ""
-            self.preempted.labels(queue, preemption.reason.value).inc()
+            self._child(self.preempted, queue, preemption.reason.value).inc()
 
     def counting_sender(
         self, send: Callable[[LogData], Awaitable[None]]

@@ -26,12 +26,12 @@ from typing import TypeVar
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.metrics import MetricWrapperBase
+
+from telemetry.metrics import Children
 
 __all__ = ["UNCOUNTED", "HubMetrics", "OfferOutcome"]
 
 T = TypeVar("T")
-M = TypeVar("M", bound=MetricWrapperBase)
 
 # Seconds from submission to a binding: from a few milliseconds (an idle fleet) to hours (a
 # deep queue); Kueue's admission-wait buckets, extended below 10 ms.
@@ -70,7 +70,7 @@ class HubMetrics:
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
-        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
+        self._child = Children()
         self.dispatch_latency = Histogram(
             "multiq_dispatch_latency_seconds",
             "From submission (or the last requeue) until the hub bound the workload to a cluster.",
@@ -142,16 +142,6 @@ class HubMetrics:
             buckets=HTTP_BUCKETS,
             registry=registry,
         )
-
-    def _child(self, metric: M, *values: str) -> M:
-        """`metric.labels(*values)`, looked up once: the hooks run for every write, report
-        and request, and prometheus_client's lookup checks and converts the values each time.
-        Children are never removed here, so a kept one stays the one the registry serves."""
-        key = (metric, values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child  # type: ignore[return-value]
 
     # --- hooks --------------------------------------------------------------------------
 
