@@ -110,7 +110,9 @@ class AdmissionShell:
         """The CPU seconds the last cycle took (a light one runs in the loop: `cycle`)."""
         self.last_result: CycleResult | None = None
         """The last cycle's decisions (the metrics read its pending reasons)."""
-        self._inbox: asyncio.Queue[tuple[HubMessage, TraceContext | None]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[tuple[HubMessage, TraceContext | None, str | None]] = (
+            asyncio.Queue()
+        )
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cycle_due = True
@@ -243,10 +245,17 @@ class AdmissionShell:
 
     # input -----------------------------------------------------------------------------------
 
-    def submit(self, message: HubMessage, trace_context: TraceContext | None = None) -> None:
+    def submit(
+        self,
+        message: HubMessage,
+        trace_context: TraceContext | None = None,
+        *,
+        received: str | None = None,
+    ) -> None:
         """Queue a hub message for the loop (called by the hub session's reader), with the
-        context of the hub's span that sent it."""
-        self._inbox.put_nowait((message, trace_context))
+        context of the hub's span that sent it; `received`: the text of the envelope an offer
+        came in (persisted as it is, `Record.received`)."""
+        self._inbox.put_nowait((message, trace_context, received))
         self._wake.set()
 
     def wake(self) -> None:
@@ -309,7 +318,12 @@ class AdmissionShell:
             await self.cycle()
         await self._flush()
 
-    async def handle(self, message: HubMessage, trace_context: TraceContext | None = None) -> None:
+    async def handle(
+        self,
+        message: HubMessage,
+        trace_context: TraceContext | None = None,
+        received: str | None = None,
+    ) -> None:
         now = self.clock()
         if not isinstance(message, Fence | ReapOrphans):
             self._cycle_due = True  # (those two free quota by forgetting, if at all)
@@ -330,7 +344,7 @@ class AdmissionShell:
                 self.stopper.hurry(key)  # (a withdrawn workload's logs are not shipped first)
             held = self.held.get(key)
             with self.tracing.message(key, message, held, trace_context):
-                await self._apply(key, transition(held, message, now))
+                await self._apply(key, transition(held, message, now, received))
         self._changed()
 
     def _changed(self) -> None:

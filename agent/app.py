@@ -222,10 +222,14 @@ class Agent:
     async def _on_disconnect(self) -> None:
         await self.logs.close_all()
 
-    async def _on_message(self, payload: Payload, trace_context: TraceContext | None) -> None:
+    async def _on_message(
+        self, payload: Payload, trace_context: TraceContext | None, text: str
+    ) -> None:
         if isinstance(payload, LeaseGrant):
             self._on_grant(payload)
-        elif isinstance(payload, ConfigSync | DispatchOffer | Bind | Withdraw | Cancel):
+        elif isinstance(payload, DispatchOffer):
+            self.admission.submit(payload, trace_context, received=text)
+        elif isinstance(payload, ConfigSync | Bind | Withdraw | Cancel):
             self.admission.submit(payload, trace_context)
         else:
             log.error("unexpected %s from the hub; ignored", payload.type)

@@ -207,8 +207,9 @@ class Outbox:
         return len(self._entries)
 
 
-MessageHandler = Callable[[Payload, TraceContext | None], Awaitable[None]]
-"""Called with every control message and the trace context its envelope carried."""
+MessageHandler = Callable[[Payload, TraceContext | None, str], Awaitable[None]]
+"""Called with every control message, the trace context its envelope carried and the text
+the envelope came in."""
 
 
 class HubSession:
@@ -476,5 +477,5 @@ class HubSession:
             elif isinstance(payload, LogOpen | LogClose):
                 log.error("control lane: %s belongs on the logs lane; ignored", env.type)
             else:
-                await self._on_message(payload, env.trace_context)
+                await self._on_message(payload, env.trace_context, msg.data)
         raise HubUnreachableError(f"{lane.name} lane closed by the hub")

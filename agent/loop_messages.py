@@ -62,10 +62,13 @@ def workload_of(message: WorkloadMessage) -> str:
     return message.workload
 
 
-def transition(held: Record | None, message: WorkloadMessage, now: float) -> Step:
-    """The transition of the workload's record (None: not held) a hub message goes through."""
+def transition(
+    held: Record | None, message: WorkloadMessage, now: float, received: str | None = None
+) -> Step:
+    """The transition of the workload's record (None: not held) a hub message goes through;
+    `received`: the text of the envelope an offer came in."""
     if isinstance(message, DispatchOffer):
-        return records.on_offer(held, message, now)
+        return records.on_offer(held, message, now, received)
     if isinstance(message, Bind):
         return records.on_bind(held, message, now)
     return records.on_withdraw(held, message, now)

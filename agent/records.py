@@ -31,7 +31,7 @@ import enum
 import hashlib
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +44,8 @@ from api.v1alpha1.messages import (
     Bind,
     Cancel,
     DispatchOffer,
+    Envelope,
+    MessageInvalidError,
     OfferRejected,
     RejectReason,
     Withdraw,
@@ -151,6 +153,10 @@ class Record:
     """A JobSet's Jobs restarted so far, each with its restart attempt (agent.jobsets)."""
     jobset_restarts: int = 0
     """Restarts counted against the JobSet's maxRestarts."""
+    received: str | None = field(default=None, compare=False, repr=False)
+    """The text of the envelope the offer came in: persisted as it is (`offer_json`), as
+    encoding the offer again would cost about what decoding it did. None when the record was
+    restored from disk."""
 
     @property
     def generation(self) -> int:
@@ -173,6 +179,10 @@ class Record:
     # persistence -----------------------------------------------------------------------------
 
     def offer_json(self) -> str:
+        """The offer as persisted: the envelope it came in, else the offer encoded
+        (`from_json` reads either)."""
+        if self.received is not None:
+            return self.received
         return self.offer.model_dump_json(by_alias=True, exclude_none=True)
 
     def state_json(self) -> str:
@@ -195,8 +205,8 @@ class Record:
     def from_json(cls, offer_text: str, state_text: str) -> Record:
         """A record as persisted. One admitted but not materialised when the agent stopped
         comes back Pending: it is admitted again, and the Jobs it may have got are adopted."""
-        offer = DispatchOffer.model_validate_json(offer_text)
         state = json.loads(state_text)
+        offer = _persisted_offer(offer_text, float(state.get("offeredAt", 0.0)))
         if state.get("generation") != offer.generation:
             raise ValueError("state and offer disagree on the generation")
         phase = WorkloadPhase(state["phase"])
@@ -223,6 +233,21 @@ class Record:
             ),
             jobset_restarts=int(state.get("jobsetRestarts") or 0),
         )
+
+
+def _persisted_offer(text: str, offered_at: float) -> DispatchOffer:
+    """The offer of a persisted record: either the envelope it came in, taken in again as
+    `on_offer` took it when it came (at `offered_at`), or the offer as the record held it."""
+    if "payload" not in json.loads(text):
+        return DispatchOffer.model_validate_json(text)
+    try:
+        envelope, _ = Envelope.decode_from_peer(text)
+    except MessageInvalidError as exc:
+        raise ValueError(str(exc)) from exc
+    offer = envelope.payload
+    if not isinstance(offer, DispatchOffer):
+        raise ValueError(f"the persisted offer is a {envelope.type.value} message")
+    return _as_held(offer, offered_at)
 
 
 # effects ---------------------------------------------------------------------------------------
@@ -484,10 +509,13 @@ def with_preempting(record: Record, preempting: bool) -> Record:
 # hub messages ----------------------------------------------------------------------------------
 
 
-def on_offer(record: Record | None, offer: DispatchOffer, now: float) -> Step:
-    """A DispatchOffer. An older generation than the held one is rejected; the held one again
-    (redelivered) re-sends the latest report — and binds a held reservation when the hub has
-    bound it meanwhile; a newer one replaces the held one once its Jobs are stopped."""
+def on_offer(
+    record: Record | None, offer: DispatchOffer, now: float, received: str | None = None
+) -> Step:
+    """A DispatchOffer (`received`: the text of the envelope it came in, persisted as it is).
+    An older generation than the held one is rejected; the held one again (redelivered)
+    re-sends the latest report — and binds a held reservation when the hub has bound it
+    meanwhile; a newer one replaces the held one once its Jobs are stopped."""
     meta = offer.workload.metadata
     key = f"{meta.namespace or 'default'}/{meta.name}"
     stop: tuple[Effect, ...] = ()
@@ -504,6 +532,23 @@ def on_offer(record: Record | None, offer: DispatchOffer, now: float) -> Step:
                 return on_bind(record, Bind(workload=key, generation=offer.generation), now)
             return _resend(record)
         stop = () if record.settled and not record.finished else (_stop(record) or (StopJobs(),))
+    held_offer = _as_held(offer, now)
+    held = Record(
+        key=key,
+        offer=held_offer,
+        workload=held_offer.workload,
+        bound=offer.bound,
+        offered_at=now,
+        received=received,
+    )
+    return Step(held, (*stop, Persist(with_offer=True)))
+
+
+def _as_held(offer: DispatchOffer, now: float) -> DispatchOffer:
+    """The offer as a record holds it, taken at `now`: its workload without status (an older
+    hub sent its own), with a creation time and a uid."""
+    meta = offer.workload.metadata
+    key = f"{meta.namespace or 'default'}/{meta.name}"
     # The offer was decoded for this agent alone (nothing else holds it): no deep copy.
     workload = offer.workload.model_copy()
     workload.status = None
@@ -514,14 +559,7 @@ def on_offer(record: Record | None, offer: DispatchOffer, now: float) -> Step:
         # valid label value, and the same for every generation of the workload).
         uid = hashlib.sha256(key.encode()).hexdigest()[:36]
         workload.metadata = workload.metadata.model_copy(update={"uid": uid})
-    held = Record(
-        key=key,
-        offer=offer.model_copy(update={"workload": workload}),
-        workload=workload,
-        bound=offer.bound,
-        offered_at=now,
-    )
-    return Step(held, (*stop, Persist(with_offer=True)))
+    return offer.model_copy(update={"workload": workload})
 
 
 def on_bind(record: Record | None, bind: Bind, now: float) -> Step:

@@ -3,18 +3,19 @@ hub (`config.json`), the last lease terms it granted (`lease.json`, written only
 change), the local queues' admission fair sharing usage (`fair_usage.json`, written when it
 changes: agent.fair_usage), and every workload it holds (`held.db`, SQLite).
 
-Each held workload is one row: the offer as received (written once — it carries the pod
-templates and the source, the bulk) and what changes (generation, phase, binding, the
-workload's status with its admission, the Jobs made), both as JSON text that agent.records
-writes and reads. One `save_many` is one transaction, so a crash leaves every row as it was
-before or after the batch; WAL with synchronous=NORMAL survives a killed agent (the case that
-matters: the cluster keeps running its Jobs) at the cost of one transaction, not a file per
-workload. A commit is then an append to the log without an fsync; the fsyncs come with
-checkpoints, which SQLite would run inside whichever commit filled the log, so automatic
-checkpoints are off and `write` runs them in a worker thread (`checkpoint_due`). `write`,
-which the admission loop calls once per pass, writes a small batch in the loop — an append,
-cheaper than the hand-over to a thread (`writes_in_loop`) — and hands a big one to
-`asyncio.to_thread`; calls from different threads are serialised.
+Each held workload is one row: the offer as received (written once, as the text of the
+envelope it came in — it carries the pod templates and the source, the bulk) and what
+changes (generation, phase, binding, the workload's status with its admission, the Jobs
+made), both as JSON text that agent.records writes and reads. One `save_many` is one
+transaction, so a crash leaves every row as it was before or after the batch; WAL with
+synchronous=NORMAL survives a killed agent (the case that matters: the cluster keeps running
+its Jobs) at the cost of one transaction, not a file per workload. A commit is then an
+append to the log without an fsync; the fsyncs come with checkpoints, which SQLite would run
+inside whichever commit filled the log, so automatic checkpoints are off and `write` runs
+them in a worker thread (`checkpoint_due`). `write`, which the admission loop calls once per
+pass, writes a small batch in the loop — an append, cheaper than the hand-over to a thread
+(`writes_in_loop`) — and hands a big one to `asyncio.to_thread`; calls from different
+threads are serialised.
 
 Called by: agent.admission (save/forget held workloads, config), agent.app (load at start,
 lease terms).

@@ -3,6 +3,7 @@ new record and the effects out (agent.records). No cluster, no hub, no clock."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +45,7 @@ from api.v1alpha1.messages import (
     Cancel,
     ContainerExit,
     DispatchOffer,
+    Envelope,
     PodCounts,
     RejectReason,
     Withdraw,
@@ -849,3 +851,58 @@ def test_a_record_comes_back_from_its_json_with_its_binding_and_reservation() ->
     assert again.workload.status == reserved.workload.status
     running = held(P.RUNNING)
     assert Record.from_json(running.offer_json(), running.state_json()).job_names == ("w",)
+
+
+def _envelope_of(made: DispatchOffer, **extra: Any) -> str:
+    """The text a hub's lane delivers the offer in (with `extra` members, as a newer hub)."""
+    text = Envelope.wrap(made, seq=7, ack=3).to_json()
+    if not extra:
+        return text
+    data = json.loads(text)
+    data["payload"].update(extra)
+    return json.dumps(data)
+
+
+def test_an_offer_is_persisted_in_the_envelope_it_came_in_and_read_back_as_it_was_held() -> None:
+    made = offer()
+    made.workload.metadata.creation_timestamp = None
+    made.workload.metadata.uid = None
+    made.workload.status = WorkloadStatus(admission=ADMISSION)  # as an older hub sent it
+    text = _envelope_of(made)
+    decoded, _ = Envelope.decode_from_peer(text)
+    assert isinstance(decoded.payload, DispatchOffer)
+    record = on_offer(None, decoded.payload, NOW, text).record
+    assert record is not None
+    assert record.offer_json() == text
+    again = Record.from_json(record.offer_json(), record.state_json())
+    assert again == record
+    assert again.offer == record.offer and again.workload == record.workload
+    assert again.workload.status is None and again.offer.workload.metadata.uid
+    assert again.workload.metadata.creation_timestamp == record.workload.metadata.creation_timestamp
+
+
+def test_a_record_held_since_a_restart_persists_its_offer_encoded_and_reads_it_back() -> None:
+    record = held(P.RUNNING)
+    restored = Record.from_json(record.offer_json(), record.state_json())
+    assert restored.received is None
+    assert json.loads(restored.offer_json())["type"] == "DispatchOffer"
+    assert "payload" not in json.loads(restored.offer_json())
+    assert Record.from_json(restored.offer_json(), restored.state_json()) == restored
+
+
+def test_a_persisted_envelope_from_a_newer_hub_reads_back_without_its_unknown_fields() -> None:
+    text = _envelope_of(offer(), priorityBoost=3)
+    decoded, unknown = Envelope.decode_from_peer(text)
+    assert unknown and isinstance(decoded.payload, DispatchOffer)
+    record = on_offer(None, decoded.payload, NOW, text).record
+    assert record is not None
+    assert Record.from_json(record.offer_json(), record.state_json()) == record
+
+
+def test_a_persisted_envelope_that_holds_no_offer_is_unreadable() -> None:
+    record = held(P.PENDING)
+    bind = Envelope.wrap(Bind(workload=KEY, generation=1), seq=1).to_json()
+    with pytest.raises(ValueError, match="Bind"):
+        Record.from_json(bind, record.state_json())
+    with pytest.raises(ValueError):
+        Record.from_json(bind.replace('"generation":1', '"generation":0'), record.state_json())

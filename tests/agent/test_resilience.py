@@ -4,10 +4,12 @@ duplicate Jobs, status resumes, held workloads are announced, the last config is
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from typing import Any
 
 from agent.k8s.client import Kube, KubeClient, ObjectList, Resource
+from agent.state import StateStore
 from api.v1alpha1.messages import Hello, WorkloadPhase
 from kubesim.testing import RunningSimulator
 from tests.agent.conftest import (
@@ -38,6 +40,11 @@ async def test_an_agent_restarted_mid_run_creates_no_second_job_and_reports_the_
     await hub.wait_for(status(WorkloadPhase.RUNNING, "long"))
 
     await agents.stop()
+    # The offer was persisted in the envelope it came in, as the hub's lane delivered it.
+    (persisted,) = StateStore(agents.state_dir).load_all(lambda offer_text, _: offer_text)
+    envelope = json.loads(persisted)
+    assert envelope["type"] == "DispatchOffer" and envelope["seq"] >= 1
+    assert envelope["payload"]["workload"]["metadata"]["name"] == offer.workload.metadata.name
     hub.envelopes.clear()
     await agents.start()
     hello = await hub.wait_for(lambda p: isinstance(p, Hello))

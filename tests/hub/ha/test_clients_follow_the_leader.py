@@ -50,7 +50,7 @@ class AgentUnderTest:
     async def _nothing(self) -> None:
         return None
 
-    async def _received(self, payload: Payload, _trace: TraceContext | None) -> None:
+    async def _received(self, payload: Payload, _trace: TraceContext | None, _text: str) -> None:
         self.received.append(payload)
 
     async def _log_message(self, payload: LogOpen | LogClose) -> None:
