@@ -208,7 +208,7 @@ class AdmissionShell:
             if isinstance(effect, Report | Reject):
                 self.reporter.report(effect.payload)
             elif isinstance(effect, Persist):
-                self.book.persist(key, with_offer=effect.with_offer)
+                self.book.persist(key, with_offer=effect.with_offer, offer_text=effect.offer_text)
             elif isinstance(effect, Materialize):
                 assert record is not None
                 self._spawn(self.maker.make(record), f"materialize {key}")

@@ -52,7 +52,9 @@ class Book:
         self._changed: set[str] = set()
         self._finished: set[str] = set()
         """Keys put finished with Jobs since the last `take_finished`."""
-        self._dirty: dict[str, bool | None] = {}
+        self._dirty: dict[str, str | bool | None] = {}
+        """Per key to write at the end of the pass: the state alone (False), with the offer
+        encoded (True) or as this text (str), or a deletion (None)."""
         self.unreported: set[str] = set()
         """The keys of the records admitted here whose report waits for their pods
         (`Record.unreported_since`): capacity reports list them as answered offers."""
@@ -97,21 +99,24 @@ class Book:
         finished = old is not None and record.settled and not old.settled
         return Put(arrived=old is None, freed=finished)
 
-    def persist(self, key: str, *, with_offer: bool) -> None:
-        """Save the record at the end of the pass (its offer too, when `with_offer`)."""
-        self._dirty[key] = with_offer or bool(self._dirty.get(key))
+    def persist(self, key: str, *, with_offer: bool, offer_text: str | None = None) -> None:
+        """Save the record at the end of the pass (its offer too, when `with_offer`: as
+        `offer_text` when given, the text it came in)."""
+        if with_offer:
+            self._dirty[key] = True if offer_text is None else offer_text
+        elif not self._dirty.get(key):
+            self._dirty[key] = False
 
     def take_writes(self) -> tuple[list[tuple[str, str | None, str]], list[str]]:
         """What to save — (key, offer JSON or None, state JSON) — and what to delete."""
         saves, deletes = [], []
-        for key, with_offer in self._dirty.items():
+        for key, offer in self._dirty.items():
             record = self.records.get(key)
-            if with_offer is None or record is None:
+            if offer is None or record is None:
                 deletes.append(key)
             else:
-                saves.append(
-                    (key, record.offer_json() if with_offer else None, record.state_json())
-                )
+                text = offer if isinstance(offer, str) else record.offer_json() if offer else None
+                saves.append((key, text, record.state_json()))
         self._dirty.clear()
         return saves, deletes
 

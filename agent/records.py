@@ -31,7 +31,7 @@ import enum
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -153,10 +153,6 @@ class Record:
     """A JobSet's Jobs restarted so far, each with its restart attempt (agent.jobsets)."""
     jobset_restarts: int = 0
     """Restarts counted against the JobSet's maxRestarts."""
-    received: str | None = field(default=None, compare=False, repr=False)
-    """The text of the envelope the offer came in: persisted as it is (`offer_json`), as
-    encoding the offer again would cost about what decoding it did. None when the record was
-    restored from disk."""
 
     @property
     def generation(self) -> int:
@@ -179,10 +175,8 @@ class Record:
     # persistence -----------------------------------------------------------------------------
 
     def offer_json(self) -> str:
-        """The offer as persisted: the envelope it came in, else the offer encoded
+        """The offer encoded, as persisted when the text it came in is not at hand
         (`from_json` reads either)."""
-        if self.received is not None:
-            return self.received
         return self.offer.model_dump_json(by_alias=True, exclude_none=True)
 
     def state_json(self) -> str:
@@ -298,9 +292,12 @@ class StopJobs:
 
 @dataclass(frozen=True, slots=True)
 class Persist:
-    """Save the record at the end of the pass (`with_offer`: its offer too)."""
+    """Save the record at the end of the pass (`with_offer`: its offer too — as
+    `offer_text`, the text of the envelope it came in, when given: encoding the offer again
+    would cost about what decoding it did)."""
 
     with_offer: bool = False
+    offer_text: str | None = None
 
 
 Effect = Report | Reject | Materialize | StopJobs | Persist
@@ -539,9 +536,8 @@ def on_offer(
         workload=held_offer.workload,
         bound=offer.bound,
         offered_at=now,
-        received=received,
     )
-    return Step(held, (*stop, Persist(with_offer=True)))
+    return Step(held, (*stop, Persist(with_offer=True, offer_text=received)))
 
 
 def _as_held(offer: DispatchOffer, now: float) -> DispatchOffer:

@@ -69,6 +69,18 @@ def test_writes_are_the_latest_record_once_per_pass() -> None:
     assert book.take_writes() == ([], [])
 
 
+def test_an_offer_given_as_the_text_it_came_in_is_saved_as_that_text() -> None:
+    book = Book(CADENCE)
+    a = record("a")
+    book.put(a.key, a)
+    book.persist(a.key, with_offer=True, offer_text='{"the": "envelope"}')
+    book.persist(a.key, with_offer=False)  # (a later save in the pass keeps the text)
+    assert book.take_writes() == ([(a.key, '{"the": "envelope"}', a.state_json())], [])
+    book.put(a.key, None)
+    book.persist(a.key, with_offer=True, offer_text="gone before the pass ended")
+    assert book.take_writes() == ([], [a.key])
+
+
 def test_the_log_shipper_is_told_only_of_records_put_finished_with_jobs_and_still_held() -> None:
     book = Book(CADENCE)
     a, b, c = record("a"), record("b"), record("c")

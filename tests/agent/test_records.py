@@ -863,40 +863,45 @@ def _envelope_of(made: DispatchOffer, **extra: Any) -> str:
     return json.dumps(data)
 
 
+def _taken(text: str) -> tuple[Record, Persist]:
+    """The record an offer that came in `text` makes, and how it is saved."""
+    decoded, _ = Envelope.decode_from_peer(text)
+    assert isinstance(decoded.payload, DispatchOffer)
+    step = on_offer(None, decoded.payload, NOW, text)
+    assert step.record is not None
+    (persist,) = [e for e in step.effects if isinstance(e, Persist)]
+    return step.record, persist
+
+
 def test_an_offer_is_persisted_in_the_envelope_it_came_in_and_read_back_as_it_was_held() -> None:
     made = offer()
     made.workload.metadata.creation_timestamp = None
     made.workload.metadata.uid = None
     made.workload.status = WorkloadStatus(admission=ADMISSION)  # as an older hub sent it
     text = _envelope_of(made)
-    decoded, _ = Envelope.decode_from_peer(text)
-    assert isinstance(decoded.payload, DispatchOffer)
-    record = on_offer(None, decoded.payload, NOW, text).record
-    assert record is not None
-    assert record.offer_json() == text
-    again = Record.from_json(record.offer_json(), record.state_json())
+    record, persist = _taken(text)
+    assert persist == Persist(with_offer=True, offer_text=text)
+    again = Record.from_json(text, record.state_json())
     assert again == record
     assert again.offer == record.offer and again.workload == record.workload
     assert again.workload.status is None and again.offer.workload.metadata.uid
     assert again.workload.metadata.creation_timestamp == record.workload.metadata.creation_timestamp
 
 
-def test_a_record_held_since_a_restart_persists_its_offer_encoded_and_reads_it_back() -> None:
-    record = held(P.RUNNING)
-    restored = Record.from_json(record.offer_json(), record.state_json())
-    assert restored.received is None
-    assert json.loads(restored.offer_json())["type"] == "DispatchOffer"
-    assert "payload" not in json.loads(restored.offer_json())
-    assert Record.from_json(restored.offer_json(), restored.state_json()) == restored
+def test_an_offer_without_its_text_at_hand_is_persisted_encoded_and_read_back() -> None:
+    step = on_offer(None, offer(), NOW)
+    assert step.record is not None
+    assert Persist(with_offer=True) in step.effects
+    assert "payload" not in json.loads(step.record.offer_json())
+    assert Record.from_json(step.record.offer_json(), step.record.state_json()) == step.record
 
 
 def test_a_persisted_envelope_from_a_newer_hub_reads_back_without_its_unknown_fields() -> None:
     text = _envelope_of(offer(), priorityBoost=3)
-    decoded, unknown = Envelope.decode_from_peer(text)
-    assert unknown and isinstance(decoded.payload, DispatchOffer)
-    record = on_offer(None, decoded.payload, NOW, text).record
-    assert record is not None
-    assert Record.from_json(record.offer_json(), record.state_json()) == record
+    assert Envelope.decode_from_peer(text)[1]  # (the field it does not know)
+    record, persist = _taken(text)
+    assert persist.offer_text == text
+    assert Record.from_json(text, record.state_json()) == record
 
 
 def test_a_persisted_envelope_that_holds_no_offer_is_unreadable() -> None:
