@@ -1,4 +1,5 @@
-"""Fluent builders for engine snapshots, so scenario tables read like the Kueue docs.
+"""Fluent builders for engine snapshots, so scenario tables read like the Kueue docs; and
+`api_workload`, the smallest api Workload the hub's tests change.
 
     snap = snapshot(
         cqs=[cq("a").cohort("c").quota("cpu", "default", nominal="20", borrowing="100")],
@@ -54,6 +55,7 @@ from agent.engine.snapshot import (
     WorkloadId,
 )
 from api.quantity import Quantity
+from api.v1alpha1.workload import Workload as ApiWorkload
 
 __all__ = [
     "CQBuilder",
@@ -521,3 +523,24 @@ def run(snap: Snapshot, now: float = 100.0) -> CycleResult:
 def reason_of(result: CycleResult, name: str) -> PendingReason:
     """The pending reason of a workload named as in `wl(name)`."""
     return result.pending[WorkloadId(ids(name)[0])]
+
+
+def api_workload(name: str, namespace: str = "team", **status: Any) -> ApiWorkload:
+    """An api Workload of one pod of one container in local queue `q`, with `status` (wire
+    field names) when given."""
+    return ApiWorkload.model_validate(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                    }
+                ],
+            },
+            "status": status or None,
+        }
+    )

@@ -17,37 +17,19 @@ from api.v1alpha1.workload import Admission, Workload
 from hub import transitions
 from hub.placement.cycle import Wait, status_change
 from hub.transitions import ReportOutcome, apply_rejection, apply_report
+from tests.builders import api_workload
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 KEY = "team/train"
 
 
-def _workload(**status: Any) -> Workload:
-    return Workload.model_validate(
-        {
-            "metadata": {"name": "train", "namespace": "team"},
-            "spec": {
-                "queueName": "q",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
-                    }
-                ],
-            },
-            "status": status or None,
-        }
-    )
-
-
 def offered_to(*clusters: str, generation: int = 2) -> Workload:
-    wl = _workload()
+    wl = api_workload("train")
     return transitions.mark_offered(wl, list(clusters), generation, NOW)
 
 
 def bound_to(cluster: str, *, generation: int = 2, admitted: bool = False) -> Workload:
-    wl = transitions.mark_bound_offer(_workload(), cluster, generation, NOW)
+    wl = transitions.mark_bound_offer(api_workload("train"), cluster, generation, NOW)
     if admitted:
         wl, _ = apply_report(wl, cluster, report(WorkloadPhase.ADMITTED, generation), NOW)
     return wl
@@ -328,9 +310,11 @@ def test_a_waiting_note_decided_before_a_reservation_was_bound_leaves_the_bindin
 ):
     reserved = Condition(type="QuotaReserved", status="True", reason="QuotaReserved",
                          message="reserved on east", last_transition_time=NOW)  # fmt: skip
-    bound = _workload(clusterName="east", dispatchGeneration=1, conditions=[reserved.to_wire()])
+    bound = api_workload(
+        "train", clusterName="east", dispatchGeneration=1, conditions=[reserved.to_wire()]
+    )
     note = status_change(Wait(KEY, "Waiting", "no cluster can take it now"), NOW)
     assert note(transitions.for_change(bound)) == bound
-    pending = _workload(dispatchGeneration=1)
+    pending = api_workload("train", dispatchGeneration=1)
     waiting = note(transitions.for_change(pending)).condition("QuotaReserved")
     assert waiting is not None and (waiting.status, waiting.reason) == ("False", "Waiting")

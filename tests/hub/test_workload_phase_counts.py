@@ -12,26 +12,9 @@ from hub import transitions
 from hub.http.metrics import PHASES, _WorkloadWatcher
 from hub.metrics import HubMetrics
 from hub.role import Role
+from tests.builders import api_workload
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
-
-
-def _pending(name: str) -> Workload:
-    return Workload.model_validate(
-        {
-            "metadata": {"name": name, "namespace": "team"},
-            "spec": {
-                "queueName": "q",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
-                    }
-                ],
-            },
-        }
-    )
 
 
 def _bound(wl: Workload) -> Workload:
@@ -55,9 +38,9 @@ def _watcher() -> _WorkloadWatcher:
 
 def test_a_workload_is_counted_in_its_phase_as_it_moves_and_not_once_deleted() -> None:
     watcher = _watcher()
-    pending = _pending("a")
+    pending = api_workload("a")
     watcher("team/a", None, pending)
-    watcher("team/b", None, _pending("b"))
+    watcher("team/b", None, api_workload("b"))
     assert _counts(watcher) == {"Pending": 2}
     bound = _bound(pending)
     watcher("team/a", pending, bound)
@@ -72,7 +55,7 @@ def test_a_workload_is_counted_in_its_phase_as_it_moves_and_not_once_deleted() -
 
 def test_a_change_heard_of_without_the_step_before_it_leaves_the_counts_true() -> None:
     watcher = _watcher()
-    pending = _pending("a")
+    pending = api_workload("a")
     watcher("team/a", None, pending)
     bound = _bound(pending)
     # The mirror took the bound workload in without telling (the hub's own write, put in
@@ -83,11 +66,11 @@ def test_a_change_heard_of_without_the_step_before_it_leaves_the_counts_true() -
 
 def test_a_relist_that_brings_every_workload_again_counts_each_once() -> None:
     watcher = _watcher()
-    workloads = {f"team/{n}": _pending(n) for n in "abc"}
+    workloads = {f"team/{n}": api_workload(n) for n in "abc"}
     for key, wl in workloads.items():
         watcher(key, None, wl)
     # A relist parses every workload anew: new objects, the same phases, one of them moved.
-    again = {key: _pending(key.split("/")[1]) for key in workloads}
+    again = {key: api_workload(key.split("/")[1]) for key in workloads}
     again["team/c"] = _bound(again["team/c"])
     for key, before in workloads.items():
         watcher(key, before, again[key])

@@ -13,31 +13,14 @@ from api.v1alpha1.messages import HeldWorkload, WorkloadPhase
 from api.v1alpha1.workload import Workload
 from hub import transitions
 from hub.placement.reconcile import deactivation_withdrawals, reconcile
+from tests.builders import api_workload
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 P = WorkloadPhase
 
 
-def _workload(name: str) -> Workload:
-    return Workload.model_validate(
-        {
-            "metadata": {"name": name, "namespace": "team"},
-            "spec": {
-                "queueName": "q",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
-                    }
-                ],
-            },
-        }
-    )
-
-
 def bound(name: str, cluster: str = "east", generation: int = 1, admitted: bool = True) -> Workload:
-    wl = transitions.mark_bound_offer(_workload(name), cluster, generation, NOW)
+    wl = transitions.mark_bound_offer(api_workload(name), cluster, generation, NOW)
     if admitted:
         transitions.set_condition(wl, transitions.ADMITTED, True, "Admitted", "", NOW)
     return wl
@@ -80,7 +63,7 @@ def test_what_a_held_workload_is_told(
 
 
 def test_what_the_hub_gave_the_cluster_and_it_does_not_hold_is_offered_again() -> None:
-    offered = transitions.mark_offered(_workload("asked"), ["east", "west"], 1, NOW)
+    offered = transitions.mark_offered(api_workload("asked"), ["east", "west"], 1, NOW)
     workloads = {"team/kept": bound("kept"), "team/asked": offered}
     plan = reconcile("east", [], workloads, ["team/kept", "team/asked"])
     assert plan.resend == [("team/asked", False), ("team/kept", True)]
@@ -142,11 +125,11 @@ class TestDeactivationWithdrawals:
         assert deactivation_withdrawals(running, stopped(running)) == [("east", 3)]
 
     def test_stopping_an_offered_workload_withdraws_every_nominee(self) -> None:
-        offered = transitions.mark_offered(_workload("job"), ["east", "west"], 2, NOW)
+        offered = transitions.mark_offered(api_workload("job"), ["east", "west"], 2, NOW)
         assert deactivation_withdrawals(offered, stopped(offered)) == [("east", 2), ("west", 2)]
 
     def test_a_pending_workload_stopped_has_nothing_to_withdraw(self) -> None:
-        pending = _workload("job")
+        pending = api_workload("job")
         assert deactivation_withdrawals(pending, stopped(pending)) == []
 
     def test_later_changes_of_a_stopped_workload_do_not_repeat_the_withdraw(self) -> None:
@@ -156,7 +139,7 @@ class TestDeactivationWithdrawals:
         assert deactivation_withdrawals(first, again) == []
 
     def test_a_nominee_bound_after_the_stop_is_told_too(self) -> None:
-        offered = stopped(transitions.mark_offered(_workload("job"), ["east", "west"], 2, NOW))
+        offered = stopped(transitions.mark_offered(api_workload("job"), ["east", "west"], 2, NOW))
         nominee_bound = offered.model_copy(deep=True)
         assert nominee_bound.status is not None
         nominee_bound.status.cluster_name = "north"
