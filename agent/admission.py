@@ -254,7 +254,7 @@ class AdmissionShell:
     ) -> None:
         """Queue a hub message for the loop (called by the hub session's reader), with the
         context of the hub's span that sent it; `received`: the text of the envelope an offer
-        came in (persisted as it is, `Record.received`)."""
+        came in (saved as it is: records.Persist)."""
         self._inbox.put_nowait((message, trace_context, received))
         self._wake.set()
 
