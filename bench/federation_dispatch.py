@@ -36,9 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -277,6 +277,26 @@ async def measure(fed: DevFederation, args: argparse.Namespace) -> dict[str, Any
         return {"throughput": burst, "latency": paced}
 
 
+T = TypeVar("T")
+
+
+def in_federation(
+    measure: Callable[[DevFederation], Coroutine[Any, Any, T]], *, nodes: int
+) -> tuple[T, float]:
+    """`measure(fed)` run in a fresh federation as this bench starts it (3 kubesim clusters
+    of `nodes` nodes, simulated runtime; the tools beside it start the same), stopped
+    whatever happens; with the seconds the federation took to start."""
+    with tempfile.TemporaryDirectory(prefix="bench-federation-") as scratch:
+        fed = DevFederation(Path(scratch), clusters=3, nodes=nodes, runtime="simulated", port=0)
+        started = time.monotonic()
+        try:
+            fed.start(detach=False)
+            startup = time.monotonic() - started
+            return asyncio.run(measure(fed)), startup
+        finally:
+            fed.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=2000)
@@ -284,17 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--nodes", type=int, default=50)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-federation-") as scratch:
-        fed = DevFederation(
-            Path(scratch), clusters=3, nodes=args.nodes, runtime="simulated", port=0
-        )
-        started = time.monotonic()
-        try:
-            fed.start(detach=False)
-            startup = time.monotonic() - started
-            result = asyncio.run(measure(fed, args))
-        finally:
-            fed.stop()
+    result, startup = in_federation(lambda fed: measure(fed, args), nodes=args.nodes)
     result = {
         "benchmark": "federation_dispatch",
         "clusters": 3,

@@ -26,13 +26,18 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.federation_dispatch import Processes, role_of, throughput, watched_hub
+from bench.federation_dispatch import (
+    Processes,
+    in_federation,
+    role_of,
+    throughput,
+    watched_hub,
+)
 from qctl.commands.dev import DevFederation
 
 MAX_SECONDS = 20.0
@@ -151,15 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.workloads < 0:
         parser.error("--workloads cannot be negative")
-    with tempfile.TemporaryDirectory(prefix="bench-idle-") as scratch:
-        fed = DevFederation(
-            Path(scratch), clusters=3, nodes=args.nodes, runtime="simulated", port=0
-        )
-        try:
-            fed.start(detach=False)
-            result = asyncio.run(measure(fed, args))
-        finally:
-            fed.stop()
+    result, _ = in_federation(lambda fed: measure(fed, args), nodes=args.nodes)
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

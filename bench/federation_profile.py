@@ -33,19 +33,23 @@ small federation with perf.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.federation_dispatch import CpuMeter, latency, throughput, watched_hub
+from bench.federation_dispatch import (
+    CpuMeter,
+    in_federation,
+    latency,
+    throughput,
+    watched_hub,
+)
 from qctl.commands.dev import DevFederation
 
 PROFILERS = ("perf", "py-spy")
@@ -152,19 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.workloads if args.phase == "throughput" else args.paced) <= 0:
         parser.error(f"the {args.phase} phase has no workloads to profile")
-    out = Path(args.out).with_suffix(".data" if args.profiler == "perf" else ".raw")
-    with tempfile.TemporaryDirectory(prefix="bench-profile-") as scratch:
-        fed = DevFederation(
-            Path(scratch), clusters=3, nodes=args.nodes, runtime="simulated", port=0
-        )
-        try:
-            fed.start(detach=False)
-            result = asyncio.run(measure(fed, args, out.resolve()))
-        except ProfileError as exc:
-            print(f"federation_profile: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            fed.stop()
+    out = Path(args.out).with_suffix(".data" if args.profiler == "perf" else ".raw").resolve()
+    try:
+        result, _ = in_federation(lambda fed: measure(fed, args, out), nodes=args.nodes)
+    except ProfileError as exc:
+        print(f"federation_profile: {exc}", file=sys.stderr)
+        return 1
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0
