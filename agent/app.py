@@ -43,6 +43,7 @@ from agent.tracing import AgentTracing
 from api.v1alpha1.messages import (
     Bind,
     Cancel,
+    CapacityReport,
     ConfigSync,
     DispatchOffer,
     Hello,
@@ -239,10 +240,11 @@ class Agent:
 
     # capacity --------------------------------------------------------------------------------
 
-    async def send_capacity(self) -> None:
+    def capacity(self) -> CapacityReport:
+        """A capacity report of what is admitted and free here now."""
         cfg = self.admission.config
         snapshot = self.admission.snapshot(admitted_only=True)
-        report = capacity_report(
+        return capacity_report(
             cluster=self.settings.cluster,
             snapshot=snapshot,
             nodes=self.inventory.node_summary(),
@@ -252,9 +254,15 @@ class Agent:
             admitted=self.admission.book.admitted_unreported(),
             usage=self.admission.admitted_usage(),  # (that snapshot's)
         )
-        # When disconnected, the next connect sends a fresh one after Hello.
+
+    async def send_capacity(self) -> None:
+        # Made when the lane is free, not before waiting for it: a status report sent ahead
+        # of a report made earlier would have the hub count that workload's answer as shown
+        # in room the report does not show yet (hub.answers gives back what the offer
+        # booked), and offer the same room twice. When disconnected, the next connect sends
+        # a fresh one after Hello.
         with contextlib.suppress(HubUnreachableError):
-            await self.session.send(report)
+            await self.session.send(self.capacity)
 
     # the lease -------------------------------------------------------------------------------
 

@@ -111,11 +111,14 @@ class Lane:
         """Paths of fields a newer hub sent that this agent ignored (each logged once)."""
         self._lock = asyncio.Lock()
 
-    async def send(self, payload: Payload) -> int:
+    async def send(self, payload: Payload | Callable[[], Payload]) -> int:
+        """Send `payload`; given as a function, it is made only once the lane is free, so it
+        is no older than anything sent before it."""
         async with self._lock:
             self.seq += 1
             ack = self.received or None
-            env = Envelope.wrap(payload, seq=self.seq, ack=ack)
+            made = payload() if callable(payload) else payload
+            env = Envelope.wrap(made, seq=self.seq, ack=ack)
             try:
                 await self.ws.send_str(env.to_json())
             except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
@@ -248,8 +251,9 @@ class HubSession:
 
     # sending ---------------------------------------------------------------------------------
 
-    async def send(self, payload: Payload) -> None:
-        """Send on the control lane now; raises HubUnreachableError when not connected."""
+    async def send(self, payload: Payload | Callable[[], Payload]) -> None:
+        """Send on the control lane now (a function: made when the lane is free, `Lane.send`);
+        raises HubUnreachableError when not connected."""
         lane = self.control
         if lane is None or not self.connected.is_set():
             raise HubUnreachableError("not connected")

@@ -20,7 +20,7 @@ from agent.errors import (
     K8sTooManyRequestsError,
     k8s_error,
 )
-from agent.hubclient import Outbox
+from agent.hubclient import Lane, Outbox
 from agent.k8s.client import KubeClient, Resource
 from api.v1alpha1.messages import (
     Ack,
@@ -186,3 +186,36 @@ async def test_capacity_is_reported_at_once_after_a_quiet_spell_then_paced_by_de
     started = time.monotonic()
     await pacer.wait()  # the two changes made one report
     assert time.monotonic() - started >= 0.55
+
+
+class _SlowSocket:
+    """A WebSocket whose sends finish only when told, recording what they carried."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.release = asyncio.Event()
+
+    async def send_str(self, text: str) -> None:
+        self.sent.append(text)
+        await self.release.wait()
+
+
+async def test_a_message_given_as_a_function_is_made_only_once_the_lane_is_free() -> None:
+    # A capacity report made before a status report ahead of it on the lane would undo, at
+    # the hub, the room that answer stands for (agent.app `send_capacity`).
+    socket = _SlowSocket()
+    lane = Lane(socket, "control")  # type: ignore[arg-type]
+    made_at: list[int] = []
+
+    def capacity() -> Hello:
+        made_at.append(len(socket.sent))
+        return Hello(cluster="east", agent_version="test")
+
+    first = asyncio.create_task(lane.send(Hello(cluster="east", agent_version="test")))
+    second = asyncio.create_task(lane.send(capacity))
+    await asyncio.sleep(0.05)
+    assert made_at == []  # the lane is busy with the first message: nothing made yet
+    socket.release.set()
+    await asyncio.gather(first, second)
+    assert made_at == [1]  # made after the first message went out
+    assert len(socket.sent) == 2
