@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "/e2e/" in str(item.path):
             item.add_marker(pytest.mark.e2e)
             item.add_marker(pytest.mark.slow)
+
+
+LOG_LINES_ON_FAILURE = 60
+"""How much of each federation process's log a failed test's report shows."""
+
+
+def log_tails(logs: Path, lines: int = LOG_LINES_ON_FAILURE) -> str:
+    """The last `lines` lines of every log in `logs`, each under its file's name."""
+    parts = []
+    for log in sorted(logs.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {log.name} (last {len(tail)} lines)\n" + "\n".join(tail))
+    return "\n".join(parts) or f"(no logs in {logs})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that ran a federation shows its processes' last log lines: pytest keeps
+    only its last few temporary directories, so by the time a CI failure is read, the logs
+    beside a flaky run are gone."""
+    report = yield
+    fed = getattr(item, "funcargs", {}).get("federation")
+    if report.when == "call" and report.failed and isinstance(fed, DevFederation):
+        report.sections.append(("federation logs", log_tails(fed.state_dir / "logs")))
+    return report
 
 
 @pytest.fixture
