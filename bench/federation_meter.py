@@ -20,7 +20,11 @@ every one is admitted.
 
 `--meter module:Qualified.name` (repeatable): a plain function or method; a coroutine
 function is refused (its CPU is spent between awaits, where a wrapper does not see it). A
-function metered inside another metered one counts in both.
+function metered inside another metered one counts in both. `--meter gc` meters the cyclic
+garbage collector: per generation (`gc:generation0` …), its collections per workload and the
+CPU they take. The collector runs inside whichever allocation sets it off, so a function
+metered around one counts it too; in session 43 this was most of what `model_validate` cost
+the hub above its cost in the floor hub.
 
 Prints one JSON object: the paced phase's rate and latency; each role's CPU ms per workload
 (hub, agent — the agents together —, kubesim, bench: this client); and per role and function,
@@ -46,11 +50,15 @@ from bench.federation_dispatch import CpuMeter, latency, role_of, throughput, wa
 from qctl.commands.dev import DevFederation
 
 SITE = Path(__file__).with_name("meter_site")
+GC_TARGET = "gc"
+"""The `--meter` that stands for the garbage collector (as in meter_site/sitecustomize.py)."""
 
 
 def checked_target(spec: str) -> str:
-    """`spec` if it names a plain function or method that can be imported here; else
-    ValueError saying why."""
+    """`spec` if it names a plain function or method that can be imported here, or is `gc`
+    (the garbage collector); else ValueError saying why."""
+    if spec == GC_TARGET:
+        return spec
     module_name, colon, attr = spec.partition(":")
     if not colon or not module_name or not attr:
         raise ValueError(f"{spec!r}: expected module:Qualified.name")
@@ -81,7 +89,8 @@ def per_workload(
             if not calls:
                 continue
             out.setdefault(role, {})[name] = {
-                "calls_per_workload": round(calls / count, 2),
+                # Four places: a collection comes once in hundreds of workloads.
+                "calls_per_workload": round(calls / count, 4),
                 "cpu_us_per_workload": round(1e6 * seconds / count, 1),
                 "cpu_us_per_call": round(1e6 * seconds / calls, 1),
             }

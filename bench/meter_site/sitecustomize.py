@@ -5,6 +5,11 @@ module is first imported, so the names other modules import from it are the wrap
 A wrapped call adds the CPU time of the calling thread (`time.thread_time`) spent inside it to
 its function's total, with the count of calls.
 
+The name `gc` meters the cyclic garbage collector instead: each collection of generation N
+adds its CPU time (the collecting thread's, from the collector's start callback to its stop)
+to `gc:generationN`, with the count of collections. A collection runs inside whatever
+allocation set it off, so a function metered around it counts its time too.
+
 SIGUSR2 resets the totals; SIGUSR1 writes them to MULTIQ_METER_DIR/<pid>.json (written whole,
 then renamed into place) as {"argv0": ..., "totals": {name: [calls, cpu_seconds]}}.
 
@@ -18,6 +23,7 @@ Used by: bench.federation_meter (the only one to set MULTIQ_METER). Not product 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -56,6 +62,26 @@ def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             totals[1] += clock() - started
 
     return metered
+
+
+GC_TARGET = "gc"
+"""The meter name that stands for the garbage collector, not a function."""
+
+
+def _meter_collector() -> None:
+    clock = time.thread_time
+    totals = [_TOTALS.setdefault(f"gc:generation{g}", [0, 0.0]) for g in range(3)]
+    started = [0.0]
+
+    def on_collection(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = clock()
+            return
+        generation = totals[info["generation"]]
+        generation[0] += 1
+        generation[1] += clock() - started[0]
+
+    gc.callbacks.append(on_collection)
 
 
 def _patch(module: ModuleType, attrs: Sequence[str]) -> None:
@@ -116,7 +142,10 @@ def _reset(signum: int, frame: FrameType | None) -> None:
 
 
 if os.environ.get("MULTIQ_METER") and os.environ.get("MULTIQ_METER_DIR"):
-    _waiting = _targets(os.environ["MULTIQ_METER"])
+    _items = [part.strip() for part in os.environ["MULTIQ_METER"].split(",")]
+    if GC_TARGET in _items:
+        _meter_collector()
+    _waiting = _targets(",".join(item for item in _items if item != GC_TARGET))
     for _name in [n for n in _waiting if n in sys.modules]:
         # Imported before this hook (by `site`, or by this module: json, os, …): wrapped now;
         # modules that took its names already keep the unwrapped ones.

@@ -22,6 +22,10 @@ def test_a_plain_function_or_method_is_taken() -> None:
     assert checked_target("agent.records:next_report") == "agent.records:next_report"
 
 
+def test_gc_names_the_garbage_collector() -> None:
+    assert checked_target("gc") == "gc"
+
+
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
@@ -87,6 +91,34 @@ os.kill(os.getpid(), signal.SIGUSR1)
     assert totals["colorsys:rgb_to_hsv"][0] == 5
     assert totals["fractions:Fraction.limit_denominator"][0] == 1
     assert all(seconds >= 0 for _, seconds in totals.values())
+
+
+def test_the_collector_meter_counts_each_generation_s_collections_and_their_cpu(
+    tmp_path: Path,
+) -> None:
+    script = """
+import gc, os, signal
+gc.collect()
+os.kill(os.getpid(), signal.SIGUSR2)  # reset: the collection above is forgotten
+for generation in (0, 0, 1, 2):
+    gc.collect(generation)
+from colorsys import rgb_to_hsv
+rgb_to_hsv(0.1, 0.2, 0.3)
+os.kill(os.getpid(), signal.SIGUSR1)
+"""
+    totals = metered_run(script, "gc,colorsys:rgb_to_hsv", tmp_path)
+    # (An automatic collection may come too, but none of generation 2 in so short a run.)
+    assert totals["gc:generation0"][0] >= 2
+    assert totals["gc:generation1"][0] >= 1
+    assert totals["gc:generation2"][0] == 1
+    assert totals["colorsys:rgb_to_hsv"][0] == 1  # the functions named beside it still are
+    assert all(seconds >= 0 for _, seconds in totals.values())
+
+
+def test_a_function_of_the_gc_module_is_metered_as_a_function(tmp_path: Path) -> None:
+    script = "import gc, os, signal\ngc.isenabled()\nos.kill(os.getpid(), signal.SIGUSR1)\n"
+    totals = metered_run(script, "gc:isenabled", tmp_path)
+    assert totals == {"gc:isenabled": [1, totals["gc:isenabled"][1]]}
 
 
 def test_static_and_class_methods_stay_what_they_are_when_metered(tmp_path: Path) -> None:
