@@ -23,8 +23,8 @@ function is refused (its CPU is spent between awaits, where a wrapper does not s
 function metered inside another metered one counts in both. `--meter gc` meters the cyclic
 garbage collector: per generation (`gc:generation0` …), its collections per workload and the
 CPU they take. The collector runs inside whichever allocation sets it off, so a function
-metered around one counts it too; in session 43 this was most of what `model_validate` cost
-the hub above its cost in the floor hub.
+metered around one counts it too. Session 43, paced phase of 4,000 after a burst of 2,000:
+the hub's collections took 74 µs per workload (one of generation 1, 187 ms), the agents' 33.
 
 Prints one JSON object: the paced phase's rate and latency; each role's CPU ms per workload
 (hub, agent — the agents together —, kubesim, bench: this client); and per role and function,
