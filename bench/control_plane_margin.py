@@ -17,8 +17,10 @@ So this bench runs, `--rounds` times, the required floor (`bench.control_plane_f
 admission by the agent's engine, Jobs created in rounds as multiq-agent does, commits gathered
 as multiq-hub's store gathers them, and nothing else) and
 `bench.federation_dispatch`, in alternating order, with the same workloads, and prints for each
-phase (throughput, paced) and round both ratios and their quotient, the *margin*; then the
-medians and whether the median margin is within `--bound` (1.2: the 2.5 that #15 set in
+phase (throughput, paced) and round both ratios and their quotient, the *margin*, with each
+role's CPU per workload over the floor's (`hub_over_floor`, `agent_over_floor`,
+`kubesim_over_floor`: where the margin comes from); then the medians and whether the median
+margin is within `--bound` (1.2: the 2.5 that #15 set in
 session 36 over the required floor of 2.03–2.12 measured then).
 
     .venv/bin/python -m bench.control_plane_margin [--rounds 3] [--workloads 2000]
@@ -46,17 +48,29 @@ PHASES = {"throughput": "throughput", "paced": "latency"}
 """Each phase's name in the floor's figures, and in `bench.federation_dispatch`'s."""
 
 
+ROLES = ("hub", "agent", "kubesim")
+"""The roles whose CPU per workload is set beside the floor's, one by one."""
+
+FIGURES = ("floor_ratio", "multiq_ratio", "margin", *(f"{role}_over_floor" for role in ROLES))
+
+
 def margins(floor: Mapping[str, Any], multiq: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per phase, from one round's figures of the two benches: the floor's ratio, MultiQ's,
-    and MultiQ's over the floor's (the margin)."""
+    and MultiQ's over the floor's (the margin); and each role's CPU per workload over its
+    floor counterpart's (`hub_over_floor`, …), which says where a margin comes from."""
     out: dict[str, dict[str, float]] = {}
     for phase, multiq_phase in PHASES.items():
-        floor_ratio = control_plane_ratio(floor[phase]["cpu_ms_per_workload"])
-        multiq_ratio = control_plane_ratio(multiq[multiq_phase]["cpu_ms_per_workload"])
+        floor_cpu = floor[phase]["cpu_ms_per_workload"]
+        multiq_cpu = multiq[multiq_phase]["cpu_ms_per_workload"]
+        floor_ratio = control_plane_ratio(floor_cpu)
+        multiq_ratio = control_plane_ratio(multiq_cpu)
         out[phase] = {
             "floor_ratio": floor_ratio,
             "multiq_ratio": multiq_ratio,
             "margin": round(multiq_ratio / floor_ratio, 3),
+            **{
+                f"{role}_over_floor": round(multiq_cpu[role] / floor_cpu[role], 3) for role in ROLES
+            },
         }
     return out
 
@@ -68,7 +82,7 @@ def summary(rounds: list[dict[str, dict[str, float]]], bound: float) -> dict[str
     for phase in PHASES:
         medians = {
             figure: round(statistics.median(r[phase][figure] for r in rounds), 3)
-            for figure in ("floor_ratio", "multiq_ratio", "margin")
+            for figure in FIGURES
         }
         out[phase] = {**medians, "within_bound": medians["margin"] <= bound}
     return out
