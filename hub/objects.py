@@ -322,11 +322,18 @@ class ObjectRepository:
 
     async def watch_wire(
         self, kind: type[Object], namespace: str | None, *, since: Revision
-    ) -> AsyncIterator[tuple[str, JsonObject]]:
-        """(event type, object) after `since`; raises GoneError when history is compacted."""
+    ) -> AsyncIterator[tuple[str, JsonObject, str | None]]:
+        """(event type, object, the object's JSON when the store gave its text) after
+        `since`; raises GoneError when history is compacted."""
         try:
             async with self.store.watch(prefix_for(kind, namespace), since=since) as events:
                 async for event in events:
-                    yield event.type.value, to_wire(event.object)
+                    stored = event.object
+                    text = (
+                        store_base.with_resource_version_text(stored.encoded, stored.revision)
+                        if stored.encoded is not None
+                        else None
+                    )
+                    yield event.type.value, to_wire(stored), text
         except store_base.StoreError as exc:
             raise translate_store_error(exc) from exc

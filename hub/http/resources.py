@@ -222,9 +222,9 @@ class ResourceRoutes:
                 for item in items:
                     if visible(item):
                         await out.send("ADDED", item)
-                async for event_type, obj in self.repo.watch_wire(kind, ns, since=since):
+                async for event_type, obj, text in self.repo.watch_wire(kind, ns, since=since):
                     if visible(obj):
-                        await out.send(event_type, obj)
+                        await out.send(event_type, obj, text)
         except ConnectionResetError:
             # The watcher hung up (a client that stops reading, a browser leaving the page):
             # the watch simply ends; there is no one left to answer.
@@ -388,14 +388,16 @@ class WatchWriter:
         self._drained = asyncio.Event()
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
-    async def send(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Queue one event; raises the writer's error (ConnectionResetError: the watcher
-        hung up) once it has failed."""
+    async def send(self, event_type: str, obj: Mapping[str, Any], text: str | None = None) -> None:
+        """Queue one event: `obj`, or its JSON `text` when the store gave it. Raises the
+        writer's error (ConnectionResetError: the watcher hung up) once it has failed."""
         if self._writer.done():
             self._writer.result()  # (raises what ended it)
             raise ConnectionResetError("the watch writer stopped")
-        # The object is a stored value: its spec's JSON is shared with the store's writes.
-        line = f'{{"type":"{event_type}","object":{encode_json(dict(obj))}}}\n'.encode()
+        if text is None:
+            # The object is a stored value: its spec's JSON is shared with the store's writes.
+            text = encode_json(dict(obj))
+        line = f'{{"type":"{event_type}","object":{text}}}\n'.encode()
         self._lines.append(line)
         self._queued += len(line)
         self._ready.set()

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, NewType, Protocol, Self
 
@@ -68,6 +69,7 @@ __all__ = [
     "validate_key",
     "validate_prefix",
     "with_resource_version",
+    "with_resource_version_text",
 ]
 
 Revision = NewType("Revision", int)
@@ -157,6 +159,10 @@ class StoredObject:
     value: JsonObject
     revision: Revision  # last write; for a deleted object, the revision of the delete
     create_revision: Revision
+    encoded: str | None = field(default=None, compare=False)
+    """The value's JSON as the store holds it, when the store has it at hand (SQLite's
+    events): a watch writes its events from it (`with_resource_version_text`) instead of
+    encoding the value again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +352,26 @@ def with_resource_version(value: JsonObject, revision: Revision) -> JsonObject:
     meta = dict(value.get("metadata") or {})
     meta["resourceVersion"] = str(revision)
     return {**value, "metadata": meta}
+
+
+_METADATA_OPENS = re.compile(r'\{"apiVersion":"[^"\\]*","kind":"[^"\\]*","metadata":\{')
+"""How a stored object's JSON opens (`encode_json` of an api model's wire form): up to the
+inside of its metadata."""
+
+
+def with_resource_version_text(text: str, revision: Revision) -> str | None:
+    """The JSON `text` of a stored value (without resourceVersion) as clients see the object,
+    with `metadata.resourceVersion` set to `revision` — the text of
+    `with_resource_version(value, revision)`, but for the member's place, without encoding
+    the value again. None when `text` does not open with apiVersion, kind and metadata (as
+    every api model's stored form does) or names a resourceVersion already: the caller
+    encodes the value then."""
+    opened = _METADATA_OPENS.match(text)
+    if opened is None or '"resourceVersion":' in text:
+        return None
+    at = opened.end()
+    between = "" if text[at] == "}" else ","
+    return f'{text[:at]}"resourceVersion":"{revision}"{between}{text[at:]}'
 
 
 def encode_value(key: str, value: JsonObject) -> bytes:

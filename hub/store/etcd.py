@@ -391,12 +391,14 @@ class EtcdStore:
     def _user_key(self, raw: bytes) -> str:
         return raw[len(self._root_bytes) :].decode()
 
-    def _object(self, kv: Any) -> StoredObject:
+    def _object(self, kv: Any, *, text: bool = False) -> StoredObject:
+        """`text`: with the value's JSON too (a watch event: its writer splices it)."""
         return StoredObject(
             key=self._user_key(kv.key),
             value=from_json(kv.value),
             revision=Revision(kv.mod_revision),
             create_revision=Revision(kv.create_revision),
+            encoded=kv.value.decode() if text else None,
         )
 
     async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
@@ -625,7 +627,7 @@ class EtcdStore:
     def _event(self, raw: Any) -> Event:
         kv = raw.kv
         if raw.kind == "PUT":
-            obj = self._object(kv)
+            obj = self._object(kv, text=True)
             kind = EventType.ADDED if kv.version == 1 else EventType.MODIFIED
             return Event(kind, obj)
         if raw.prev_kv is None:
@@ -643,6 +645,7 @@ class EtcdStore:
                 value=from_json(prev.value),
                 revision=Revision(kv.mod_revision),
                 create_revision=Revision(prev.create_revision),
+                encoded=prev.value.decode(),
             ),
         )
 

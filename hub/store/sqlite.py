@@ -359,7 +359,9 @@ class _Writer:
         )
         if value is None:
             value = from_json(data)
-        obj = StoredObject(key=key, value=value, revision=rev, create_revision=created)
+        obj = StoredObject(
+            key=key, value=value, revision=rev, create_revision=created, encoded=data
+        )
         return _Outcome(obj, (Event(kind, obj),))
 
     def _trim_history(self) -> None:
@@ -441,7 +443,9 @@ class _Reader:
         events = [
             Event(
                 EventType(kind),
-                StoredObject(key, from_json(value), Revision(rev), Revision(created)),
+                StoredObject(
+                    key, from_json(value), Revision(rev), Revision(created), encoded=value
+                ),
             )
             for rev, key, kind, value, created in rows
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -386,6 +387,24 @@ async def test_watch_delivers_every_write_under_the_prefix_in_order(store: Store
     ]
     assert [e.revision for e in got] == [start + 1, start + 3, start + 4, start + 5]
     assert got[3].object.create_revision == a.revision
+
+
+async def test_watch_events_carry_the_stored_text_live_and_replayed(store: Store) -> None:
+    # (What a watch's writer splices its events from: hub.store.base.with_resource_version_text.)
+    start = await store.current_revision()
+    async with store.watch("/w/", since=start) as events:
+        a = await store.create("/w/a", {"v": "ü", "spec": {"n": [1, 2]}})
+        await store.update("/w/a", {"v": 2}, expected=a.revision)
+        await store.delete("/w/a", expected=None)
+        live = await take(events, 3)
+    async with store.watch("/w/", since=start) as events:
+        replayed = await take(events, 3)
+
+    for got in (live, replayed):
+        assert [e.type.value for e in got] == ["ADDED", "MODIFIED", "DELETED"]
+        for event in got:
+            assert event.object.encoded is not None
+            assert json.loads(event.object.encoded) == event.object.value
 
 
 async def test_watch_from_an_old_revision_replays_then_follows_live_writes(
