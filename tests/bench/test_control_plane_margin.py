@@ -18,19 +18,20 @@ def _figures(phase_names: tuple[str, str], cpu: list[dict[str, float]]) -> dict[
     return {name: {"cpu_ms_per_workload": c} for name, c in zip(phase_names, cpu, strict=True)}
 
 
+def _round(
+    floor_cpu: list[dict[str, float]], multiq_cpu: list[dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """`margins` of one round whose benches gave these CPU figures, throughput then paced."""
+    floor = _figures(("throughput", "paced"), floor_cpu)
+    multiq = _figures(("throughput", "latency"), [{**c, "bench": 9.0} for c in multiq_cpu])
+    return margins(floor, multiq)
+
+
 def test_a_rounds_margin_is_multiqs_ratio_over_the_floors_in_each_phase() -> None:
-    floor = _figures(
-        ("throughput", "paced"),
+    got = _round(
         [{"hub": 0.5, "agent": 0.5, "kubesim": 0.5}, {"hub": 1.0, "agent": 1.0, "kubesim": 1.0}],
+        [{"hub": 0.8, "agent": 0.7, "kubesim": 0.6}, {"hub": 1.5, "agent": 1.5, "kubesim": 1.0}],
     )
-    multiq = _figures(
-        ("throughput", "latency"),
-        [
-            {"hub": 0.8, "agent": 0.7, "kubesim": 0.6, "bench": 9.0},
-            {"hub": 1.5, "agent": 1.5, "kubesim": 1.0, "bench": 9.0},
-        ],
-    )
-    got = margins(floor, multiq)
     assert {figure: got["throughput"][figure] for figure in FIGURES[:3]} == {
         "floor_ratio": 2.0,
         "multiq_ratio": 2.5,
@@ -44,18 +45,10 @@ def test_a_rounds_margin_is_multiqs_ratio_over_the_floors_in_each_phase() -> Non
 
 
 def test_each_role_is_set_beside_its_floor_counterpart() -> None:
-    floor = _figures(
-        ("throughput", "paced"),
+    got = _round(
         [{"hub": 0.5, "agent": 0.4, "kubesim": 0.5}, {"hub": 1.0, "agent": 1.0, "kubesim": 1.0}],
+        [{"hub": 0.8, "agent": 0.6, "kubesim": 0.6}, {"hub": 1.75, "agent": 1.4, "kubesim": 1.1}],
     )
-    multiq = _figures(
-        ("throughput", "latency"),
-        [
-            {"hub": 0.8, "agent": 0.6, "kubesim": 0.6, "bench": 9.0},
-            {"hub": 1.75, "agent": 1.4, "kubesim": 1.1, "bench": 9.0},
-        ],
-    )
-    got = margins(floor, multiq)
     assert {role: got["throughput"][f"{role}_over_floor"] for role in ROLES} == {
         "hub": 1.6,
         "agent": 1.5,
