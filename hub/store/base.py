@@ -160,9 +160,9 @@ class StoredObject:
     revision: Revision  # last write; for a deleted object, the revision of the delete
     create_revision: Revision
     encoded: str | None = field(default=None, compare=False)
-    """The value's JSON as the store holds it, when the store has it at hand (SQLite's
-    events): a watch writes its events from it (`with_resource_version_text`) instead of
-    encoding the value again."""
+    """The value's JSON as the store holds it, when the store has it at hand (the watch
+    events of both stores, live and replayed; a write's result from SQLite): a watch writes
+    its events from it (`with_resource_version_text`) instead of encoding the value again."""
 
 
 @dataclass(frozen=True, slots=True)
