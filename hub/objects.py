@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -42,6 +43,7 @@ _log = logging.getLogger(__name__)
 
 __all__ = [
     "ObjectRepository",
+    "RandomUids",
     "check_path_names",
     "object_key",
     "parse_resource_version",
@@ -88,6 +90,40 @@ def translate_store_error(exc: store_base.StoreError) -> HubError:
         return UnavailableError(f"the store is unavailable: {exc}")
     return HubError(f"store error: {exc}")
 
+
+class RandomUids:
+    """Random (version 4) UUIDs, the uids Kubernetes gives its objects, in their canonical
+    text, from a pool of `os.urandom` bytes refilled `BATCH` uids at a time; dropped in a
+    forked child, so that two processes never hand out the same uids.
+
+    Written out here rather than with `str(uuid.uuid4())` for the hub's CPU, every create
+    paying it (`bench.federation_meter`, paced): `uuid4` cost 15.1 µs a call live against 1.2
+    in a loop, and from the pool still 14.3 through `uuid.UUID` and `str` — the path's cost,
+    cold at each create, not the system call's; written out, 7.1 (0.8 in a loop)."""
+
+    BATCH = 256
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+        os.register_at_fork(after_in_child=self._drop)
+
+    def _drop(self) -> None:
+        self._pool, self._at = b"", 0
+
+    def __call__(self) -> str:
+        if self._at >= len(self._pool):
+            self._pool, self._at = os.urandom(16 * self.BATCH), 0
+        raw = bytearray(self._pool[self._at : self._at + 16])
+        self._at += 16
+        raw[6] = raw[6] & 0x0F | 0x40  # version 4
+        raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+        h = raw.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+new_uid = RandomUids()
+"""The hub's uids for the objects it creates."""
 
 _REVISION = re.compile(r"[0-9]{1,19}")
 
@@ -200,7 +236,7 @@ class ObjectRepository:
             meta.name = f"{meta.generate_name}{uuid.uuid4().hex[:5]}"
         if obj.NAMESPACED and not meta.namespace:
             meta.namespace = "default"
-        meta.uid = str(uuid.uuid4())
+        meta.uid = new_uid()
         meta.creation_timestamp = self._clock()
         meta.generation = 1
         meta.resource_version = None
