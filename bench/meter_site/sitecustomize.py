@@ -11,7 +11,10 @@ to `gc:generationN`, with the count of collections. A collection runs inside wha
 allocation set it off, so a function metered around it counts its time too.
 
 SIGUSR2 resets the totals; SIGUSR1 writes them to MULTIQ_METER_DIR/<pid>.json (written whole,
-then renamed into place) as {"argv0": ..., "totals": {name: [calls, cpu_seconds]}}.
+then renamed into place) as {"argv0": ..., "totals": {name: [calls, cpu_seconds]}}. With
+MULTIQ_METER_AT_EXIT=1 a process also writes them when it exits normally: how a bench that
+does not send the signals is metered, such as the floor's (`bench.control_plane_floor`, whose
+hub and agents keep the totals of everything they ran).
 
 Only plain functions and methods can be metered: the CPU of a coroutine is spent in pieces
 between awaits, which a wrapper around the call does not see (the driver refuses them first).
@@ -22,6 +25,7 @@ Used by: bench.federation_meter (the only one to set MULTIQ_METER). Not product 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import importlib.abc
@@ -153,3 +157,5 @@ if os.environ.get("MULTIQ_METER") and os.environ.get("MULTIQ_METER_DIR"):
     sys.meta_path.insert(0, _PatchOnImport(_waiting))
     signal.signal(signal.SIGUSR1, _dump)
     signal.signal(signal.SIGUSR2, _reset)
+    if os.environ.get("MULTIQ_METER_AT_EXIT") == "1":
+        atexit.register(_dump, signal.SIGUSR1, None)

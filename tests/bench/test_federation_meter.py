@@ -54,14 +54,18 @@ def test_figures_are_per_workload_and_per_call_and_uncalled_functions_are_left_o
     }
 
 
-def metered_run(script: str, meters: str, dump_dir: Path, *on_path: Path) -> dict[str, list[float]]:
+def metered_run(
+    script: str, meters: str, dump_dir: Path, *on_path: Path, at_exit: bool = False
+) -> dict[str, list[float]]:
     """Run `script` in a fresh interpreter with the call meter on for `meters` (and
-    `on_path` importable); the totals it dumped into `dump_dir`."""
+    `on_path` importable; `at_exit`: MULTIQ_METER_AT_EXIT=1); the totals it dumped into
+    `dump_dir`."""
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "MULTIQ_METER_AT_EXIT"},
         "PYTHONPATH": os.pathsep.join([str(SITE), *map(str, on_path)]),
         "MULTIQ_METER": meters,
         "MULTIQ_METER_DIR": str(dump_dir),
+        **({"MULTIQ_METER_AT_EXIT": "1"} if at_exit else {}),
     }
     done = subprocess.run(
         [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
@@ -91,6 +95,30 @@ os.kill(os.getpid(), signal.SIGUSR1)
     assert totals["colorsys:rgb_to_hsv"][0] == 5
     assert totals["fractions:Fraction.limit_denominator"][0] == 1
     assert all(seconds >= 0 for _, seconds in totals.values())
+
+
+def test_with_at_exit_a_process_dumps_its_totals_when_it_exits_unsignalled(
+    tmp_path: Path,
+) -> None:
+    script = """
+from colorsys import rgb_to_hsv
+for _ in range(4):
+    rgb_to_hsv(0.1, 0.2, 0.3)
+"""
+    totals = metered_run(script, "colorsys:rgb_to_hsv", tmp_path, at_exit=True)
+    assert totals["colorsys:rgb_to_hsv"][0] == 4
+
+
+def test_without_at_exit_an_unsignalled_process_dumps_nothing(tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "MULTIQ_METER_AT_EXIT"},
+        "PYTHONPATH": str(SITE),
+        "MULTIQ_METER": "colorsys:rgb_to_hsv",
+        "MULTIQ_METER_DIR": str(tmp_path),
+    }
+    script = "from colorsys import rgb_to_hsv; rgb_to_hsv(0.1, 0.2, 0.3)"
+    subprocess.run([sys.executable, "-c", script], check=True, env=env)
+    assert not list(tmp_path.glob("*.json"))
 
 
 def test_the_collector_meter_counts_each_generation_s_collections_and_their_cpu(
