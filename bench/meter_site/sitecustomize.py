@@ -12,9 +12,10 @@ allocation set it off, so a function metered around it counts its time too.
 
 SIGUSR2 resets the totals; SIGUSR1 writes them to MULTIQ_METER_DIR/<pid>.json (written whole,
 then renamed into place) as {"argv0": ..., "totals": {name: [calls, cpu_seconds]}}. With
-MULTIQ_METER_AT_EXIT=1 a process also writes them when it exits normally: how a bench that
-does not send the signals is metered, such as the floor's (`bench.control_plane_floor`, whose
-hub and agents keep the totals of everything they ran).
+MULTIQ_METER_AT_EXIT=1 a process also writes them when it exits normally or is sent SIGTERM
+(unless it handles SIGTERM itself, and then exits normally): how a bench that does not send
+the signals is metered, such as the floor's (`bench.control_plane_floor`, whose hub and
+agents keep the totals of everything they ran).
 
 Only plain functions and methods can be metered: the CPU of a coroutine is spent in pieces
 between awaits, which a wrapper around the call does not see (the driver refuses them first).
@@ -140,6 +141,13 @@ def _dump(signum: int, frame: FrameType | None) -> None:
     os.replace(final + ".tmp", final)
 
 
+def _dump_and_terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM's default action, the totals written first."""
+    _dump(signum, frame)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _reset(signum: int, frame: FrameType | None) -> None:
     for totals in _TOTALS.values():
         totals[0], totals[1] = 0, 0.0
@@ -159,3 +167,4 @@ if os.environ.get("MULTIQ_METER") and os.environ.get("MULTIQ_METER_DIR"):
     signal.signal(signal.SIGUSR2, _reset)
     if os.environ.get("MULTIQ_METER_AT_EXIT") == "1":
         atexit.register(_dump, signal.SIGUSR1, None)
+        signal.signal(signal.SIGTERM, _dump_and_terminate)

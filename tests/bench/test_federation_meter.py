@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -107,6 +108,30 @@ for _ in range(4):
 """
     totals = metered_run(script, "colorsys:rgb_to_hsv", tmp_path, at_exit=True)
     assert totals["colorsys:rgb_to_hsv"][0] == 4
+
+
+def test_with_at_exit_a_process_sent_sigterm_dumps_its_totals_and_dies_of_it(
+    tmp_path: Path,
+) -> None:
+    script = """
+import os, signal
+from colorsys import rgb_to_hsv
+for _ in range(2):
+    rgb_to_hsv(0.1, 0.2, 0.3)
+os.kill(os.getpid(), signal.SIGTERM)
+raise SystemExit("SIGTERM did not end the process")
+"""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SITE),
+        "MULTIQ_METER": "colorsys:rgb_to_hsv",
+        "MULTIQ_METER_DIR": str(tmp_path),
+        "MULTIQ_METER_AT_EXIT": "1",
+    }
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=env)
+    assert done.returncode == -signal.SIGTERM
+    [dump] = tmp_path.glob("*.json")
+    assert json.loads(dump.read_text())["totals"]["colorsys:rgb_to_hsv"][0] == 2
 
 
 def test_without_at_exit_an_unsignalled_process_dumps_nothing(tmp_path: Path) -> None:
