@@ -55,19 +55,24 @@ def test_figures_are_per_workload_and_per_call_and_uncalled_functions_are_left_o
     }
 
 
-def metered_run(
-    script: str, meters: str, dump_dir: Path, *on_path: Path, at_exit: bool = False
-) -> dict[str, list[float]]:
-    """Run `script` in a fresh interpreter with the call meter on for `meters` (and
-    `on_path` importable; `at_exit`: MULTIQ_METER_AT_EXIT=1); the totals it dumped into
-    `dump_dir`."""
-    env = {
+def meter_env(meters: str, dump_dir: Path, *on_path: Path, at_exit: bool = False) -> dict[str, str]:
+    """The environment of a process with the call meter on for `meters` (and `on_path`
+    importable; `at_exit`: MULTIQ_METER_AT_EXIT=1), dumping into `dump_dir`."""
+    return {
         **{k: v for k, v in os.environ.items() if k != "MULTIQ_METER_AT_EXIT"},
         "PYTHONPATH": os.pathsep.join([str(SITE), *map(str, on_path)]),
         "MULTIQ_METER": meters,
         "MULTIQ_METER_DIR": str(dump_dir),
         **({"MULTIQ_METER_AT_EXIT": "1"} if at_exit else {}),
     }
+
+
+def metered_run(
+    script: str, meters: str, dump_dir: Path, *on_path: Path, at_exit: bool = False
+) -> dict[str, list[float]]:
+    """Run `script` in a fresh interpreter under `meter_env`; the totals it dumped into
+    `dump_dir`."""
+    env = meter_env(meters, dump_dir, *on_path, at_exit=at_exit)
     done = subprocess.run(
         [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True
     )
@@ -98,36 +103,27 @@ os.kill(os.getpid(), signal.SIGUSR1)
     assert all(seconds >= 0 for _, seconds in totals.values())
 
 
+def calls(n: int) -> str:
+    """A script that calls `colorsys.rgb_to_hsv` `n` times."""
+    return f"from colorsys import rgb_to_hsv\nfor _ in range({n}): rgb_to_hsv(0.1, 0.2, 0.3)\n"
+
+
 def test_with_at_exit_a_process_dumps_its_totals_when_it_exits_unsignalled(
     tmp_path: Path,
 ) -> None:
-    script = """
-from colorsys import rgb_to_hsv
-for _ in range(4):
-    rgb_to_hsv(0.1, 0.2, 0.3)
-"""
-    totals = metered_run(script, "colorsys:rgb_to_hsv", tmp_path, at_exit=True)
+    totals = metered_run(calls(4), "colorsys:rgb_to_hsv", tmp_path, at_exit=True)
     assert totals["colorsys:rgb_to_hsv"][0] == 4
 
 
 def test_with_at_exit_a_process_sent_sigterm_dumps_its_totals_and_dies_of_it(
     tmp_path: Path,
 ) -> None:
-    script = """
-import os, signal
-from colorsys import rgb_to_hsv
-for _ in range(2):
-    rgb_to_hsv(0.1, 0.2, 0.3)
-os.kill(os.getpid(), signal.SIGTERM)
-raise SystemExit("SIGTERM did not end the process")
-"""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(SITE),
-        "MULTIQ_METER": "colorsys:rgb_to_hsv",
-        "MULTIQ_METER_DIR": str(tmp_path),
-        "MULTIQ_METER_AT_EXIT": "1",
-    }
+    script = calls(2) + (
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "raise SystemExit('SIGTERM did not end the process')\n"
+    )
+    env = meter_env("colorsys:rgb_to_hsv", tmp_path, at_exit=True)
     done = subprocess.run([sys.executable, "-c", script], check=False, env=env)
     assert done.returncode == -signal.SIGTERM
     [dump] = tmp_path.glob("*.json")
@@ -135,14 +131,8 @@ raise SystemExit("SIGTERM did not end the process")
 
 
 def test_without_at_exit_an_unsignalled_process_dumps_nothing(tmp_path: Path) -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "MULTIQ_METER_AT_EXIT"},
-        "PYTHONPATH": str(SITE),
-        "MULTIQ_METER": "colorsys:rgb_to_hsv",
-        "MULTIQ_METER_DIR": str(tmp_path),
-    }
-    script = "from colorsys import rgb_to_hsv; rgb_to_hsv(0.1, 0.2, 0.3)"
-    subprocess.run([sys.executable, "-c", script], check=True, env=env)
+    env = meter_env("colorsys:rgb_to_hsv", tmp_path)
+    subprocess.run([sys.executable, "-c", calls(1)], check=True, env=env)
     assert not list(tmp_path.glob("*.json"))
 
 
