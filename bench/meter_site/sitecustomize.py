@@ -21,7 +21,8 @@ Only plain functions and methods can be metered: the CPU of a coroutine is spent
 between awaits, which a wrapper around the call does not see (the driver refuses them first).
 A metered function called inside another metered one is counted in both.
 
-Used by: bench.federation_meter (the only one to set MULTIQ_METER). Not product code.
+Used by: bench.federation_meter (the only code to set MULTIQ_METER), and by hand for other
+benches' processes (README, session 44: the floor's). Not product code.
 """
 
 from __future__ import annotations
