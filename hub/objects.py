@@ -16,7 +16,6 @@ import copy
 import logging
 import os
 import re
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -233,7 +232,7 @@ class ObjectRepository:
         when the object exists."""
         meta = obj.metadata
         if not meta.name and meta.generate_name:
-            meta.name = f"{meta.generate_name}{uuid.uuid4().hex[:5]}"
+            meta.name = f"{meta.generate_name}{new_uid()[:5]}"  # (its first 5: random hex)
         if obj.NAMESPACED and not meta.namespace:
             meta.namespace = "default"
         meta.uid = new_uid()

@@ -1,14 +1,19 @@
 """The uids the hub gives the objects it creates (hub.objects.RandomUids): RFC 4122 version 4
-UUIDs in their canonical text, unique, drawn from a pool that a forked child never shares."""
+UUIDs in their canonical text, unique, drawn from a pool that a forked child never shares;
+and the random suffix of a generateName, drawn from the same pool."""
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 
-from hub.objects import RandomUids
+from api.v1alpha1.queues import ClusterQueue
+from hub.objects import ObjectRepository, RandomUids
+from hub.store.sqlite import SqliteStore
 
 
 def test_a_uid_is_a_random_uuid_in_its_canonical_text() -> None:
@@ -58,3 +63,19 @@ def test_a_forked_child_draws_other_uids_than_its_parent() -> None:
     parent = [uids() for _ in range(4)]
     assert len(child) == 4
     assert not set(child) & set(parent)
+
+
+async def test_an_object_created_with_a_generate_name_gets_five_random_hex_characters_after_it(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "hub.db")
+    try:
+        repo = ObjectRepository(store)
+        names = []
+        for _ in range(3):
+            cq = ClusterQueue.model_validate({"metadata": {"generateName": "cq-"}, "spec": {}})
+            names.append((await repo.create(cq))["metadata"]["name"])
+    finally:
+        await store.close()
+    assert all(re.fullmatch(r"cq-[0-9a-f]{5}", name) for name in names), names
+    assert len(set(names)) == 3
