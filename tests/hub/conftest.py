@@ -1,4 +1,5 @@
-"""Fixtures shared by the hub's suites: one real etcd server per test session.
+"""Fixtures shared by the hub's suites: one real etcd server per test session, and a hub store
+in a fresh SQLite file per test (`sqlite_store`).
 
 The etcd server (Debian's etcd-server) starts once, lazily, the first time a test needs it,
 with its data on tmpfs when available (fsync on tmpfs is cheap, which keeps the suite fast;
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from hub.store.localetcd import EtcdNotInstalledError, LocalEtcd
+from hub.store.sqlite import SqliteStore
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +36,13 @@ def etcd_server() -> Iterator[LocalEtcd]:
     finally:
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """A hub store in a fresh SQLite file, closed after the test."""
+    opened = await SqliteStore.open(tmp_path / "hub.db")
+    try:
+        yield opened
+    finally:
+        await opened.close()

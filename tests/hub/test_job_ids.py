@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +15,8 @@ from hub.store.sqlite import SqliteStore
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "hub.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store(sqlite_store: SqliteStore) -> SqliteStore:
+    return sqlite_store
 
 
 class Term:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -66,16 +65,12 @@ def test_a_forked_child_draws_other_uids_than_its_parent() -> None:
 
 
 async def test_an_object_created_with_a_generate_name_gets_five_random_hex_characters_after_it(
-    tmp_path: Path,
+    sqlite_store: SqliteStore,
 ) -> None:
-    store = await SqliteStore.open(tmp_path / "hub.db")
-    try:
-        repo = ObjectRepository(store)
-        names = []
-        for _ in range(3):
-            cq = ClusterQueue.model_validate({"metadata": {"generateName": "cq-"}, "spec": {}})
-            names.append((await repo.create(cq))["metadata"]["name"])
-    finally:
-        await store.close()
+    repo = ObjectRepository(sqlite_store)
+    names = []
+    for _ in range(3):
+        cq = ClusterQueue.model_validate({"metadata": {"generateName": "cq-"}, "spec": {}})
+        names.append((await repo.create(cq))["metadata"]["name"])
     assert all(re.fullmatch(r"cq-[0-9a-f]{5}", name) for name in names), names
     assert len(set(names)) == 3

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 from api.v1alpha1.federation import MemberCluster
@@ -34,29 +33,25 @@ async def _events(
 
 
 async def test_every_event_comes_with_its_text_and_the_text_is_the_object(
-    tmp_path: Path,
+    sqlite_store: SqliteStore,
 ) -> None:
-    store = await SqliteStore.open(tmp_path / "hub.db")
-    try:
-        repo = ObjectRepository(store)
-        live = asyncio.ensure_future(_events(repo, Revision(0), 3))
-        await asyncio.sleep(0.05)  # the watch is open: these come live
+    repo = ObjectRepository(sqlite_store)
+    live = asyncio.ensure_future(_events(repo, Revision(0), 3))
+    await asyncio.sleep(0.05)  # the watch is open: these come live
 
-        await repo.create(member("east"))
+    await repo.create(member("east"))
 
-        def labelled(value: dict[str, Any]) -> dict[str, Any]:
-            value["status"] = {"agentVersion": "0.1.0"}
-            return value
+    def labelled(value: dict[str, Any]) -> dict[str, Any]:
+        value["status"] = {"agentVersion": "0.1.0"}
+        return value
 
-        await repo.modify(MemberCluster, "east", None, labelled)
-        await store.delete("/memberclusters/east", expected=None)
+    await repo.modify(MemberCluster, "east", None, labelled)
+    await sqlite_store.delete("/memberclusters/east", expected=None)
 
-        replayed = await _events(repo, Revision(0), 3)  # from the store's history
-        for events in (await live, replayed):
-            assert [kind for kind, _, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
-            for _, obj, text in events:
-                assert text is not None
-                assert json.loads(text) == obj
-            assert [obj["metadata"]["resourceVersion"] for _, obj, _ in events] == ["1", "2", "3"]
-    finally:
-        await store.close()
+    replayed = await _events(repo, Revision(0), 3)  # from the store's history
+    for events in (await live, replayed):
+        assert [kind for kind, _, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
+        for _, obj, text in events:
+            assert text is not None
+            assert json.loads(text) == obj
+        assert [obj["metadata"]["resourceVersion"] for _, obj, _ in events] == ["1", "2", "3"]
